@@ -1,0 +1,210 @@
+// Package config reads every setting from the environment (caarlos0/env).
+// Each variable is declared once, here, with its default and a help string:
+// `clankie env`, --help and the README table are generated from these tags,
+// so the documentation cannot drift from what the code reads.
+//
+// Tags: env (the variable), envDefault, secret:"true" (never printed),
+// help (one sentence for an operator).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Log configures logging for every process.
+type Log struct {
+	Level  string `env:"CLANKIE_LOG_LEVEL" envDefault:"info" help:"Log level: debug, info, warn or error."`
+	Format string `env:"CLANKIE_LOG_FORMAT" envDefault:"json" help:"Log format: json for machines, console for people."`
+}
+
+// Validate names the variable that is wrong.
+func (l Log) Validate() error {
+	switch l.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("CLANKIE_LOG_LEVEL must be debug, info, warn or error (got %q)", l.Level)
+	}
+	switch l.Format {
+	case "json", "console":
+	default:
+		return fmt.Errorf("CLANKIE_LOG_FORMAT must be json or console (got %q)", l.Format)
+	}
+	return nil
+}
+
+// Tokens are the four memory bearers. An empty one is minted by the service
+// into <root>/bearers.json on first start and read from there by local clients.
+type Tokens struct {
+	Operator    string `env:"CLANKIE_OPERATOR_TOKEN" secret:"true" help:"Bearer of the operator lane (CLI, every operator route). Minted into the memory root when unset."`
+	TextBridge  string `env:"CLANKIE_TEXT_BRIDGE_TOKEN" secret:"true" help:"Bearer of the text bridge (discord_presence lane). Minted into the memory root when unset."`
+	VoiceBridge string `env:"CLANKIE_VOICE_BRIDGE_TOKEN" secret:"true" help:"Bearer of the voice bridge (discord_voice lane). Minted into the memory root when unset."`
+	Gameplay    string `env:"CLANKIE_GAMEPLAY_TOKEN" secret:"true" help:"Bearer of the gameplay lane. Minted into the memory root when unset."`
+}
+
+// Validate refuses tokens too short to be secrets, without echoing them.
+func (t Tokens) Validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"CLANKIE_OPERATOR_TOKEN", t.Operator},
+		{"CLANKIE_TEXT_BRIDGE_TOKEN", t.TextBridge},
+		{"CLANKIE_VOICE_BRIDGE_TOKEN", t.VoiceBridge},
+		{"CLANKIE_GAMEPLAY_TOKEN", t.Gameplay},
+	} {
+		if f.v == "" {
+			continue
+		}
+		if len(f.v) < 16 {
+			return fmt.Errorf("%s must be at least 16 characters (it is a secret; leave it unset to have one minted)", f.name)
+		}
+		if strings.ContainsAny(f.v, " \t\r\n") {
+			return fmt.Errorf("%s must not contain whitespace", f.name)
+		}
+	}
+	return nil
+}
+
+// Memory configures `clankie memory serve`.
+type Memory struct {
+	Addr   string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
+	Dir    string `env:"CLANKIE_MEMORY_DIR" envDefault:"${HOME}/.clankie/memory" expand:"true" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+	Tokens Tokens
+	Log    Log
+}
+
+// Validate names the variable that is wrong.
+func (m Memory) Validate() error {
+	if _, port, err := net.SplitHostPort(m.Addr); err != nil || port == "" {
+		return fmt.Errorf("CLANKIE_MEMORY_ADDR must be host:port, such as 127.0.0.1:4310 (got %q)", m.Addr)
+	}
+	if strings.TrimSpace(m.Dir) == "" || strings.HasPrefix(m.Dir, "/.clankie") && os.Getenv("HOME") == "" {
+		return errors.New("CLANKIE_MEMORY_DIR must name a directory (HOME is unset, so the default cannot be used)")
+	}
+	if err := m.Tokens.Validate(); err != nil {
+		return err
+	}
+	return m.Log.Validate()
+}
+
+// LoadMemory reads and validates the service's settings.
+func LoadMemory() (Memory, error) { return load[Memory]() }
+
+// LoadLog reads and validates only the logging settings.
+func LoadLog() (Log, error) { return load[Log]() }
+
+// validator is satisfied by every settings struct.
+type validator interface{ Validate() error }
+
+func load[T validator]() (T, error) {
+	var c T
+	if err := env.Parse(&c); err != nil {
+		return c, explain(err, fieldVars(reflect.TypeOf(c)))
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// explain turns caarlos0/env's aggregate error into one line per variable,
+// without echoing values (a value may be a secret).
+func explain(err error, vars map[string]string) error {
+	var agg env.AggregateError
+	if errors.As(err, &agg) {
+		var lines []string
+		for _, e := range agg.Errors {
+			var pe env.ParseError
+			var ve env.VarIsNotSetError
+			var ee env.EmptyVarError
+			switch {
+			case errors.As(e, &pe):
+				lines = append(lines, fmt.Sprintf("%s has a malformed value (want %s)", vars[pe.Name], pe.Type))
+			case errors.As(e, &ve):
+				lines = append(lines, fmt.Sprintf("%s is required and not set", ve.Key))
+			case errors.As(e, &ee):
+				lines = append(lines, fmt.Sprintf("%s is required and empty", ee.Key))
+			default:
+				lines = append(lines, e.Error())
+			}
+		}
+		return errors.New(strings.Join(lines, "; "))
+	}
+	return err
+}
+
+// fieldVars maps Go field names to the variables they read, so a parse
+// error can name the variable rather than the field.
+func fieldVars(t reflect.Type) map[string]string {
+	m := map[string]string{}
+	var walk func(reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name, _, _ := strings.Cut(f.Tag.Get("env"), ","); name != "" {
+				m[f.Name] = name
+			} else if f.Type.Kind() == reflect.Struct {
+				walk(f.Type)
+			}
+		}
+	}
+	walk(t)
+	return m
+}
+
+// URLVar validates an http(s) URL setting.
+func URLVar(name, v string, schemes ...string) error {
+	u, err := url.Parse(v)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("%s must be an absolute URL such as %s://host:port (got %q)", name, schemes[0], v)
+	}
+	for _, s := range schemes {
+		if u.Scheme == s {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s must use %s (got %q)", name, strings.Join(schemes, " or "), u.Scheme)
+}
+
+// Var describes one environment variable for `clankie env` and the README.
+type Var struct {
+	Name    string
+	Default string
+	Secret  bool
+	Help    string
+}
+
+// Describe lists the variables a settings struct reads, in declaration order.
+func Describe(v any) []Var {
+	var out []Var
+	describe(reflect.TypeOf(v), &out)
+	return out
+}
+
+func describe(t reflect.Type, out *[]Var) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name := f.Tag.Get("env")
+		if name == "" {
+			if f.Type.Kind() == reflect.Struct {
+				describe(f.Type, out)
+			}
+			continue
+		}
+		name, _, _ = strings.Cut(name, ",")
+		*out = append(*out, Var{
+			Name:    name,
+			Default: f.Tag.Get("envDefault"),
+			Secret:  f.Tag.Get("secret") == "true",
+			Help:    f.Tag.Get("help"),
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package durable
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// OpenRoot creates dir with DirMode if it is missing, tightens it when it is
+// wider (refusing with a sentence when it cannot), and opens it as a Root.
+func OpenRoot(dir string) (*os.Root, error) {
+	if dir == "" {
+		return nil, errors.New("the memory root is empty; set CLANKIE_MEMORY_DIR")
+	}
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return nil, fmt.Errorf("cannot create the memory root %s: %w", dir, err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the memory root %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("the memory root %s is not a directory", dir)
+	}
+	if st.Mode().Perm()&^DirMode != 0 {
+		if err := os.Chmod(dir, DirMode); err != nil {
+			return nil, fmt.Errorf("the memory root %s has mode %04o and cannot be tightened to 0700 (%v); fix its permissions or choose another CLANKIE_MEMORY_DIR", dir, st.Mode().Perm(), err)
+		}
+	}
+	return os.OpenRoot(dir)
+}
+
+// Lock is the exclusive lock that makes one service the only writer of a root.
+type Lock struct{ f *os.File }
+
+// LockName is the lock file inside the root.
+const LockName = "LOCK"
+
+// ErrLocked is wrapped by AcquireLock when another process holds the root.
+var ErrLocked = errors.New("memory root is locked")
+
+// AcquireLock takes an exclusive, non-blocking flock on <root>/LOCK and writes
+// our pid into it. The lock lives as long as the process (or until Release).
+func AcquireLock(root *os.Root, rootPath string) (*Lock, error) {
+	f, err := root.OpenFile(LockName, os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file in %s: %w", rootPath, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder := "unknown"
+		if b, rerr := os.ReadFile(filepath.Join(rootPath, LockName)); rerr == nil {
+			if pid := strings.TrimSpace(string(b)); pid != "" {
+				holder = pid
+			}
+		}
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: another memory service (pid %s) already owns %s", ErrLocked, holder, rootPath)
+		}
+		return nil, fmt.Errorf("lock %s: %w", rootPath, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_ = f.Sync()
+	}
+	return &Lock{f: f}, nil
+}
+
+// Release drops the lock. The pid is left behind; it is only read while the
+// lock is held by someone.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// IsNotExist reports whether err says a file is missing.
+func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
