@@ -1,0 +1,134 @@
+package people
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/clankie/clankie/api"
+)
+
+// File names encode (guildId, userId) so that no id can climb out of the
+// directory and no two different pairs share a file.
+//
+// The readable form is "p-" + esc(guild) + "_" + esc(user) + ".json", where
+// esc keeps ASCII letters, digits and '-' and writes every other byte as %XX.
+// '_' is always escaped inside an id, so the one bare '_' is the separator and
+// the form is injective; '/', '.', NUL and '%' are escaped, so a name is one
+// path element that cannot be "..", never starts with a dot (temp files do)
+// and never contains a second dot.
+//
+// Ids of up to 64 characters can be 256 bytes each, which escaped would pass
+// the 255-byte file name limit. When the readable form is longer than
+// maxReadable the name is "h-" + sha256(len(guild) | guild | user) + ".json".
+// Hashed names are injective up to SHA-256 collisions, and every file also
+// stores its subject, which the store checks on load.
+const (
+	fileSuffix  = ".json"
+	readableTag = "p-"
+	hashedTag   = "h-"
+	maxReadable = 200
+)
+
+// FileName answers the file name of a person. It never fails for ids that
+// pass ValidID; callers validate first.
+func FileName(s api.Subject) string {
+	name := readableTag + escape(s.GuildID) + "_" + escape(s.UserID) + fileSuffix
+	if len(name) <= maxReadable {
+		return name
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d|%s%s", len(s.GuildID), s.GuildID, s.UserID)
+	return hashedTag + hex.EncodeToString(h.Sum(nil)) + fileSuffix
+}
+
+// ParseFileName inverts FileName for readable names. Hashed names answer
+// ok=false: their subject is read from the file.
+func ParseFileName(name string) (s api.Subject, ok bool) {
+	rest, found := strings.CutPrefix(name, readableTag)
+	if !found {
+		return s, false
+	}
+	rest, found = strings.CutSuffix(rest, fileSuffix)
+	if !found {
+		return s, false
+	}
+	g, u, found := strings.Cut(rest, "_")
+	if !found {
+		return s, false
+	}
+	gid, err1 := unescape(g)
+	uid, err2 := unescape(u)
+	if err1 != nil || err2 != nil || ValidID(gid) != nil || ValidID(uid) != nil {
+		return s, false
+	}
+	s = api.Subject{GuildID: gid, UserID: uid}
+	if FileName(s) != name {
+		return api.Subject{}, false
+	}
+	return s, true
+}
+
+// IsPersonFile reports whether a directory entry is a person file (not a
+// temp file, not a file moved aside as corrupt).
+func IsPersonFile(name string) bool {
+	return (strings.HasPrefix(name, readableTag) || strings.HasPrefix(name, hashedTag)) &&
+		strings.HasSuffix(name, fileSuffix) && strings.Count(name, ".") == 1
+}
+
+// ValidID is the rule for guild and user ids: 1–64 characters of valid UTF-8
+// with no control characters.
+func ValidID(id string) error {
+	n := utf8.RuneCountInString(id)
+	if n < 1 || n > api.MaxIDLength {
+		return fmt.Errorf("must be 1 to %d characters", api.MaxIDLength)
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("must be valid UTF-8")
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("must not contain control characters")
+		}
+	}
+	return nil
+}
+
+func escape(id string) string {
+	var b strings.Builder
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
+}
+
+func unescape(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(s) {
+				return "", fmt.Errorf("short escape")
+			}
+			v, err := hex.DecodeString(s[i+1 : i+3])
+			if err != nil || strings.ToUpper(s[i+1:i+3]) != s[i+1:i+3] {
+				return "", fmt.Errorf("bad escape")
+			}
+			b.WriteByte(v[0])
+			i += 2
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-':
+			b.WriteByte(c)
+		default:
+			return "", fmt.Errorf("unescaped byte")
+		}
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,134 @@
+package people
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/clankie/clankie/api"
+)
+
+// Caller is who is asking, decided by the bearer and never by the body.
+type Caller struct {
+	Operator bool
+	// Surface is recorded as provenance.sourceSurface.
+	Surface string
+}
+
+// ReadScope is the room of an ambient read. A Discord read always has a
+// channel; the operator's may have none, and then sees every room.
+type ReadScope struct {
+	Operator  bool
+	ChannelID string
+}
+
+// Expired reports whether a fact's expiry has passed. Expiry is honest at read
+// time: nothing needs to sweep a file for an expired fact to disappear.
+func Expired(f api.Fact, now time.Time) bool {
+	return f.ExpiresAt != nil && !f.ExpiresAt.After(now)
+}
+
+// Visible is the one visibility rule of every ambient read (recall, briefing,
+// autocomplete): guild facts in every room of their guild (the guild is part
+// of the key, so facts never cross guilds), channel facts only in that
+// channel, operator_private facts only to the operator, expired facts never.
+func Visible(f api.Fact, r ReadScope, now time.Time) bool {
+	if Expired(f, now) {
+		return false
+	}
+	switch f.Visibility.Scope {
+	case api.ScopeGuild:
+		return true
+	case api.ScopeChannel:
+		if r.Operator && r.ChannelID == "" {
+			return true
+		}
+		return r.ChannelID != "" && f.Visibility.ChannelID == r.ChannelID
+	case api.ScopeOperatorPrivate:
+		return r.Operator
+	}
+	return false
+}
+
+// MaySupersede is the authority rule of a correction: the operator may
+// supersede any fact of the subject; a Discord proposer only one visible in
+// the proposing channel that they proposed themselves or that is about them.
+// It answers a content-free reason when the answer is no.
+func MaySupersede(c Caller, old api.Fact, proposerUserID, channelID string, now time.Time) (bool, string) {
+	if c.Operator {
+		return true, ""
+	}
+	if !Visible(old, ReadScope{ChannelID: channelID}, now) {
+		return false, "the fact named in supersedesFactId is not visible in this channel, so nothing was replaced"
+	}
+	if old.Provenance.ProposerUserID != proposerUserID && old.Subject.UserID != proposerUserID {
+		return false, "only the person a fact is about or the member who proposed it may supersede it, so nothing was replaced"
+	}
+	return true, ""
+}
+
+// MayForget is the subject's and proposer's right to remove a fact without
+// an operator. operator_private facts are invisible to Discord and so absent.
+func MayForget(f api.Fact, requesterUserID string) bool {
+	return requesterUserID != "" && f.Visibility.Scope != api.ScopeOperatorPrivate &&
+		(f.Subject.UserID == requesterUserID || f.Provenance.ProposerUserID == requesterUserID)
+}
+
+// Evict keeps a person at the bound: while there are more than max facts it
+// removes expired facts first (oldest first), then the oldest. It answers the
+// facts kept, in their original order, and how many were removed.
+func Evict(facts []api.Fact, max int, now time.Time) ([]api.Fact, int) {
+	over := len(facts) - max
+	if over <= 0 {
+		return facts, 0
+	}
+	order := make([]int, len(facts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		fa, fb := facts[order[a]], facts[order[b]]
+		ea, eb := Expired(fa, now), Expired(fb, now)
+		if ea != eb {
+			return ea
+		}
+		return fa.CreatedAt.Before(fb.CreatedAt)
+	})
+	drop := make(map[int]bool, over)
+	for _, i := range order[:over] {
+		drop[i] = true
+	}
+	kept := make([]api.Fact, 0, max)
+	for i, f := range facts {
+		if !drop[i] {
+			kept = append(kept, f)
+		}
+	}
+	return kept, over
+}
+
+// NewestFirst orders facts by creation, newest first, ties by id.
+func NewestFirst(facts []api.Fact) {
+	sort.SliceStable(facts, func(a, b int) bool {
+		if !facts[a].CreatedAt.Equal(facts[b].CreatedAt) {
+			return facts[a].CreatedAt.After(facts[b].CreatedAt)
+		}
+		return facts[a].FactID > facts[b].FactID
+	})
+}
+
+// MatchesQuery is the recall query: every whitespace-separated term must
+// appear, case-insensitively, in the body or the kind.
+func MatchesQuery(f api.Fact, query string) bool {
+	terms := strings.Fields(strings.ToLower(query))
+	if len(terms) == 0 {
+		return true
+	}
+	body, kind := strings.ToLower(f.Body), strings.ToLower(f.Kind)
+	for _, t := range terms {
+		if !strings.Contains(body, t) && !strings.Contains(kind, t) {
+			return false
+		}
+	}
+	return true
+}
