@@ -208,3 +208,16 @@ func describe(t reflect.Type, out *[]Var) {
 		})
 	}
 }
+
+// All lists every variable of every process once, for `clankie env`.
+func All() []Var {
+	seen := map[string]bool{}
+	var out []Var
+	for _, v := range Describe(Memory{}) {
+		if !seen[v.Name] {
+			seen[v.Name] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,66 @@
+// Command clankie is the one binary: the memory service, the Discord bridges,
+// the operator CLI and the one-command start.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries an exit code to main without printing twice.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// configError is a bad setting: one line naming the variable, exit code 2.
+func configError(err error) error { return &exitError{code: 2, err: err} }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(stderr, "clankie:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "clankie",
+		Short: "Clankie's memory service, Discord bridges and operator CLI",
+		Long: `Clankie keeps two durable memories — his own episodes and what people told him
+about people — in plain files owned by one memory service, and puts them in
+front of people through two Discord bots.
+
+Every setting comes from the environment; 'clankie env' lists them all.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newMemoryCommand(), newEnvCommand())
+	return root
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/memory"
+)
+
+func newMemoryCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "memory",
+		Short: "Run the memory service or inspect what it keeps",
+	}
+	cmd.AddCommand(newServeCommand())
+	return cmd
+}
+
+func newServeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the memory service (HTTP API over plain files)",
+		Long: `Run the memory service. It owns CLANKIE_MEMORY_DIR (0700 directories, 0600
+files), answers on CLANKIE_MEMORY_ADDR, and mints any bearer token not set in the
+environment into <dir>/bearers.json on first start. One service per directory:
+a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
+		Example: `  CLANKIE_MEMORY_DIR=/var/lib/clankie clankie memory serve
+  CLANKIE_LOG_FORMAT=console clankie memory serve`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.LoadMemory()
+			if err != nil {
+				return configError(err)
+			}
+			log, err := newLogger(cfg.Log)
+			if err != nil {
+				return configError(err)
+			}
+			defer log.Sync()
+			srv, err := memory.Start(cfg, log)
+			if err != nil {
+				return err
+			}
+			log.Info("memory service listening", zap.String("addr", srv.Addr), zap.String("root", cfg.Dir), zap.Strings("mintedLanes", srv.Minted))
+			err = srv.Serve(cmd.Context())
+			log.Info("memory service stopped")
+			return err
+		},
+	}
+}

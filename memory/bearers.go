@@ -1,0 +1,156 @@
+package memory
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/memory/durable"
+)
+
+// BearersFile holds minted tokens, keyed by lane, 0600 in the memory root.
+// Local clients (the CLI, `clankie up`) read it when their variable is unset.
+const BearersFile = "bearers.json"
+
+// Principal is who is asking. Only the bearer decides it.
+type Principal struct {
+	Lane string
+}
+
+// Operator reports whether the principal may cross lanes.
+func (p Principal) Operator() bool { return p.Lane == api.LaneOperator }
+
+// Surface is what a person fact's provenance records for this principal.
+func (p Principal) Surface() string {
+	switch p.Lane {
+	case api.LaneOperator:
+		return api.SurfaceOperator
+	case api.LaneDiscordPresence:
+		return api.SurfaceDiscordText
+	case api.LaneDiscordVoice:
+		return api.SurfaceDiscordVoice
+	}
+	return api.SurfaceGameplay
+}
+
+// Lanes lists every lane, each with the variable that holds its token.
+var laneVars = []struct{ lane, env string }{
+	{api.LaneOperator, "CLANKIE_OPERATOR_TOKEN"},
+	{api.LaneDiscordPresence, "CLANKIE_TEXT_BRIDGE_TOKEN"},
+	{api.LaneDiscordVoice, "CLANKIE_VOICE_BRIDGE_TOKEN"},
+	{api.LaneGameplay, "CLANKIE_GAMEPLAY_TOKEN"},
+}
+
+// TokenVar names the variable that holds a lane's token.
+func TokenVar(lane string) string {
+	for _, l := range laneVars {
+		if l.lane == lane {
+			return l.env
+		}
+	}
+	return ""
+}
+
+// Bearers recognises the four tokens. Only SHA-256 digests are kept, and
+// every comparison looks at all four fixed-length digests, so neither a
+// token's length nor which lane matched shows in the timing.
+type Bearers struct {
+	digests [4][sha256.Size]byte
+	lanes   [4]string
+}
+
+// LoadBearers takes tokens from the environment and mints the missing ones
+// into <root>/bearers.json on first start. It answers which lanes were minted
+// now (names only, never tokens).
+func LoadBearers(root *os.Root, env config.Tokens) (*Bearers, []string, error) {
+	fromEnv := map[string]string{
+		api.LaneOperator:        env.Operator,
+		api.LaneDiscordPresence: env.TextBridge,
+		api.LaneDiscordVoice:    env.VoiceBridge,
+		api.LaneGameplay:        env.Gameplay,
+	}
+	stored := map[string]string{}
+	if b, err := root.ReadFile(BearersFile); err == nil {
+		if err := json.Unmarshal(b, &stored); err != nil {
+			return nil, nil, fmt.Errorf("%s in the memory root cannot be parsed; move it away to mint new tokens", BearersFile)
+		}
+		_ = root.Chmod(BearersFile, durable.FileMode)
+	} else if !durable.IsNotExist(err) {
+		return nil, nil, fmt.Errorf("read %s: %w", BearersFile, err)
+	}
+	var minted []string
+	for _, l := range laneVars {
+		if fromEnv[l.lane] == "" && stored[l.lane] == "" {
+			stored[l.lane] = mintToken()
+			minted = append(minted, l.lane)
+		}
+	}
+	if len(minted) > 0 {
+		b, _ := json.MarshalIndent(stored, "", "  ")
+		if err := durable.WriteFile(root, BearersFile, b); err != nil {
+			return nil, nil, fmt.Errorf("write %s: %w", BearersFile, err)
+		}
+	}
+	bs := &Bearers{}
+	for i, l := range laneVars {
+		tok := fromEnv[l.lane]
+		if tok == "" {
+			tok = stored[l.lane]
+		}
+		bs.digests[i] = sha256.Sum256([]byte(tok))
+		bs.lanes[i] = l.lane
+	}
+	return bs, minted, nil
+}
+
+func mintToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed") // the runtime guarantees it does not
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// Authenticate answers the principal of an Authorization header value.
+func (b *Bearers) Authenticate(header string) (Principal, bool) {
+	tok, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok || tok == "" {
+		return Principal{}, false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	match := -1
+	for i := range b.digests {
+		if subtle.ConstantTimeCompare(sum[:], b.digests[i][:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return Principal{}, false
+	}
+	return Principal{Lane: b.lanes[match]}, true
+}
+
+// ReadMintedToken answers the token minted for a lane in the memory root
+// at dir, for local clients whose variable is unset.
+func ReadMintedToken(dir, lane string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, BearersFile))
+	if err != nil {
+		return "", err
+	}
+	var stored map[string]string
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return "", fmt.Errorf("%s cannot be parsed", BearersFile)
+	}
+	if stored[lane] == "" {
+		return "", fmt.Errorf("%s holds no token for the %s lane", BearersFile, lane)
+	}
+	return stored[lane], nil
+}

@@ -1,0 +1,136 @@
+// Package memory is the memory service: it owns Clankie's two durable
+// memories (person facts and episodes) and serves them over HTTP, where the
+// bearer, never the body, decides who is asking. It knows nothing of
+// Discord's client; the bridges and the CLI reach it over HTTP.
+package memory
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/episodes"
+	"github.com/clankie/clankie/memory/fault"
+	"github.com/clankie/clankie/memory/people"
+)
+
+// Service is the HTTP face of the stores.
+type Service struct {
+	root     *os.Root
+	rootPath string
+	bearers  *Bearers
+	people   *people.Store
+	episodes *episodes.Store
+	log      *zap.Logger
+	now      func() time.Time
+}
+
+// NewService wires the stores behind the routes.
+func NewService(root *os.Root, rootPath string, b *Bearers, p *people.Store, e *episodes.Store, log *zap.Logger, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, log: log, now: now}
+}
+
+// Handler answers every route of the contract.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+
+	const person = "/v1/memory/discord-people/{guildId}/{userId}"
+	mux.Handle("GET /v1/memory", s.route(operatorOnly, s.catalog))
+	mux.Handle("GET /v1/memory/discord-people", s.route(operatorOnly, s.listPeople))
+	mux.Handle("POST /v1/memory/discord-people/proposals", s.route(peopleLanes, s.propose))
+	mux.Handle("GET "+person, s.route(peopleLanes, s.recall))
+	mux.Handle("GET "+person+"/mine", s.route(discordLanes, s.mine))
+	mux.Handle("GET "+person+"/export", s.route(operatorOnly, s.export))
+	mux.Handle("PATCH "+person+"/{factId}", s.route(operatorOnly, s.editFact))
+	mux.Handle("DELETE "+person+"/{factId}", s.route(peopleLanes, s.forgetFact))
+	mux.Handle("DELETE "+person, s.route(operatorOnly, s.forgetPerson))
+	mux.Handle("POST /v1/discord/voice-briefing", s.route(voiceOnly, s.briefing))
+
+	mux.Handle("POST /v1/memory/captain-episodes", s.route(anyLane, s.recordEpisode))
+	mux.Handle("GET /v1/memory/captain-episodes", s.route(anyLane, s.episodeCard))
+	mux.Handle("PATCH /v1/memory/captain-episodes/{episodeId}", s.route(operatorOnly, s.editEpisode))
+	mux.Handle("DELETE /v1/memory/captain-episodes/{episodeId}", s.route(operatorOnly, s.forgetEpisode))
+
+	return limitBody(jsonErrors(mux))
+}
+
+// limitBody caps every request body at 64 KiB; decode turns the overflow
+// into a 413.
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > api.MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "The request body is larger than 64 KiB.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
+	name := durable.TempPrefix + "readyz"
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
+	if err == nil {
+		f.Close()
+		err = s.root.Remove(name)
+	}
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "The memory root is not writable.")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// correlationID takes the caller's X-Correlation-Id when it is a short token,
+// else mints one, so a receipt can be matched with the bridge's own.
+func correlationID(r *http.Request) string {
+	if c := r.Header.Get("X-Correlation-Id"); c != "" && len(c) <= 64 && isToken(c) {
+		return c
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func isToken(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+func subjectOf(r *request) api.Subject {
+	return api.Subject{GuildID: r.PathValue("guildId"), UserID: r.PathValue("userId")}
+}
+
+func intParam(r *request, name string) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fault.New(fault.Invalid, "invalid_parameter", "%s must be a positive whole number.", name)
+	}
+	return n, nil
+}
+
+func caller(p Principal) people.Caller {
+	return people.Caller{Operator: p.Operator(), Surface: p.Surface()}
+}
