@@ -98,10 +98,7 @@ func LoadMemory() (Memory, error) { return load[Memory]() }
 // LoadLog reads and validates only the logging settings.
 func LoadLog() (Log, error) { return load[Log]() }
 
-// validator is satisfied by every settings struct.
-type validator interface{ Validate() error }
-
-func load[T validator]() (T, error) {
+func load[T Validator]() (T, error) {
 	var c T
 	if err := env.Parse(&c); err != nil {
 		return c, explain(err, fieldVars(reflect.TypeOf(c)))
@@ -213,7 +210,11 @@ func describe(t reflect.Type, out *[]Var) {
 func All() []Var {
 	seen := map[string]bool{}
 	var out []Var
-	for _, v := range Describe(Memory{}) {
+	var all []Var
+	for _, c := range []any{Memory{}, TextBridge{}} {
+		all = append(all, Describe(c)...)
+	}
+	for _, v := range all {
 		if !seen[v.Name] {
 			seen[v.Name] = true
 			out = append(out, v)

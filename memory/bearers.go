@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/clankie/clankie/api"
@@ -17,8 +16,9 @@ import (
 )
 
 // BearersFile holds minted tokens, keyed by lane, 0600 in the memory root.
-// Local clients (the CLI, `clankie up`) read it when their variable is unset.
-const BearersFile = "bearers.json"
+// Local clients (the CLI, `clankie up`) read it through config.ResolveBearer
+// when their variable is unset.
+const BearersFile = config.BearersFile
 
 // Principal is who is asking. Only the bearer decides it.
 type Principal struct {
@@ -136,21 +136,4 @@ func (b *Bearers) Authenticate(header string) (Principal, bool) {
 		return Principal{}, false
 	}
 	return Principal{Lane: b.lanes[match]}, true
-}
-
-// ReadMintedToken answers the token minted for a lane in the memory root
-// at dir, for local clients whose variable is unset.
-func ReadMintedToken(dir, lane string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, BearersFile))
-	if err != nil {
-		return "", err
-	}
-	var stored map[string]string
-	if err := json.Unmarshal(b, &stored); err != nil {
-		return "", fmt.Errorf("%s cannot be parsed", BearersFile)
-	}
-	if stored[lane] == "" {
-		return "", fmt.Errorf("%s holds no token for the %s lane", BearersFile, lane)
-	}
-	return stored[lane], nil
 }

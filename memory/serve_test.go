@@ -69,7 +69,7 @@ func TestRootIsTightenedAndMintedTokensKept(t *testing.T) {
 	if st.Mode().Perm() != 0o700 {
 		t.Fatalf("root mode %04o", st.Mode().Perm())
 	}
-	tok, err := ReadMintedToken(dir, "operator")
+	tok, err := config.ResolveBearer("", "CLANKIE_OPERATOR_TOKEN", dir, "operator")
 	if err != nil || len(tok) < 40 {
 		t.Fatalf("minted operator token: %v", err)
 	}
@@ -89,7 +89,7 @@ func TestRootIsTightenedAndMintedTokensKept(t *testing.T) {
 	if err != nil || len(again.Minted) != 0 {
 		t.Fatalf("restart minted again: %v %v", err, again.Minted)
 	}
-	if tok2, _ := ReadMintedToken(dir, "operator"); tok2 != tok {
+	if tok2, _ := config.ResolveBearer("", "CLANKIE_OPERATOR_TOKEN", dir, "operator"); tok2 != tok {
 		t.Fatal("restart changed the minted token")
 	}
 	ctx2, cancel2 := context.WithCancel(context.Background())

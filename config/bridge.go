@@ -1,0 +1,104 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Discord holds the settings both bridges share.
+type Discord struct {
+	APIURL        string   `env:"DISCORD_API_URL" envDefault:"https://discord.com/api/v10" help:"Discord REST base URL; point it at a rate-limit proxy (or a local fake in tests). The gateway URL comes from this API."`
+	GuildIDs      []string `env:"DISCORD_GUILD_IDS" envSeparator:"," help:"Comma-separated server ids to serve, with commands registered in each at once; empty: every server that installed the app, with global commands."`
+	MemoryRoleIDs []string `env:"DISCORD_MEMORY_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may propose facts about other people (besides Manage Server)."`
+	MemoryUserIDs []string `env:"DISCORD_MEMORY_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may propose facts about other people (besides Manage Server)."`
+}
+
+// Validate names the variable that is wrong.
+func (d Discord) Validate() error {
+	if err := URLVar("DISCORD_API_URL", d.APIURL, "https", "http"); err != nil {
+		return err
+	}
+	for _, l := range []struct {
+		name string
+		ids  []string
+	}{{"DISCORD_GUILD_IDS", d.GuildIDs}, {"DISCORD_MEMORY_ROLE_IDS", d.MemoryRoleIDs}, {"DISCORD_MEMORY_USER_IDS", d.MemoryUserIDs}} {
+		if err := snowflakes(l.name, l.ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func snowflakes(name string, ids []string) error {
+	for _, id := range ids {
+		if _, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64); err != nil || strings.TrimSpace(id) == "" {
+			return fmt.Errorf("%s must be a comma-separated list of numeric Discord ids (got %q)", name, id)
+		}
+	}
+	return nil
+}
+
+// MemoryClient is how a bridge or the CLI reaches the memory service.
+type MemoryClient struct {
+	URL string `env:"CLANKIE_MEMORY_URL" envDefault:"http://127.0.0.1:4310" help:"Where the memory service answers, for the bridges and the CLI."`
+	// Dir is read only to find minted bearers when a token variable is unset.
+	Dir string `env:"CLANKIE_MEMORY_DIR" envDefault:"${HOME}/.clankie/memory" expand:"true" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+}
+
+// Validate names the variable that is wrong.
+func (m MemoryClient) Validate() error {
+	return URLVar("CLANKIE_MEMORY_URL", m.URL, "http", "https")
+}
+
+// TextBridge configures `clankie bridge text`.
+type TextBridge struct {
+	DiscordToken string `env:"DISCORD_TEXT_BOT_TOKEN" secret:"true" help:"The text bridge's Discord bot token (Developer Portal → your application → Bot)."`
+	Bearer       string `env:"CLANKIE_TEXT_BRIDGE_TOKEN" secret:"true" help:"Bearer of the text bridge (discord_presence lane). Minted into the memory root when unset."`
+	Memory       MemoryClient
+	Discord      Discord
+	Log          Log
+}
+
+// Validate names the variable that is wrong.
+func (t TextBridge) Validate() error {
+	if strings.TrimSpace(t.DiscordToken) == "" {
+		return fmt.Errorf("DISCORD_TEXT_BOT_TOKEN is required: the text bridge's Discord bot token")
+	}
+	for _, v := range []Validator{t.Memory, t.Discord, t.Log} {
+		if err := v.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadTextBridge reads and validates the text bridge's settings.
+func LoadTextBridge() (TextBridge, error) { return load[TextBridge]() }
+
+// Validator is satisfied by every settings struct.
+type Validator interface{ Validate() error }
+
+// BearersFile holds minted tokens, keyed by lane, 0600 in the memory root.
+const BearersFile = "bearers.json"
+
+// ResolveBearer answers token when set, else the one the memory service
+// minted for lane into dir/bearers.json. The error names the variable.
+func ResolveBearer(token, variable, dir, lane string) (string, error) {
+	if token != "" {
+		return token, nil
+	}
+	path := filepath.Join(dir, BearersFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("%s is not set and no minted token was found in %s; set it, or start the memory service once with the same CLANKIE_MEMORY_DIR", variable, path)
+	}
+	var stored map[string]string
+	if err := json.Unmarshal(b, &stored); err != nil || stored[lane] == "" {
+		return "", fmt.Errorf("%s is not set and %s holds no token for the %s lane; set it", variable, path, lane)
+	}
+	return stored[lane], nil
+}
