@@ -160,6 +160,9 @@ func (s *Store) read(subject api.Subject) (string, *personFile, error) {
 		s.setCount(name, subject, 0)
 		pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: subject}
 	}
+	if pf.Facts == nil {
+		pf.Facts = []api.Fact{} // answers say "facts":[], never null
+	}
 	return name, pf, nil
 }
 
@@ -392,6 +395,9 @@ func (s *Store) snapshot(subject api.Subject) ([]api.Fact, error) {
 func (s *Store) Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error) {
 	if err := ValidSubject(subject); err != nil {
 		return api.RecallResponse{}, err
+	}
+	if requesterUserID == "" {
+		return api.RecallResponse{}, invalid("requesterUserId is required: the subject's view is shown only to the subject.")
 	}
 	if requesterUserID != subject.UserID {
 		return api.RecallResponse{}, fault.New(fault.Forbidden, "not_subject", "Only the person these facts are about may see all of them.")
