@@ -677,7 +677,7 @@ func TestContractScenario(t *testing.T) {
 	}
 	c.do(contractExchange{name: "mine by another member", method: "GET", path: person + "/mine?requesterUserId=" + bob, token: voiceTok, want: 403})
 	c.do(contractExchange{name: "mine from gameplay", method: "GET", path: person + "/mine?requesterUserId=" + alice, token: gameTok, want: 403})
-	c.do(contractExchange{name: "mine without requester", method: "GET", path: person + "/mine", token: textTok, want: 403, docRejects: true})
+	c.do(contractExchange{name: "mine without requester", method: "GET", path: person + "/mine", token: textTok, want: 400, docRejects: true})
 	exported := contractDecode[api.RecallResponse](t, "export", c.do(contractExchange{
 		name: "export", method: "GET", path: person + "/export", token: opTok, want: 200}))
 	if len(exported.Facts) != 4 {
