@@ -1,0 +1,240 @@
+package bot
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// recorder is a Responder that remembers what the router sent.
+type recorder struct {
+	mu        sync.Mutex
+	responses []*discordgo.InteractionResponse
+	edits     []string
+	at        []time.Duration
+	start     time.Time
+}
+
+func (r *recorder) InteractionRespond(_ *discordgo.Interaction, resp *discordgo.InteractionResponse, _ ...discordgo.RequestOption) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.responses = append(r.responses, resp)
+	r.at = append(r.at, time.Since(r.start))
+	return nil
+}
+
+func (r *recorder) InteractionResponseEdit(_ *discordgo.Interaction, e *discordgo.WebhookEdit, _ ...discordgo.RequestOption) (*discordgo.Message, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.edits = append(r.edits, *e.Content)
+	if e.AllowedMentions == nil || len(e.AllowedMentions.Parse) != 0 {
+		panic("edit without empty allowed mentions")
+	}
+	return &discordgo.Message{}, nil
+}
+
+var echoDef = &discordgo.ApplicationCommand{Name: "echo", Description: "d", Options: []*discordgo.ApplicationCommandOption{
+	{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "say", Description: "d", Options: []*discordgo.ApplicationCommandOption{
+		{Type: discordgo.ApplicationCommandOptionString, Name: "text", Description: "d"},
+		{Type: discordgo.ApplicationCommandOptionUser, Name: "who", Description: "d"},
+	}},
+}}
+
+func interaction(opts ...*discordgo.ApplicationCommandInteractionDataOption) *discordgo.Interaction {
+	return &discordgo.Interaction{
+		ID: "1", Type: discordgo.InteractionApplicationCommand, GuildID: "g", ChannelID: "c",
+		Member: &discordgo.Member{User: &discordgo.User{ID: "u"}, Roles: []string{"r"}, Permissions: discordgo.PermissionManageGuild},
+		Data: discordgo.ApplicationCommandInteractionData{Name: "echo", Options: []*discordgo.ApplicationCommandInteractionDataOption{
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "say", Options: opts},
+		}, Resolved: &discordgo.ApplicationCommandInteractionDataResolved{Users: map[string]*discordgo.User{"b": {ID: "b", Bot: true}}}},
+	}
+}
+
+func TestRouterRepliesDefersAndMapsErrors(t *testing.T) {
+	text := &discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "hi"}
+	for _, tc := range []struct {
+		name      string
+		handler   Handler
+		in        *discordgo.Interaction
+		wantType  []discordgo.InteractionResponseType
+		wantText  string
+		wantEdit  bool
+		wantError bool
+	}{
+		{"fast reply", func(ctx context.Context, inv Invocation) (Reply, error) {
+			s, _ := inv.Options.String("text")
+			return Reply{Content: "said " + s + " in " + inv.Subcommand}, nil
+		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "said hi in say", false, false},
+		{"slow reply is deferred then edited", func(ctx context.Context, inv Invocation) (Reply, error) {
+			time.Sleep(120 * time.Millisecond)
+			return Reply{Content: "late"}, nil
+		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseDeferredChannelMessageWithSource}, "late", true, false},
+		{"user error is the sentence", func(ctx context.Context, inv Invocation) (Reply, error) {
+			return Reply{}, Sorry("You can only do that %s.", "here")
+		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "You can only do that here.", false, false},
+		{"other error is generic and logged", func(ctx context.Context, inv Invocation) (Reply, error) {
+			return Reply{}, errors.New("secret body text in an error")
+		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, genericFailure, false, true},
+		{"panic is recovered", func(ctx context.Context, inv Invocation) (Reply, error) {
+			panic("secret body text in a panic")
+		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, genericFailure, false, true},
+		{"wrong option type is refused", func(ctx context.Context, inv Invocation) (Reply, error) {
+			return Reply{Content: "must not run"}, nil
+		}, interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionInteger, Name: "text", Value: 3.0}),
+			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, staleCommand, false, false},
+		{"unknown option is refused", func(ctx context.Context, inv Invocation) (Reply, error) {
+			return Reply{Content: "must not run"}, nil
+		}, interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "nope", Value: "x"}),
+			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, staleCommand, false, false},
+		{"user option carries the bot flag", func(ctx context.Context, inv Invocation) (Reply, error) {
+			u, _ := inv.Options.User("who")
+			if !u.Bot || inv.User.ID != "u" || !inv.HasPermission(discordgo.PermissionManageGuild) || !inv.HasRole([]string{"x", "r"}) {
+				return Reply{Content: "wrong"}, nil
+			}
+			return Reply{Content: "ok"}, nil
+		}, interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionUser, Name: "who", Value: "b"}),
+			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "ok", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			core, logs := observer.New(zap.DebugLevel)
+			r := NewRouter(zap.New(core), Command{Definition: echoDef, Handle: tc.handler})
+			r.DeferAfter = 40 * time.Millisecond
+			rec := &recorder{start: time.Now()}
+			r.Serve(context.Background(), rec, tc.in)
+			if len(rec.responses) != len(tc.wantType) || rec.responses[0].Type != tc.wantType[0] {
+				t.Fatalf("responses %+v", rec.responses)
+			}
+			resp := rec.responses[0]
+			if resp.Data == nil || resp.Data.Flags&discordgo.MessageFlagsEphemeral == 0 {
+				t.Fatal("reply is not ephemeral")
+			}
+			got := resp.Data.Content
+			if tc.wantEdit {
+				if len(rec.edits) != 1 {
+					t.Fatalf("edits %v", rec.edits)
+				}
+				got = rec.edits[0]
+			} else if resp.Data.AllowedMentions == nil || len(resp.Data.AllowedMentions.Parse) != 0 {
+				t.Fatal("reply allows mentions")
+			}
+			if got != tc.wantText {
+				t.Fatalf("reply %q, want %q", got, tc.wantText)
+			}
+			if tc.wantError != (logs.FilterLevelExact(zap.ErrorLevel).Len() > 0) {
+				t.Fatalf("error logs: %v", logs.All())
+			}
+			for _, e := range logs.All() {
+				for _, v := range e.ContextMap() {
+					if s, ok := v.(string); ok && strings.Contains(s, "secret body") {
+						t.Fatalf("log holds error text: %v", e.ContextMap())
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestRouterRefusesOtherGuilds(t *testing.T) {
+	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Handle: func(ctx context.Context, inv Invocation) (Reply, error) {
+		return Reply{Content: "ran"}, nil
+	}})
+	r.Guilds = map[string]bool{"other": true}
+	rec := &recorder{start: time.Now()}
+	r.Serve(context.Background(), rec, interaction())
+	if rec.responses[0].Data.Content != notHere {
+		t.Fatalf("got %q", rec.responses[0].Data.Content)
+	}
+}
+
+func TestAutocompleteAnswersChoicesWithinLimits(t *testing.T) {
+	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
+		if inv.Focused != "text" {
+			return nil, errors.New("wrong focus")
+		}
+		var out []Choice
+		for range 30 {
+			out = append(out, Choice{Name: strings.Repeat("n", 150), Value: "v"})
+		}
+		return out, nil
+	}})
+	in := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
+	in.Type = discordgo.InteractionApplicationCommandAutocomplete
+	rec := &recorder{start: time.Now()}
+	r.Serve(context.Background(), rec, in)
+	resp := rec.responses[0]
+	if resp.Type != discordgo.InteractionApplicationCommandAutocompleteResult || len(resp.Data.Choices) != 25 || len([]rune(resp.Data.Choices[0].Name)) != 100 {
+		t.Fatalf("autocomplete %+v", resp)
+	}
+}
+
+func TestFit(t *testing.T) {
+	var lines []string
+	for range 100 {
+		lines = append(lines, strings.Repeat("x", 49))
+	}
+	long := strings.Join(lines, "\n")
+	got := Fit(long, MaxContent)
+	if n := len([]rune(got)); n > MaxContent {
+		t.Fatalf("%d characters", n)
+	}
+	if !strings.HasSuffix(got, "…and 61 more") {
+		t.Fatalf("tail %q", got[len(got)-20:])
+	}
+	if Fit("short", MaxContent) != "short" {
+		t.Fatal("short content changed")
+	}
+	one := Fit(strings.Repeat("é", 3000), MaxContent)
+	if n := len([]rune(one)); n != MaxContent || !strings.HasSuffix(one, "…") {
+		t.Fatalf("single line: %d", n)
+	}
+}
+
+type fakeCommands struct {
+	have   map[string][]*discordgo.ApplicationCommand
+	writes map[string]int
+}
+
+func (f *fakeCommands) ApplicationCommands(appID, guildID string, _ ...discordgo.RequestOption) ([]*discordgo.ApplicationCommand, error) {
+	return f.have[guildID], nil
+}
+
+func (f *fakeCommands) ApplicationCommandBulkOverwrite(appID, guildID string, cmds []*discordgo.ApplicationCommand, _ ...discordgo.RequestOption) ([]*discordgo.ApplicationCommand, error) {
+	f.writes[guildID]++
+	var stored []*discordgo.ApplicationCommand
+	for _, c := range cmds {
+		cp := *c
+		cp.ID, cp.ApplicationID, cp.Version, cp.GuildID = "123", appID, "1", guildID
+		cp.Type = discordgo.ChatApplicationCommand
+		stored = append(stored, &cp)
+	}
+	f.have[guildID] = stored
+	return stored, nil
+}
+
+func TestSyncWritesOnlyWhatDiffers(t *testing.T) {
+	f := &fakeCommands{have: map[string][]*discordgo.ApplicationCommand{}, writes: map[string]int{}}
+	ctx := context.Background()
+	defs := []*discordgo.ApplicationCommand{echoDef}
+	if _, err := SyncCommands(ctx, f, "app", []string{"g1", "g2"}, defs); err != nil {
+		t.Fatal(err)
+	}
+	res, err := SyncCommands(ctx, f, "app", []string{"g1", "g2"}, defs)
+	if err != nil || res["g1"] || res["g2"] || f.writes["g1"] != 1 || f.writes["g2"] != 1 {
+		t.Fatalf("second sync wrote: %v %v", res, f.writes)
+	}
+	changed := *echoDef
+	changed.Description = "new words"
+	if res, _ := SyncCommands(ctx, f, "app", []string{"g1"}, []*discordgo.ApplicationCommand{&changed}); !res["g1"] || f.writes["g1"] != 2 {
+		t.Fatalf("changed definition not written: %v", res)
+	}
+	if res, _ := SyncCommands(ctx, f, "app", nil, defs); !res[""] || f.writes[""] != 1 {
+		t.Fatalf("global scope: %v", res)
+	}
+}

@@ -1,0 +1,124 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+
+	"github.com/bwmarrin/discordgo"
+)
+
+// CommandAPI is the part of discordgo's session that command sync uses.
+type CommandAPI interface {
+	ApplicationCommands(appID, guildID string, options ...discordgo.RequestOption) ([]*discordgo.ApplicationCommand, error)
+	ApplicationCommandBulkOverwrite(appID, guildID string, commands []*discordgo.ApplicationCommand, options ...discordgo.RequestOption) ([]*discordgo.ApplicationCommand, error)
+}
+
+// SyncResult says, per scope ("" is global), whether commands were written.
+type SyncResult map[string]bool
+
+// SyncCommands registers defs in each guild of guildIDs (instant), or
+// globally when there are none, by bulk overwrite, and only where what
+// Discord already holds differs. The comparison is against Discord's own
+// answer, so no local state can drift from it and a restart with unchanged
+// definitions writes nothing.
+func SyncCommands(ctx context.Context, api CommandAPI, appID string, guildIDs []string, defs []*discordgo.ApplicationCommand) (SyncResult, error) {
+	scopes := guildIDs
+	if len(scopes) == 0 {
+		scopes = []string{""}
+	}
+	want := normalizeAll(defs)
+	out := SyncResult{}
+	for _, g := range scopes {
+		have, err := api.ApplicationCommands(appID, g, discordgo.WithContext(ctx))
+		if err != nil {
+			return out, fmt.Errorf("list registered commands (%s): %s", scopeName(g), restError(err))
+		}
+		if reflect.DeepEqual(normalizeAll(have), want) {
+			out[g] = false
+			continue
+		}
+		if _, err := api.ApplicationCommandBulkOverwrite(appID, g, defs, discordgo.WithContext(ctx)); err != nil {
+			return out, fmt.Errorf("register commands (%s): %s", scopeName(g), restError(err))
+		}
+		out[g] = true
+	}
+	return out, nil
+}
+
+func scopeName(g string) string {
+	if g == "" {
+		return "global"
+	}
+	return "guild " + g
+}
+
+// shape is the part of a definition we declare; Discord adds ids, versions
+// and defaults that must not count as a difference.
+type shape struct {
+	Name        string
+	Type        discordgo.ApplicationCommandType
+	Description string
+	Contexts    []discordgo.InteractionContextType
+	Perms       string
+	Options     []optionShape
+}
+
+type optionShape struct {
+	Type         discordgo.ApplicationCommandOptionType
+	Name         string
+	Description  string
+	Required     bool
+	Autocomplete bool
+	Choices      string
+	MinValue     string
+	MaxValue     float64
+	MinLength    int
+	MaxLength    int
+	Options      []optionShape
+}
+
+func normalizeAll(cmds []*discordgo.ApplicationCommand) []shape {
+	out := make([]shape, 0, len(cmds))
+	for _, c := range cmds {
+		s := shape{Name: c.Name, Type: c.Type, Description: c.Description, Options: normalizeOptions(c.Options)}
+		if s.Type == 0 {
+			s.Type = discordgo.ChatApplicationCommand
+		}
+		if c.Contexts != nil {
+			s.Contexts = append(s.Contexts, *c.Contexts...)
+			sort.Slice(s.Contexts, func(i, j int) bool { return s.Contexts[i] < s.Contexts[j] })
+		}
+		if c.DefaultMemberPermissions != nil {
+			s.Perms = fmt.Sprint(*c.DefaultMemberPermissions)
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func normalizeOptions(opts []*discordgo.ApplicationCommandOption) []optionShape {
+	if len(opts) == 0 {
+		return nil
+	}
+	out := make([]optionShape, 0, len(opts))
+	for _, o := range opts {
+		s := optionShape{Type: o.Type, Name: o.Name, Description: o.Description, Required: o.Required,
+			Autocomplete: o.Autocomplete, MaxValue: o.MaxValue, MaxLength: o.MaxLength, Options: normalizeOptions(o.Options)}
+		if len(o.Choices) > 0 {
+			b, _ := json.Marshal(o.Choices)
+			s.Choices = string(b)
+		}
+		if o.MinValue != nil {
+			s.MinValue = fmt.Sprint(*o.MinValue)
+		}
+		if o.MinLength != nil {
+			s.MinLength = *o.MinLength
+		}
+		out = append(out, s)
+	}
+	return out
+}

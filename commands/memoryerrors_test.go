@@ -1,0 +1,72 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/memoryclient"
+)
+
+func memErr(k memoryclient.Kind, msg string) error {
+	return &memoryclient.Error{Op: "test", Kind: k, Message: msg}
+}
+
+func TestMemoryError(t *testing.T) {
+	plain := errors.New("boom")
+	tests := []struct {
+		name   string
+		err    error
+		effect effect
+		want   string // "" means: returned unchanged
+	}{
+		{"unavailable write", memErr(memoryclient.KindUnavailable, "x"), writeEffect, "Sorry, memory is unavailable right now; nothing was saved."},
+		{"timeout write", memErr(memoryclient.KindTimeout, "x"), writeEffect, "Sorry, memory is unavailable right now; nothing was saved."},
+		{"canceled write", memErr(memoryclient.KindCanceled, "x"), writeEffect, "Sorry, memory is unavailable right now; nothing was saved."},
+		{"unavailable read", memErr(memoryclient.KindUnavailable, "x"), readEffect, "Sorry, memory is unavailable right now; please try again shortly."},
+		{"timeout read", memErr(memoryclient.KindTimeout, "x"), readEffect, "Sorry, memory is unavailable right now; please try again shortly."},
+		{"wrapped timeout", fmt.Errorf("call: %w", memErr(memoryclient.KindTimeout, "x")), readEffect, "Sorry, memory is unavailable right now; please try again shortly."},
+		{"invalid", memErr(memoryclient.KindInvalid, "expiresAt must be in the future."), writeEffect, "Memory refused that: ExpiresAt must be in the future."},
+		{"conflict", memErr(memoryclient.KindConflict, "x"), writeEffect, sayConflict},
+		{"unauthorized", memErr(memoryclient.KindUnauthorized, "x"), writeEffect, ""},
+		{"internal", memErr(memoryclient.KindInternal, "x"), readEffect, ""},
+		{"forbidden outside forget", memErr(memoryclient.KindForbidden, "x"), writeEffect, ""},
+		{"not ours", plain, writeEffect, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := memoryError(tt.err, tt.effect)
+			if tt.want == "" {
+				if got != tt.err {
+					t.Fatalf("memoryError = %v; want the error unchanged", got)
+				}
+				return
+			}
+			ue, ok := bot.AsUserError(got)
+			if !ok || ue.Sentence != tt.want {
+				t.Fatalf("memoryError = %v; want the sentence %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestForgetError(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"403", memErr(memoryclient.KindForbidden, "x"), "You can only forget facts about you or facts you proposed."},
+		{"404", memErr(memoryclient.KindNotFound, "x"), "There is no fact with that id about <@" + testOther + ">."},
+		{"unavailable", memErr(memoryclient.KindUnavailable, "x"), sayUnavailableWrite},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ue, ok := bot.AsUserError(forgetError(tt.err, testOther))
+			if !ok || ue.Sentence != tt.want {
+				t.Fatalf("forgetError = %v; want %q", ue, tt.want)
+			}
+		})
+	}
+}

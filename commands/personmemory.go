@@ -1,0 +1,343 @@
+package commands
+
+import (
+	"context"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/memoryclient"
+)
+
+// PeopleMemory is what the /person-memory handlers need of the memory
+// service; *memoryclient.Client satisfies it. It is an interface so the
+// handlers' rules are tested without HTTP.
+type PeopleMemory interface {
+	Propose(ctx context.Context, req api.ProposalRequest) (api.ProposalResponse, error)
+	Recall(ctx context.Context, guildID, userID string, q memoryclient.RecallQuery) (api.RecallResponse, error)
+	Mine(ctx context.Context, guildID, userID, requesterUserID string) (api.RecallResponse, error)
+	Forget(ctx context.Context, guildID, userID, factID, requesterUserID string) error
+}
+
+// Policy says who, besides members with Manage Server, may propose facts
+// about someone other than themselves.
+type Policy struct {
+	// MemoryRoleIDs are roles whose members may (DISCORD_MEMORY_ROLE_IDS).
+	MemoryRoleIDs []string
+	// MemoryUserIDs are users who may (DISCORD_MEMORY_USER_IDS).
+	MemoryUserIDs []string
+}
+
+// Sentences of /person-memory that are not about the memory service.
+const (
+	sayNoGuild       = "Sorry, person memory belongs to a server."
+	sayOnlyYourself  = "You can only propose facts about yourself."
+	sayBotSubject    = "Bots have no person memory; choose a person."
+	sayChoosePerson  = "Choose the person this fact is about."
+	sayEmptyFact     = "The fact is empty; write what you want me to remember."
+	sayLongFact      = "A fact can be at most %d characters; this one has %d."
+	sayLongQuery     = "A search can be at most %d characters."
+	sayBadSupersedes = "That is not a fact id; pick the fact to correct from the list, or leave supersedes empty."
+	sayStaleOption   = "This command's options don't match what I expect; the command list may be updating. Please try again in a minute."
+)
+
+const (
+	// proposalIDPrefix makes the idempotency key from the interaction id.
+	proposalIDPrefix = "discord-interaction-"
+	// The confidence of each word people choose from.
+	confidenceHighValue = 0.9
+	confidenceMedValue  = 0.6
+	confidenceLowValue  = 0.3
+	// recallLimit is how many facts recall asks for; the reply says how many
+	// more there are, and the router cuts what does not fit.
+	recallLimit = 20
+	// autocompleteCapacity is Discord's limit on suggestions.
+	autocompleteCapacity = 25
+)
+
+// personMemory holds what the handlers share.
+type personMemory struct {
+	mem    PeopleMemory
+	policy Policy
+	now    func() time.Time
+}
+
+// PersonMemory is the /person-memory command: propose, recall, mine and
+// forget person facts in the server where it is invoked. now is the clock
+// for expiries (time.Now when nil).
+func PersonMemory(mem PeopleMemory, p Policy, now func() time.Time) bot.Command {
+	if now == nil {
+		now = time.Now
+	}
+	pm := &personMemory{mem: mem, policy: p, now: now}
+	return bot.Command{Definition: personMemoryDefinition(), Handle: pm.handle, Autocomplete: pm.autocomplete}
+}
+
+// handle routes a subcommand. Person memory is keyed by server, so an
+// invocation without one (a DM, should Discord deliver it anyway) is refused
+// before anything else is read.
+func (pm *personMemory) handle(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	if inv.GuildID == "" {
+		return bot.Reply{}, bot.Sorry(sayNoGuild)
+	}
+	switch inv.Subcommand {
+	case subPropose:
+		return pm.propose(ctx, inv)
+	case subRecall:
+		return pm.recall(ctx, inv)
+	case subMine:
+		return pm.mine(ctx, inv)
+	case subForget:
+		return pm.forget(ctx, inv)
+	}
+	return bot.Reply{}, bot.Sorry(sayStaleOption)
+}
+
+func (pm *personMemory) propose(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	req, err := pm.proposal(inv)
+	if err != nil {
+		return bot.Reply{}, err
+	}
+	resp, err := pm.mem.Propose(ctx, req)
+	if err != nil {
+		return bot.Reply{}, memoryError(err, writeEffect)
+	}
+	return bot.Reply{Content: rememberedReply(inv.User.ID, resp, pm.now())}, nil
+}
+
+func (pm *personMemory) recall(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	subject := personOrInvoker(inv)
+	query := strings.TrimSpace(optionString(inv, optQuery))
+	if utf8.RuneCountInString(query) > maxQueryText {
+		return bot.Reply{}, bot.Sorry(sayLongQuery, maxQueryText)
+	}
+	resp, err := pm.mem.Recall(ctx, inv.GuildID, subject,
+		memoryclient.RecallQuery{ChannelID: inv.ChannelID, Query: query, Limit: recallLimit})
+	if err != nil {
+		return bot.Reply{}, memoryError(err, readEffect)
+	}
+	return bot.Reply{Content: recallReply(inv.User.ID, subject, query != "", resp, pm.now())}, nil
+}
+
+func (pm *personMemory) mine(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	resp, err := pm.mem.Mine(ctx, inv.GuildID, inv.User.ID, inv.User.ID)
+	if err != nil {
+		return bot.Reply{}, memoryError(err, readEffect)
+	}
+	return bot.Reply{Content: mineReply(inv.User.ID, resp, pm.now())}, nil
+}
+
+// forget asks the service to forget one fact in the invoker's name; the
+// service decides whether the invoker is its subject or its proposer, so the
+// authority lives in one place.
+func (pm *personMemory) forget(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	subject := personOrInvoker(inv)
+	factID := strings.TrimSpace(optionString(inv, optFact))
+	if !validFactID(factID) {
+		return bot.Reply{}, bot.Sorry(sayNoSuchFact, mention(subject))
+	}
+	if err := pm.mem.Forget(ctx, inv.GuildID, subject, factID, inv.User.ID); err != nil {
+		return bot.Reply{}, forgetError(err, subject)
+	}
+	return bot.Reply{Content: forgottenReply(inv.User.ID, subject, factID)}, nil
+}
+
+// proposal applies the rules of /person-memory propose to an invocation and
+// builds the request. Provenance holds ids only; the service sets the source
+// surface from the bridge's bearer, so it is left empty here.
+func (pm *personMemory) proposal(inv bot.Invocation) (api.ProposalRequest, error) {
+	subject, ok := inv.Options.User(optPerson)
+	if !ok || subject.ID == "" {
+		return api.ProposalRequest{}, bot.Sorry(sayChoosePerson)
+	}
+	if subject.Bot {
+		return api.ProposalRequest{}, bot.Sorry(sayBotSubject)
+	}
+	if !pm.policy.mayProposeAbout(inv, subject.ID) {
+		return api.ProposalRequest{}, bot.Sorry(sayOnlyYourself)
+	}
+	body, err := factBody(optionString(inv, optFact))
+	if err != nil {
+		return api.ProposalRequest{}, err
+	}
+	kind, err := factKind(optionString(inv, optKind))
+	if err != nil {
+		return api.ProposalRequest{}, err
+	}
+	visibility, err := factVisibility(optionString(inv, optVisibility), inv.ChannelID)
+	if err != nil {
+		return api.ProposalRequest{}, err
+	}
+	confidence, err := factConfidence(optionString(inv, optConfidence), subject.ID == inv.User.ID)
+	if err != nil {
+		return api.ProposalRequest{}, err
+	}
+	now := pm.now()
+	expiresAt, err := parseExpires(optionString(inv, optExpires), issuedAt(inv.ID, now), now)
+	if err != nil {
+		return api.ProposalRequest{}, err
+	}
+	supersedes, err := supersedesID(optionString(inv, optSupersedes))
+	if err != nil {
+		return api.ProposalRequest{}, err
+	}
+	return api.ProposalRequest{
+		SchemaVersion: api.SchemaVersion,
+		ProposalID:    proposalID(inv.ID),
+		Fact: api.FactInput{
+			Subject:          api.Subject{GuildID: inv.GuildID, UserID: subject.ID},
+			Kind:             kind,
+			Body:             body,
+			Visibility:       visibility,
+			Confidence:       confidence,
+			ExpiresAt:        expiresAt,
+			SupersedesFactID: supersedes,
+			Provenance: api.Provenance{
+				SourceEventID:  inv.ID,
+				ProposerUserID: inv.User.ID,
+				ChannelID:      inv.ChannelID,
+			},
+		},
+	}, nil
+}
+
+// mayProposeAbout is who may propose: anyone about themselves; about someone
+// else, a member holding a memory role, a listed memory user, or a member
+// with Manage Server (Administrator implies it).
+func (p Policy) mayProposeAbout(inv bot.Invocation, subjectID string) bool {
+	if subjectID == inv.User.ID {
+		return true
+	}
+	return inv.HasRole(nonEmpty(p.MemoryRoleIDs)) ||
+		containsID(p.MemoryUserIDs, inv.User.ID) ||
+		inv.HasPermission(discordgo.PermissionManageGuild)
+}
+
+// proposalID derives the idempotency key from the interaction id, which
+// Discord keeps across a redelivery: the same interaction can never store a
+// fact twice.
+func proposalID(interactionID string) string { return proposalIDPrefix + interactionID }
+
+// factBody is the fact as stored: trimmed, 1–2048 characters.
+func factBody(text string) (string, error) {
+	body := strings.TrimSpace(text)
+	n := utf8.RuneCountInString(body)
+	if n == 0 {
+		return "", bot.Sorry(sayEmptyFact)
+	}
+	if n > api.MaxFactBody {
+		return "", bot.Sorry(sayLongFact, api.MaxFactBody, n)
+	}
+	return body, nil
+}
+
+// factKind is the chosen kind, person-fact when none is chosen.
+func factKind(choice string) (string, error) {
+	switch choice {
+	case "":
+		return api.KindPersonFact, nil
+	case api.KindPersonFact, api.KindPreference, api.KindRelationshipNote:
+		return choice, nil
+	}
+	return "", bot.Sorry(sayStaleOption)
+}
+
+// factVisibility is every room of the server by default, or only the channel
+// the fact was proposed in.
+func factVisibility(choice, channelID string) (api.Visibility, error) {
+	switch choice {
+	case "", api.ScopeGuild:
+		return api.Visibility{Scope: api.ScopeGuild}, nil
+	case api.ScopeChannel:
+		return api.Visibility{Scope: api.ScopeChannel, ChannelID: channelID}, nil
+	}
+	return api.Visibility{}, bot.Sorry(sayStaleOption)
+}
+
+// factConfidence maps the chosen word to a number. Without a choice, what a
+// person says about themselves is taken as high and what someone reports
+// about another as medium.
+func factConfidence(choice string, aboutSelf bool) (float64, error) {
+	switch choice {
+	case "":
+		if aboutSelf {
+			return confidenceHighValue, nil
+		}
+		return confidenceMedValue, nil
+	case confidenceHigh:
+		return confidenceHighValue, nil
+	case confidenceMedium:
+		return confidenceMedValue, nil
+	case confidenceLow:
+		return confidenceLowValue, nil
+	}
+	return 0, bot.Sorry(sayStaleOption)
+}
+
+// supersedesID is the optional fact id a proposal corrects. Whether that
+// fact may be replaced is the service's rule; it answers why when not.
+func supersedesID(text string) (string, error) {
+	id := strings.TrimSpace(text)
+	if id == "" {
+		return "", nil
+	}
+	if !validFactID(id) {
+		return "", bot.Sorry(sayBadSupersedes)
+	}
+	return id, nil
+}
+
+// validFactID accepts what can name a fact: up to 64 characters with no
+// spaces or control characters (autocomplete's choices send the bare id).
+func validFactID(id string) bool {
+	if id == "" || id == "." || id == ".." || utf8.RuneCountInString(id) > api.MaxIDLength {
+		return false
+	}
+	for _, r := range id {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// personOrInvoker is the person option, the invoker when none is chosen.
+func personOrInvoker(inv bot.Invocation) string {
+	if u, ok := inv.Options.User(optPerson); ok && u.ID != "" {
+		return u.ID
+	}
+	return inv.User.ID
+}
+
+func optionString(inv bot.Invocation, name string) string {
+	s, _ := inv.Options.String(name)
+	return s
+}
+
+func containsID(ids []string, id string) bool {
+	if id == "" {
+		return false
+	}
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// nonEmpty drops empty ids, so a stray separator in configuration never
+// matches anything.
+func nonEmpty(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package commands
+
+import (
+	"context"
+	"strings"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/memoryclient"
+)
+
+// autocomplete suggests fact ids for `propose supersedes` and `forget fact`.
+// A failure answers no choices (the router logs the error's type): a
+// suggestion list is a convenience, and typing an id still works.
+func (pm *personMemory) autocomplete(ctx context.Context, inv bot.Invocation) ([]bot.Choice, error) {
+	if inv.GuildID == "" {
+		return nil, nil
+	}
+	var (
+		facts []api.Fact
+		err   error
+	)
+	switch {
+	case inv.Subcommand == subPropose && inv.Focused == optSupersedes:
+		facts, err = pm.correctable(ctx, inv)
+	case inv.Subcommand == subForget && inv.Focused == optFact:
+		facts, err = pm.forgettable(ctx, inv)
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return factChoices(facts, optionString(inv, inv.Focused)), nil
+}
+
+// correctable are the facts a proposal may supersede: visible here, about the
+// chosen person, and either about the invoker or proposed by them.
+func (pm *personMemory) correctable(ctx context.Context, inv bot.Invocation) ([]api.Fact, error) {
+	resp, err := pm.mem.Recall(ctx, inv.GuildID, personOrInvoker(inv),
+		memoryclient.RecallQuery{ChannelID: inv.ChannelID, Limit: api.MaxFactsPerPerson})
+	if err != nil {
+		return nil, err
+	}
+	return changeableBy(inv.User.ID, resp.Facts), nil
+}
+
+// forgettable are the facts a forget may name: every fact about the invoker
+// in this server (their own view, whatever the channel), or about someone
+// else the facts visible here that the invoker proposed.
+func (pm *personMemory) forgettable(ctx context.Context, inv bot.Invocation) ([]api.Fact, error) {
+	subject := personOrInvoker(inv)
+	if subject == inv.User.ID {
+		resp, err := pm.mem.Mine(ctx, inv.GuildID, subject, inv.User.ID)
+		return resp.Facts, err
+	}
+	return pm.correctable(ctx, inv)
+}
+
+// changeableBy keeps the facts a member may correct or forget: those about
+// them and those they proposed. The service enforces the rule; this only
+// keeps suggestions to ones that will work.
+func changeableBy(userID string, facts []api.Fact) []api.Fact {
+	out := make([]api.Fact, 0, len(facts))
+	for _, f := range facts {
+		if f.Subject.UserID == userID || f.Provenance.ProposerUserID == userID {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// factChoices offers up to 25 facts matching what has been typed, each as its
+// id with a short one-line preview. Choice names are plain text in Discord
+// (no markdown), so previews are flattened but not escaped.
+func factChoices(facts []api.Fact, typed string) []bot.Choice {
+	out := make([]bot.Choice, 0, min(len(facts), autocompleteCapacity))
+	for _, f := range facts {
+		if len(out) == autocompleteCapacity {
+			break
+		}
+		if matchesTyped(f, typed) {
+			out = append(out, bot.Choice{Name: choiceName(f), Value: f.FactID})
+		}
+	}
+	return out
+}
+
+// choiceName is "<id> · <preview>", at most 100 characters.
+func choiceName(f api.Fact) string {
+	preview := clipRunes(strings.Join(strings.Fields(flatten(f.Body)), " "), maxPreview)
+	return clipRunes(f.FactID+" · "+preview, maxChoiceName)
+}
+
+// matchesTyped reports whether a fact fits what has been typed so far: an id
+// prefix, or words that all appear in the body or the kind (as the service's
+// query does), ignoring case. Nothing typed matches everything.
+func matchesTyped(f api.Fact, typed string) bool {
+	typed = strings.ToLower(strings.TrimSpace(typed))
+	if typed == "" || strings.HasPrefix(strings.ToLower(f.FactID), typed) {
+		return true
+	}
+	text := strings.ToLower(f.Body + " " + f.Kind)
+	for _, term := range strings.Fields(typed) {
+		if !strings.Contains(text, term) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,170 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/clankie/clankie/bot"
+)
+
+// VoiceSessions is what /voice needs of the voice bridge's session manager.
+type VoiceSessions interface {
+	Join(ctx context.Context, guildID, userID string) (channelID string, err error)
+	Leave(ctx context.Context, guildID string) error
+	Consent(ctx context.Context, guildID, userID string, optIn bool) error
+	Status(guildID string) (VoiceSessionStatus, bool)
+}
+
+// VoiceSessionStatus is the consent-safe state of a session: a count of
+// consented speakers, never who they are.
+type VoiceSessionStatus struct {
+	ChannelID string
+	Policy    string
+	Consented int
+	Realtime  string
+}
+
+// Errors a VoiceSessions answers, turned into sentences here.
+var (
+	ErrVoiceNotInVoice       = errors.New("not in voice")
+	ErrVoiceNoSession        = errors.New("no session")
+	ErrVoiceNotInSessionRoom = errors.New("not in the session's channel")
+	ErrVoiceOtherChannel     = errors.New("session elsewhere")
+)
+
+// VoicePolicy says who may start and stop sessions besides Move Members.
+type VoicePolicy struct {
+	RoleIDs, UserIDs []string
+}
+
+func (p VoicePolicy) mayManage(inv bot.Invocation) bool {
+	return inv.HasPermission(discordgo.PermissionVoiceMoveMembers) || inv.HasRole(p.RoleIDs) || contains(p.UserIDs, inv.User.ID)
+}
+
+func contains(list []string, id string) bool {
+	for _, x := range list {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+var guildOnly = &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild}
+
+// Voice is the /voice command of the voice bridge.
+func Voice(sessions VoiceSessions, p VoicePolicy) bot.Command {
+	dm := false
+	def := &discordgo.ApplicationCommand{
+		Name:         "voice",
+		Description:  "Clankie in a voice channel: join, leave, consent and status",
+		Contexts:     guildOnly,
+		DMPermission: &dm,
+		Options: []*discordgo.ApplicationCommandOption{
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "join", Description: "Bring Clankie into your voice channel"},
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "leave", Description: "Make Clankie leave voice and end the session"},
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "consent", Description: "Choose whether Clankie may use what he knows about you in this voice session",
+				Options: []*discordgo.ApplicationCommandOption{{
+					Type: discordgo.ApplicationCommandOptionString, Name: "action", Description: "opt-in or opt-out", Required: true,
+					Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "opt-in", Value: "opt-in"}, {Name: "opt-out", Value: "opt-out"}},
+				}}},
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "status", Description: "Show the voice session's channel, policy and how many speakers consented"},
+		},
+	}
+	h := voiceHandler{sessions: sessions, policy: p}
+	return bot.Command{Definition: def, Handle: h.handle}
+}
+
+type voiceHandler struct {
+	sessions VoiceSessions
+	policy   VoicePolicy
+}
+
+func (h voiceHandler) handle(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	if inv.GuildID == "" {
+		return bot.Reply{}, bot.Sorry("Voice sessions belong to a server.")
+	}
+	switch inv.Subcommand {
+	case "join":
+		return h.join(ctx, inv)
+	case "leave":
+		return h.leave(ctx, inv)
+	case "consent":
+		return h.consent(ctx, inv)
+	case "status":
+		return h.status(inv)
+	}
+	return bot.Reply{}, bot.Sorry("Unknown /voice action.")
+}
+
+func (h voiceHandler) join(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	if !h.policy.mayManage(inv) {
+		return bot.Reply{}, bot.Sorry("You need the Move Members permission or a voice role to bring Clankie into voice.")
+	}
+	ch, err := h.sessions.Join(ctx, inv.GuildID, inv.User.ID)
+	if err != nil {
+		return bot.Reply{}, voiceSentence(err)
+	}
+	return bot.Reply{Content: fmt.Sprintf("Clankie is now listening in <#%s>.\n"+
+		"You are counted as consenting: Clankie may use what he has been told about you in this session. "+
+		"Anyone in the channel can change that for themselves with `/voice consent`. Consent lasts only for this session and is never stored.", ch)}, nil
+}
+
+func (h voiceHandler) leave(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	if !h.policy.mayManage(inv) {
+		return bot.Reply{}, bot.Sorry("You need the Move Members permission or a voice role to end the voice session.")
+	}
+	if err := h.sessions.Leave(ctx, inv.GuildID); err != nil {
+		return bot.Reply{}, voiceSentence(err)
+	}
+	return bot.Reply{Content: "Clankie left voice. The session and everyone's consent in it have ended."}, nil
+}
+
+func (h voiceHandler) consent(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+	action, _ := inv.Options.String("action")
+	var optIn bool
+	switch action {
+	case "opt-in":
+		optIn = true
+	case "opt-out":
+	default:
+		return bot.Reply{}, bot.Sorry("Choose opt-in or opt-out.")
+	}
+	if err := h.sessions.Consent(ctx, inv.GuildID, inv.User.ID, optIn); err != nil {
+		return bot.Reply{}, voiceSentence(err)
+	}
+	if optIn {
+		return bot.Reply{Content: "You opted in: Clankie may use what he has been told about you in this voice session, until you opt out or leave the channel."}, nil
+	}
+	return bot.Reply{Content: "You opted out for the rest of this session: Clankie will not use what he has been told about you here."}, nil
+}
+
+func (h voiceHandler) status(inv bot.Invocation) (bot.Reply, error) {
+	st, ok := h.sessions.Status(inv.GuildID)
+	if !ok {
+		return bot.Reply{Content: "There is no voice session in this server."}, nil
+	}
+	speakers := "speakers have"
+	if st.Consented == 1 {
+		speakers = "speaker has"
+	}
+	return bot.Reply{Content: fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\nRealtime voice model: %s.",
+		st.ChannelID, st.Policy, st.Consented, speakers, st.Realtime)}, nil
+}
+
+func voiceSentence(err error) error {
+	switch {
+	case errors.Is(err, ErrVoiceNotInVoice):
+		return bot.Sorry("Join a voice channel in this server first, then run `/voice join`.")
+	case errors.Is(err, ErrVoiceNoSession):
+		return bot.Sorry("There is no voice session in this server.")
+	case errors.Is(err, ErrVoiceNotInSessionRoom):
+		return bot.Sorry("You can manage your consent only from the voice channel the session is in.")
+	case errors.Is(err, ErrVoiceOtherChannel):
+		return bot.Sorry("Clankie is already in another voice channel here; end that session with `/voice leave` first.")
+	}
+	return err
+}
