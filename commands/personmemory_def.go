@@ -39,13 +39,11 @@ const (
 // keyed by server, and Discord does not offer the command in DMs. Required
 // options come first in each subcommand, as Discord requires.
 func personMemoryDefinition() *discordgo.ApplicationCommand {
-	dmPermission := false
 	return &discordgo.ApplicationCommand{
-		Name:         personMemoryName,
-		Type:         discordgo.ChatApplicationCommand,
-		Description:  "Remember, recall and forget what members tell me about people in this server",
-		Contexts:     &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild},
-		DMPermission: &dmPermission,
+		Name:        personMemoryName,
+		Type:        discordgo.ChatApplicationCommand,
+		Description: "Remember, recall and forget what members tell me about people in this server",
+		Contexts:    &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild},
 		Options: []*discordgo.ApplicationCommandOption{
 			proposeDefinition(),
 			recallDefinition(),

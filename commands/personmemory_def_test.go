@@ -40,9 +40,6 @@ func TestPersonMemoryDefinitionFitsDiscord(t *testing.T) {
 	if def.Contexts == nil || len(*def.Contexts) != 1 || (*def.Contexts)[0] != discordgo.InteractionContextGuild {
 		t.Fatalf("contexts %v; want guild only", def.Contexts)
 	}
-	if def.DMPermission == nil || *def.DMPermission {
-		t.Fatal("the command is offered in DMs")
-	}
 	subs := map[string]*discordgo.ApplicationCommandOption{}
 	for _, sub := range def.Options {
 		checkText("subcommand", sub.Name, sub.Description)

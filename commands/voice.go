@@ -53,16 +53,12 @@ func contains(list []string, id string) bool {
 	return false
 }
 
-var guildOnly = &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild}
-
 // Voice is the /voice command of the voice bridge.
 func Voice(sessions VoiceSessions, p VoicePolicy) bot.Command {
-	dm := false
 	def := &discordgo.ApplicationCommand{
-		Name:         "voice",
-		Description:  "Clankie in a voice channel: join, leave, consent and status",
-		Contexts:     guildOnly,
-		DMPermission: &dm,
+		Name:        "voice",
+		Description: "Clankie in a voice channel: join, leave, consent and status",
+		Contexts:    &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild},
 		Options: []*discordgo.ApplicationCommandOption{
 			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "join", Description: "Bring Clankie into your voice channel"},
 			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "leave", Description: "Make Clankie leave voice and end the session"},
