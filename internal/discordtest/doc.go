@@ -1,0 +1,33 @@
+// Package discordtest is a fake Discord for tests: a REST API and a gateway
+// served over loopback that the real discordgo client (v0.29, API v9 on the
+// wire) connects to unchanged.
+//
+// The bridges are tested against it rather than against mocks of discordgo so
+// that the code under test exercises the same client, the same JSON shapes
+// and the same protocol steps (HELLO, IDENTIFY, READY, heartbeats, interaction
+// callbacks, webhook edits) as it would against discord.com. Where Discord
+// enforces a rule that a bot can get wrong (the 3 second interaction deadline,
+// "already acknowledged", 2000 character content, command name rules,
+// privileged intents), the fake enforces it too and answers with Discord's
+// error codes, so a test fails the way production would.
+//
+// Wiring a session to a fake:
+//
+//	fake := discordtest.New(t, discordtest.WithGuilds(g))
+//	rt, _ := bot.NewRESTTransport(fake.APIURL(), nil)
+//	s, _ := discordgo.New("Bot " + fake.Token())
+//	s.Client = &http.Client{Transport: rt}
+//	s.Identify.Intents = discordgo.IntentsGuilds | discordgo.IntentsGuildVoiceStates
+//	err := s.Open() // GET /gateway, then the websocket
+//	...
+//	in := fake.Interact(ctx, discordtest.InteractionSpec{GuildID: g.ID, UserID: "…", Command: "voice", Subcommand: "status"})
+//	reply, err := in.WaitReply(ctx)
+//	...
+//	fake.WaitHeartbeat(ctx) // see its doc: dodges a discordgo Close race
+//	s.Close()
+//
+// Close the discordgo session before the fake: discordgo reconnects forever
+// when its gateway goes away, which would leak its goroutines. New registers
+// the fake's Close with t.Cleanup, so a session closed in the test body or in
+// a later-registered cleanup is closed first.
+package discordtest

@@ -1,0 +1,519 @@
+package discordtest
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/gorilla/websocket"
+)
+
+// apiPrefix is where the fake serves REST; the path mirrors discord.com so
+// request logs read the same.
+const apiPrefix = "/api/v10"
+
+// GlobalScope names global application commands in CommandPuts and Commands;
+// any other scope is a guild id.
+const GlobalScope = ""
+
+// DefaultHeartbeatInterval is what Discord sends in HELLO today.
+const DefaultHeartbeatInterval = 41250 * time.Millisecond
+
+// Defaults for the bot identity when no option overrides them.
+const (
+	DefaultBotID       = "1300000000000000001"
+	DefaultBotUsername = "clankie-test"
+)
+
+// ErrClosed is returned by waits when the fake shut down before the awaited
+// thing happened.
+var ErrClosed = errors.New("discordtest: fake closed")
+
+// Fake is a running fake Discord. All methods are safe for concurrent use.
+type Fake struct {
+	t          testing.TB
+	cfg        config
+	srv        *httptest.Server
+	apiURL     string
+	gatewayURL string
+	upgrader   websocket.Upgrader
+	ids        snowflakes
+
+	closed    chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup // gateway goroutines
+
+	mu           sync.Mutex
+	changed      chan struct{} // closed and replaced on every recorded change
+	isClosed     bool
+	guilds       map[string]*guildState
+	guildOrder   []string
+	commands     map[string][]storedCommand // scope -> registered commands
+	puts         []CommandPut
+	requests     []Request
+	identifies   []Identify
+	voiceOps     []VoiceStateOp
+	heartbeats   int
+	sessions     map[string]*session
+	conns        map[*gwConn]struct{}
+	interactions map[string]*Interaction // by id
+	byToken      map[string]*Interaction
+	delays       map[string]time.Duration
+	faults       map[string]*fault
+}
+
+type config struct {
+	botID       string
+	botName     string
+	appID       string
+	token       string
+	guilds      []Guild
+	rejectToken bool
+	heartbeat   time.Duration
+	deadline    time.Duration
+	privileged  discordgo.Intent
+	voiceEcho   bool
+}
+
+// Option configures a Fake at New.
+type Option func(*config)
+
+// WithBotUser sets the bot's user id and username (READY, /users/@me). The
+// application id follows the user id unless WithApplicationID is given, as
+// for every bot created since 2020.
+func WithBotUser(id, username string) Option {
+	return func(c *config) { c.botID, c.botName = id, username }
+}
+
+// WithApplicationID sets the application id used in READY, command routes and
+// interactions.
+func WithApplicationID(id string) Option { return func(c *config) { c.appID = id } }
+
+// WithToken fixes the bot token the fake accepts. By default every fake has
+// its own random token, which catches a session wired to the wrong fake.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithGuilds sets the guilds the bot is in; each gets a GUILD_CREATE after
+// READY, in the given order.
+func WithGuilds(gs ...Guild) Option {
+	return func(c *config) { c.guilds = append(c.guilds, gs...) }
+}
+
+// WithRejectedToken makes the fake behave as Discord does for a revoked token:
+// every REST call answers 401 and IDENTIFY is closed with 4004.
+func WithRejectedToken() Option { return func(c *config) { c.rejectToken = true } }
+
+// WithHeartbeatInterval sets the interval sent in HELLO (default 41.25 s).
+// discordgo heartbeats once right after HELLO and then at this interval.
+func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// WithInteractionDeadline changes how long after INTERACTION_CREATE the first
+// callback is accepted (default discordgo.InteractionDeadline, 3 s, like
+// Discord). Later callbacks get 404 "Unknown interaction" (10062). Zero
+// disables the deadline.
+func WithInteractionDeadline(d time.Duration) Option { return func(c *config) { c.deadline = d } }
+
+// WithPrivilegedIntents lets IDENTIFY ask for these privileged intents
+// (GUILD_MEMBERS, GUILD_PRESENCES, MESSAGE_CONTENT). Without it the fake closes
+// such an IDENTIFY with 4014, as Discord does when the intent is not enabled
+// in the developer portal.
+func WithPrivilegedIntents(i discordgo.Intent) Option { return func(c *config) { c.privileged = i } }
+
+// WithoutVoiceEcho stops the fake from answering the bot's own op 4 with
+// VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE dispatches. The op is still
+// recorded.
+func WithoutVoiceEcho() Option { return func(c *config) { c.voiceEcho = false } }
+
+// New starts a fake Discord on 127.0.0.1 (one random port for REST and the
+// gateway) and registers Close with t.Cleanup.
+func New(t testing.TB, opts ...Option) *Fake {
+	t.Helper()
+	cfg := config{
+		botID:     DefaultBotID,
+		botName:   DefaultBotUsername,
+		heartbeat: DefaultHeartbeatInterval,
+		deadline:  discordgo.InteractionDeadline,
+		voiceEcho: true,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.appID == "" {
+		cfg.appID = cfg.botID
+	}
+	if cfg.token == "" {
+		cfg.token = base64.RawStdEncoding.EncodeToString([]byte(cfg.botID)) + ".fake." + randomHex(16)
+	}
+	f := &Fake{
+		t:            t,
+		cfg:          cfg,
+		closed:       make(chan struct{}),
+		changed:      make(chan struct{}),
+		guilds:       map[string]*guildState{},
+		commands:     map[string][]storedCommand{},
+		sessions:     map[string]*session{},
+		conns:        map[*gwConn]struct{}{},
+		interactions: map[string]*Interaction{},
+		byToken:      map[string]*Interaction{},
+		delays:       map[string]time.Duration{},
+		faults:       map[string]*fault{},
+		upgrader:     websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
+	}
+	now := time.Now()
+	for _, g := range cfg.guilds {
+		if g.ID == "" {
+			t.Fatalf("discordtest: guild without ID")
+		}
+		if _, dup := f.guilds[g.ID]; !dup {
+			f.guildOrder = append(f.guildOrder, g.ID)
+		}
+		f.guilds[g.ID] = &guildState{g: f.normalizeGuild(g), joinedAt: now}
+	}
+	f.srv = httptest.NewServer(f.routes())
+	f.apiURL = f.srv.URL + apiPrefix
+	f.gatewayURL = "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/gateway"
+	t.Cleanup(f.Close)
+	return f
+}
+
+// APIURL is the REST base to hand to bot.NewRESTTransport (like
+// DISCORD_API_URL), e.g. http://127.0.0.1:PORT/api/v10.
+func (f *Fake) APIURL() string { return f.apiURL }
+
+// GatewayURL is what GET /gateway answers; discordgo appends a slash and
+// ?v=9&encoding=json.
+func (f *Fake) GatewayURL() string { return f.gatewayURL }
+
+// Token is the bot token the fake accepts (without the "Bot " prefix).
+func (f *Fake) Token() string { return f.cfg.token }
+
+// BotID is the bot's user id.
+func (f *Fake) BotID() string { return f.cfg.botID }
+
+// AppID is the application id.
+func (f *Fake) AppID() string { return f.cfg.appID }
+
+// Close stops the fake: it drops gateway connections, stops the HTTP server
+// and waits for the fake's goroutines. It is idempotent and also runs at test
+// cleanup. Close the discordgo session first, or it will keep reconnecting.
+func (f *Fake) Close() {
+	f.closeOnce.Do(func() {
+		f.mu.Lock()
+		f.isClosed = true
+		close(f.closed)
+		conns := make([]*gwConn, 0, len(f.conns))
+		for c := range f.conns {
+			conns = append(conns, c)
+		}
+		f.mu.Unlock()
+		for _, c := range conns {
+			c.shutdown()
+		}
+		f.srv.Close()
+		f.wg.Wait()
+	})
+}
+
+// notifyLocked wakes every waiter; f.mu must be held.
+func (f *Fake) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// waitFor blocks until cond (called with f.mu held) is true, ctx ends or the
+// fake closes.
+func (f *Fake) waitFor(ctx context.Context, cond func() bool) error {
+	for {
+		f.mu.Lock()
+		ok := cond()
+		ch := f.changed
+		f.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.closed:
+			f.mu.Lock()
+			ok = cond()
+			f.mu.Unlock()
+			if ok {
+				return nil
+			}
+			return ErrClosed
+		}
+	}
+}
+
+// ---- recorded state ----
+
+// Request is one REST call the fake received.
+type Request struct {
+	Method string
+	Path   string // below the API base, e.g. "/users/@me"
+	Query  string
+	Route  string // the Route* constant that matched; "" for an unknown route
+	Status int    // what the fake answered
+	Body   []byte
+	At     time.Time
+}
+
+// Requests answers every REST call so far, in the order they were answered.
+func (f *Fake) Requests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.requests)
+}
+
+// UnknownRequests answers the REST calls that matched no route (answered 404),
+// which usually means the bot called something this fake (and the test) did
+// not expect.
+func (f *Fake) UnknownRequests() []Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Request
+	for _, r := range f.requests {
+		if r.Route == "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Identify is one IDENTIFY payload a client sent.
+type Identify struct {
+	Token          string
+	Intents        discordgo.Intent
+	Compress       bool
+	LargeThreshold int
+	Shard          *[2]int
+	Properties     map[string]string
+	Raw            json.RawMessage
+	// Accepted is false when the fake closed the connection instead of
+	// answering READY (bad token, disallowed intents, bad shard).
+	Accepted bool
+}
+
+// Identifies answers every IDENTIFY so far.
+func (f *Fake) Identifies() []Identify {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.identifies)
+}
+
+// VoiceStateOp is one gateway op 4 (Update Voice State) the bot sent, which is
+// what discordgo's ChannelVoiceJoinManual and ChannelVoiceJoin send.
+type VoiceStateOp struct {
+	GuildID   string
+	ChannelID string // "" when the bot asked to leave (channel_id null)
+	SelfMute  bool
+	SelfDeaf  bool
+	SessionID string // the gateway session that sent it
+}
+
+// VoiceStateOps answers every op 4 so far.
+func (f *Fake) VoiceStateOps() []VoiceStateOp {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.voiceOps)
+}
+
+// WaitVoiceStateOps waits until at least n op 4 payloads were received and
+// answers all of them.
+func (f *Fake) WaitVoiceStateOps(ctx context.Context, n int) ([]VoiceStateOp, error) {
+	var out []VoiceStateOp
+	err := f.waitFor(ctx, func() bool {
+		out = slices.Clone(f.voiceOps)
+		return len(out) >= n
+	})
+	return out, err
+}
+
+// Heartbeats answers how many op 1 heartbeats the fake acknowledged.
+func (f *Fake) Heartbeats() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.heartbeats
+}
+
+// WaitHeartbeat waits until every identified gateway connection has sent at
+// least one heartbeat (and there is one).
+//
+// Call it before closing a discordgo session that (re)connected moments ago:
+// discordgo's heartbeat goroutine sends its first heartbeat without checking
+// whether Close already ran, and when that write fails it calls reconnect,
+// which then retries forever against a fake that is gone (a goroutine leak).
+// Once the first heartbeat went out, Close stops the goroutine cleanly.
+func (f *Fake) WaitHeartbeat(ctx context.Context) error {
+	return f.waitFor(ctx, func() bool {
+		n := 0
+		for c := range f.conns {
+			if c.sess == nil {
+				continue
+			}
+			if c.beats == 0 {
+				return false
+			}
+			n++
+		}
+		return n > 0
+	})
+}
+
+// WaitReady waits until some gateway session has been sent READY and is still
+// connected, i.e. the bot identified successfully.
+func (f *Fake) WaitReady(ctx context.Context) error {
+	return f.waitFor(ctx, func() bool {
+		for _, s := range f.sessions {
+			if s.conn != nil {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// Guild answers the fake's current view of a guild, including voice states
+// changed by VoiceStateUpdate and by the bot's own op 4.
+func (f *Fake) Guild(id string) (Guild, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gs, ok := f.guilds[id]
+	if !ok {
+		return Guild{}, false
+	}
+	return cloneGuild(gs.g), true
+}
+
+// ---- dispatching ----
+
+// eventIntents maps gateway events to the intent Discord requires before it
+// sends them; the fake drops them for sessions without it.
+var eventIntents = map[string]discordgo.Intent{
+	"GUILD_CREATE":        discordgo.IntentsGuilds,
+	"GUILD_UPDATE":        discordgo.IntentsGuilds,
+	"GUILD_DELETE":        discordgo.IntentsGuilds,
+	"GUILD_ROLE_CREATE":   discordgo.IntentsGuilds,
+	"GUILD_ROLE_UPDATE":   discordgo.IntentsGuilds,
+	"GUILD_ROLE_DELETE":   discordgo.IntentsGuilds,
+	"CHANNEL_CREATE":      discordgo.IntentsGuilds,
+	"CHANNEL_UPDATE":      discordgo.IntentsGuilds,
+	"CHANNEL_DELETE":      discordgo.IntentsGuilds,
+	"GUILD_MEMBER_ADD":    discordgo.IntentsGuildMembers,
+	"GUILD_MEMBER_UPDATE": discordgo.IntentsGuildMembers,
+	"GUILD_MEMBER_REMOVE": discordgo.IntentsGuildMembers,
+	"VOICE_STATE_UPDATE":  discordgo.IntentsGuildVoiceStates,
+	"PRESENCE_UPDATE":     discordgo.IntentsGuildPresences,
+}
+
+// Dispatch sends an op 0 event of type eventType with data (marshalled to
+// JSON; a discordgo struct or a map both work) to every identified session,
+// with the session's next sequence number. Events gated by an intent the
+// session did not ask for are dropped, as Discord does. It answers how many
+// connected sessions it was sent to; sessions waiting to resume get it when
+// they resume.
+func (f *Fake) Dispatch(eventType string, data any) int {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		f.t.Errorf("discordtest: Dispatch(%s): %v", eventType, err)
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.broadcastLocked(eventType, func(*session) []byte { return raw })
+}
+
+// broadcastLocked dispatches to every session whose intents allow the event;
+// payload may tailor the data per session.
+func (f *Fake) broadcastLocked(eventType string, payload func(*session) []byte) int {
+	need := eventIntents[eventType]
+	n := 0
+	for _, s := range f.sessionList() {
+		if need != 0 && s.intents&need == 0 {
+			continue
+		}
+		f.dispatchLocked(s, eventType, payload(s))
+		if s.conn != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// sessionList answers live sessions in creation order, so events reach
+// several sessions in a stable order.
+func (f *Fake) sessionList() []*session {
+	out := make([]*session, 0, len(f.sessions))
+	for _, s := range f.sessions {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *session) int { return a.created.Compare(b.created) })
+	return out
+}
+
+// GuildCreate adds or replaces a guild in the fake's model and dispatches
+// GUILD_CREATE for it (as when the bot is added to a server or a guild becomes
+// available again).
+func (f *Fake) GuildCreate(g Guild) int {
+	if g.ID == "" {
+		f.t.Errorf("discordtest: GuildCreate without ID")
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gs, ok := f.guilds[g.ID]
+	if !ok {
+		gs = &guildState{joinedAt: time.Now()}
+		f.guilds[g.ID] = gs
+		f.guildOrder = append(f.guildOrder, g.ID)
+	}
+	gs.g = f.normalizeGuild(g)
+	f.notifyLocked()
+	return f.broadcastLocked("GUILD_CREATE", func(s *session) []byte {
+		return mustJSON(gs.guildCreate(s.intents))
+	})
+}
+
+// VoiceStateUpdate changes a user's voice state in the fake's model (join,
+// move, or leave when ChannelID is "") and dispatches VOICE_STATE_UPDATE with
+// the member attached, as Discord does.
+func (f *Fake) VoiceStateUpdate(vs VoiceState) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	gs, ok := f.guilds[vs.GuildID]
+	if !ok {
+		f.t.Errorf("discordtest: VoiceStateUpdate for unknown guild %q", vs.GuildID)
+		return 0
+	}
+	if vs.SessionID == "" {
+		vs.SessionID = randomHex(16)
+		for _, old := range gs.g.VoiceStates {
+			if old.UserID == vs.UserID {
+				vs.SessionID = old.SessionID
+			}
+		}
+	}
+	gs.setVoiceState(vs)
+	f.notifyLocked()
+	raw := mustJSON(gs.voiceStateWire(vs, true))
+	return f.broadcastLocked("VOICE_STATE_UPDATE", func(*session) []byte { return raw })
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("discordtest: " + err.Error())
+	}
+	return b
+}
