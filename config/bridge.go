@@ -46,11 +46,14 @@ func snowflakes(name string, ids []string) error {
 type MemoryClient struct {
 	URL string `env:"CLANKIE_MEMORY_URL" envDefault:"http://127.0.0.1:4310" help:"Where the memory service answers, for the bridges and the CLI."`
 	// Dir is read only to find minted bearers when a token variable is unset.
-	Dir string `env:"CLANKIE_MEMORY_DIR" envDefault:"${HOME}/.clankie/memory" expand:"true" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+	Dir string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
 }
 
 // Validate names the variable that is wrong.
 func (m MemoryClient) Validate() error {
+	if err := validDir(m.Dir); err != nil {
+		return err
+	}
 	return URLVar("CLANKIE_MEMORY_URL", m.URL, "http", "https")
 }
 
@@ -102,3 +105,56 @@ func ResolveBearer(token, variable, dir, lane string) (string, error) {
 	}
 	return stored[lane], nil
 }
+
+// Voice consent policies.
+const (
+	ConsentExplicit = "explicit"
+	ConsentPresence = "presence"
+)
+
+// VoiceBridge configures `clankie bridge voice`.
+type VoiceBridge struct {
+	DiscordToken   string   `env:"DISCORD_VOICE_BOT_TOKEN" secret:"true" help:"The voice bridge's Discord bot token (a second application, not the text bridge's)."`
+	Bearer         string   `env:"CLANKIE_VOICE_BRIDGE_TOKEN" secret:"true" help:"Bearer of the voice bridge (discord_voice lane). Minted into the memory root when unset."`
+	VoiceRoleIDs   []string `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
+	VoiceUserIDs   []string `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
+	ConsentPolicy  string   `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`
+	RealtimeURL    string   `env:"CLANKIE_REALTIME_URL" help:"WebSocket URL of an OpenAI Realtime-compatible voice model; empty: sessions run and pull briefings without one."`
+	RealtimeAPIKey string   `env:"CLANKIE_REALTIME_API_KEY" secret:"true" help:"API key for the realtime endpoint, sent as a bearer."`
+	RealtimeModel  string   `env:"CLANKIE_REALTIME_MODEL" help:"Model name for the realtime endpoint (sent as ?model=)."`
+	Memory         MemoryClient
+	Discord        Discord
+	Log            Log
+}
+
+// Validate names the variable that is wrong.
+func (v VoiceBridge) Validate() error {
+	if strings.TrimSpace(v.DiscordToken) == "" {
+		return fmt.Errorf("DISCORD_VOICE_BOT_TOKEN is required: the voice bridge's Discord bot token")
+	}
+	switch v.ConsentPolicy {
+	case ConsentExplicit, ConsentPresence:
+	default:
+		return fmt.Errorf("DISCORD_VOICE_CONSENT_POLICY must be explicit or presence (got %q)", v.ConsentPolicy)
+	}
+	if err := snowflakes("DISCORD_VOICE_ROLE_IDS", v.VoiceRoleIDs); err != nil {
+		return err
+	}
+	if err := snowflakes("DISCORD_VOICE_USER_IDS", v.VoiceUserIDs); err != nil {
+		return err
+	}
+	if v.RealtimeURL != "" {
+		if err := URLVar("CLANKIE_REALTIME_URL", v.RealtimeURL, "wss", "ws"); err != nil {
+			return err
+		}
+	}
+	for _, x := range []Validator{v.Memory, v.Discord, v.Log} {
+		if err := x.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LoadVoiceBridge reads and validates the voice bridge's settings.
+func LoadVoiceBridge() (VoiceBridge, error) { return load[VoiceBridge]() }

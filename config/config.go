@@ -73,7 +73,7 @@ func (t Tokens) Validate() error {
 // Memory configures `clankie memory serve`.
 type Memory struct {
 	Addr   string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
-	Dir    string `env:"CLANKIE_MEMORY_DIR" envDefault:"${HOME}/.clankie/memory" expand:"true" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+	Dir    string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
 	Tokens Tokens
 	Log    Log
 }
@@ -83,8 +83,8 @@ func (m Memory) Validate() error {
 	if _, port, err := net.SplitHostPort(m.Addr); err != nil || port == "" {
 		return fmt.Errorf("CLANKIE_MEMORY_ADDR must be host:port, such as 127.0.0.1:4310 (got %q)", m.Addr)
 	}
-	if strings.TrimSpace(m.Dir) == "" || strings.HasPrefix(m.Dir, "/.clankie") && os.Getenv("HOME") == "" {
-		return errors.New("CLANKIE_MEMORY_DIR must name a directory (HOME is unset, so the default cannot be used)")
+	if err := validDir(m.Dir); err != nil {
+		return err
 	}
 	if err := m.Tokens.Validate(); err != nil {
 		return err
@@ -211,7 +211,7 @@ func All() []Var {
 	seen := map[string]bool{}
 	var out []Var
 	var all []Var
-	for _, c := range []any{Memory{}, TextBridge{}} {
+	for _, c := range []any{Memory{}, TextBridge{}, VoiceBridge{}, Operator{}} {
 		all = append(all, Describe(c)...)
 	}
 	for _, v := range all {
@@ -221,4 +221,13 @@ func All() []Var {
 		}
 	}
 	return out
+}
+
+// validDir checks CLANKIE_MEMORY_DIR after expansion: with HOME unset the
+// default would become /.clankie/memory, which is never what was meant.
+func validDir(dir string) error {
+	if strings.TrimSpace(dir) == "" || strings.HasPrefix(dir, "/.clankie") && os.Getenv("HOME") == "" {
+		return errors.New("CLANKIE_MEMORY_DIR must name a directory (HOME is unset, so the default cannot be used)")
+	}
+	return nil
 }

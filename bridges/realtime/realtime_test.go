@@ -1,0 +1,534 @@
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestStartSeedsSessionThenBriefing(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	cfg := testConfig(f.url())
+	s, _ := start(t, cfg)
+	eventually(t, "connected", func() bool { return s.Stats().Connected })
+
+	text := secret("Alice (consented) likes to be called Al; her dog is named Biscuit.")
+	if err := s.Brief(context.Background(), text, false); err != nil {
+		t.Fatalf("Brief: %v", err)
+	}
+	frames := f.waitFrames(2)
+
+	c := f.conn(1)
+	if got, want := c.header.Get("Authorization"), "Bearer "+testKey; got != want {
+		t.Errorf("Authorization header = %q, want the key as a bearer", got)
+	}
+	if got := c.header.Get("OpenAI-Beta"); got != "realtime=v1" {
+		t.Errorf("OpenAI-Beta = %q, want realtime=v1", got)
+	}
+	if got := c.query.Get("model"); got != cfg.Model {
+		t.Errorf("model query = %q, want %q", got, cfg.Model)
+	}
+
+	up := frames[0]
+	if up.Type != "session.update" || up.Instructions != cfg.Instructions || up.Model != cfg.Model ||
+		!slices.Equal(up.Modalities, []string{"audio", "text"}) {
+		t.Errorf("first frame = %+v, want session.update with the instructions, model and audio+text", up)
+	}
+	it := frames[1]
+	if it.Type != "conversation.item.create" || it.ItemType != "message" || it.Role != "system" ||
+		it.ContentType != "input_text" || it.Text != text {
+		t.Errorf("second frame = %+v, want a system message item holding exactly the briefing", it)
+	}
+	if up.EventID == "" || it.EventID == "" || up.EventID == it.EventID {
+		t.Errorf("event ids %q, %q: want distinct non-empty ids", up.EventID, it.EventID)
+	}
+	if strings.Contains(it.EventID, "Alice") || len(it.EventID) > 40 {
+		t.Errorf("event id %q should be random and content-free", it.EventID)
+	}
+	if len(frames) != 2 {
+		t.Errorf("server got %d frames, want 2", len(frames))
+	}
+	want := Stats{Connects: 1, ItemsSent: 1, Connected: true}
+	if got := s.Stats(); got != want {
+		t.Errorf("Stats = %+v, want %+v", got, want)
+	}
+	for _, p := range []string{fmt.Sprintf("%v", s), fmt.Sprintf("%+v", s), fmt.Sprintf("%#v", s)} {
+		if leaks(p, testKey) || leaks(p, text) {
+			t.Errorf("printed session holds a secret: %s", p)
+		}
+	}
+}
+
+func TestRefreshIsANewItemThatSaysSo(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	s, _ := start(t, testConfig(f.url()))
+	first := secret("Bob (consented) is learning the cello.")
+	second := secret("Bob (consented) is learning the cello. Carol (consented) runs marathons.")
+	if err := s.Brief(context.Background(), first, false); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFrames(2)
+	if err := s.Brief(context.Background(), second, true); err != nil {
+		t.Fatal(err)
+	}
+	frames := f.waitFrames(3)
+
+	r := frames[2]
+	if r.Type != "conversation.item.create" || r.Role != "system" {
+		t.Fatalf("third frame = %+v, want a new conversation item", r)
+	}
+	if r.Text != RefreshPrefix+second {
+		t.Errorf("refresh text = %q, want RefreshPrefix + the new briefing", r.Text)
+	}
+	if !strings.Contains(strings.ToLower(r.Text), "refresh") || !strings.Contains(r.Text, "replaces every earlier briefing") {
+		t.Errorf("refresh text does not say it is a refresh replacing earlier briefings: %q", r.Text)
+	}
+	if frames[1].Text != first {
+		t.Errorf("first briefing was changed: %q", frames[1].Text)
+	}
+	if got := s.Stats(); got.ItemsSent != 2 || got.Connects != 1 || got.Pending {
+		t.Errorf("Stats = %+v, want 2 items on 1 connection, nothing pending", got)
+	}
+}
+
+func TestReconnectReseedsLatestBriefing(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	cfg := testConfig(f.url())
+	s, logs := start(t, cfg)
+	old := secret("Dana (consented) prefers tea over coffee.")
+	latest := secret("Dana (consented) prefers tea. Eli (consented) just moved to Lisbon.")
+	if err := s.Brief(context.Background(), old, false); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFrames(2)
+	if err := s.Brief(context.Background(), latest, true); err != nil {
+		t.Fatal(err)
+	}
+	f.waitFrames(3)
+
+	dropped := time.Now()
+	f.drop()
+	frames := f.waitConnFrames(2, 2)
+	if took := time.Since(dropped); took > 2*time.Second {
+		t.Errorf("reconnect took %v with a 50 ms maximum backoff", took)
+	}
+	if frames[0].Type != "session.update" || frames[0].Instructions != cfg.Instructions {
+		t.Errorf("first frame after reconnect = %+v, want session.update with the instructions", frames[0])
+	}
+	if frames[1].Type != "conversation.item.create" || frames[1].Text != ReseedPrefix+latest {
+		t.Errorf("second frame after reconnect = %+v, want the latest briefing marked as re-sent", frames[1])
+	}
+	if !strings.Contains(frames[1].Text, "refresh") {
+		t.Errorf("re-seed text does not say it is a refresh: %q", frames[1].Text)
+	}
+	if c := f.conn(2); c.header.Get("Authorization") != "Bearer "+testKey || c.query.Get("model") != cfg.Model {
+		t.Errorf("reconnect lost the key or model")
+	}
+	time.Sleep(30 * time.Millisecond) // nothing else should follow
+	if n := len(f.allFrames()); n != 5 {
+		t.Errorf("server got %d frames in all, want 5", n)
+	}
+	eventually(t, "connected again", func() bool { return s.Stats().Connected })
+	st := s.Stats()
+	if st.Reconnects != 1 || st.Connects != 2 || st.ItemsSent != 3 || st.Pending {
+		t.Errorf("Stats = %+v, want 1 reconnect, 2 connects, 3 items, nothing pending", st)
+	}
+	if logs.FilterMessage("realtime connection lost; reconnecting").Len() != 1 {
+		t.Errorf("want one log line about the lost connection")
+	}
+}
+
+func TestRetriesWhileServerAnswers503(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t, func(f *fakeServer) { f.reject = 3 })
+	s, logs := start(t, testConfig(f.url()))
+	text := secret("Fay (consented) is allergic to peanuts.")
+	// Briefed before any connection: kept, not failed.
+	if err := s.Brief(context.Background(), text, false); err != nil {
+		t.Fatalf("Brief while disconnected: %v", err)
+	}
+	if st := s.Stats(); !st.Pending || st.Connected {
+		t.Errorf("Stats right after Start = %+v, want a pending briefing and no connection", st)
+	}
+	frames := f.waitFrames(2)
+	if frames[0].Type != "session.update" {
+		t.Errorf("first frame = %q, want session.update before the queued briefing", frames[0].Type)
+	}
+	if frames[1].Text != text {
+		t.Errorf("queued briefing arrived as %q, want it unmarked (it is the first one)", frames[1].Text)
+	}
+	if n := f.attemptCount(); n != 4 {
+		t.Errorf("server saw %d attempts, want 3 rejected + 1", n)
+	}
+	st := s.Stats()
+	if st.DialFailures != 3 || st.Connects != 1 || st.Reconnects != 0 || st.ItemsSent != 1 || st.Pending {
+		t.Errorf("Stats = %+v", st)
+	}
+	warned := logs.FilterMessage("realtime connect failed; retrying").FilterField(zap.Int("status", 503))
+	if warned.Len() != 3 {
+		t.Errorf("want 3 connect-failure lines with status 503, got %d", warned.Len())
+	}
+}
+
+func TestRetriesUntilListenerComesUp(t *testing.T) {
+	noLeaks(t)
+	addr := freeAddr(t)
+	s, _ := start(t, testConfig("ws://"+addr+"/v1/realtime"))
+	text := secret("Gus (consented) plays bass in a band called Low Tide.")
+	if err := s.Brief(context.Background(), text, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "refused attempts", func() bool { return s.Stats().DialFailures >= 2 })
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("port %s was taken meanwhile: %v", addr, err)
+	}
+	f := newFakeOn(t, ln)
+	frames := f.waitFrames(2)
+	if frames[0].Type != "session.update" || frames[1].Text != text {
+		t.Errorf("frames = %+v, want session.update then the queued briefing", frames)
+	}
+}
+
+func TestCloseSendsNormalClosureAndIsIdempotent(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	s, logs := start(t, testConfig(f.url()))
+	eventually(t, "connected", func() bool { return s.Stats().Connected })
+	c := f.conn(1)
+
+	began := time.Now()
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if took := time.Since(began); took > 900*time.Millisecond {
+		t.Errorf("Close took %v against a server that answers the close frame", took)
+	}
+	select {
+	case <-c.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("server connection still open after Close")
+	}
+	if code := f.closeCodeOf(c); code != 1000 {
+		t.Errorf("server saw close code %d, want 1000 (normal closure)", code)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := s.Brief(context.Background(), secret("Hana (consented) sings."), false); !errors.Is(err, ErrClosed) {
+		t.Errorf("Brief after Close = %v, want ErrClosed", err)
+	}
+	if s.Stats().Connected {
+		t.Error("Stats says connected after Close")
+	}
+	time.Sleep(60 * time.Millisecond) // longer than the maximum backoff
+	if n := f.attemptCount(); n != 1 {
+		t.Errorf("client reconnected after Close: %d attempts", n)
+	}
+	if logs.FilterMessage("realtime session closed").Len() != 1 {
+		t.Error("want one log line saying the session closed")
+	}
+}
+
+func TestCloseDuringBackoffIsPrompt(t *testing.T) {
+	noLeaks(t)
+	cfg := testConfig("ws://" + freeAddr(t) + "/")
+	cfg.MinBackoff, cfg.MaxBackoff = 10*time.Second, 10*time.Second
+	s, _ := start(t, cfg)
+	eventually(t, "first failure", func() bool { return s.Stats().DialFailures == 1 })
+	began := time.Now()
+	_ = s.Close()
+	if took := time.Since(began); took > 500*time.Millisecond {
+		t.Errorf("Close during a 10 s backoff took %v", took)
+	}
+}
+
+func TestCloseDuringHandshakeIsPrompt(t *testing.T) {
+	noLeaks(t)
+	// A listener that accepts TCP connections and never answers the upgrade.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	accepted := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			_ = c.Close()
+		}
+	})
+
+	s, _ := start(t, testConfig("ws://"+ln.Addr().String()+"/"))
+	<-accepted
+	time.Sleep(20 * time.Millisecond)
+	began := time.Now()
+	_ = s.Close()
+	if took := time.Since(began); took > 500*time.Millisecond {
+		t.Errorf("Close during a stalled handshake took %v", took)
+	}
+	if st := s.Stats(); st.Connects != 0 {
+		t.Errorf("Stats = %+v, want no connection", st)
+	}
+}
+
+func TestContextEndClosesSession(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	log, _ := newLogger(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Start(ctx, testConfig(f.url()), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "connected", func() bool { return s.Stats().Connected })
+	c := f.conn(1)
+	cancel()
+	select {
+	case <-c.ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("server connection still open after the context ended")
+	}
+	if code := f.closeCodeOf(c); code != 1000 {
+		t.Errorf("close code = %d, want 1000", code)
+	}
+	eventually(t, "Brief refused", func() bool {
+		return errors.Is(s.Brief(context.Background(), "x", false), ErrClosed)
+	})
+	if err := s.Close(); err != nil {
+		t.Errorf("Close after the context ended: %v", err)
+	}
+}
+
+func TestKeepaliveReplacesSilentConnection(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t, func(f *fakeServer) { f.silent = 1 })
+	cfg := testConfig(f.url())
+	cfg.PingInterval = 20 * time.Millisecond
+	s, logs := start(t, cfg)
+	text := secret("Ivy (consented) volunteers at the animal shelter.")
+	if err := s.Brief(context.Background(), text, false); err != nil {
+		t.Fatal(err)
+	}
+	// Connection 1 never reads, so it never answers pings; the client must
+	// give up on it and seed a second one.
+	frames := f.waitConnFrames(2, 2)
+	if frames[0].Type != "session.update" || !strings.HasSuffix(frames[1].Text, text) {
+		t.Errorf("frames on the replacement connection = %+v", frames)
+	}
+	if st := s.Stats(); st.Reconnects < 1 {
+		t.Errorf("Stats = %+v, want a reconnect", st)
+	}
+	if logs.FilterMessage("realtime connection lost; reconnecting").FilterField(zap.String("reason", "timeout")).Len() == 0 {
+		t.Error("want a lost-connection line with reason timeout")
+	}
+}
+
+func TestAnswersServerPings(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t, func(f *fakeServer) { f.pingOpen = true })
+	s, _ := start(t, testConfig(f.url()))
+	eventually(t, "pong from client", func() bool { return f.pongCount() > 0 })
+	_ = s
+}
+
+func TestBriefRefusesEmptyTextAndEndedContext(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	s, _ := start(t, testConfig(f.url()))
+	if err := s.Brief(context.Background(), " \n\t", false); !errors.Is(err, ErrEmptyBriefing) {
+		t.Errorf("blank Brief = %v, want ErrEmptyBriefing", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	text := secret("Jon (consented) collects vinyl records.")
+	if err := s.Brief(ctx, text, false); !errors.Is(err, context.Canceled) {
+		t.Errorf("Brief with a canceled context = %v, want context.Canceled", err)
+	} else if strings.Contains(err.Error(), "Jon") {
+		t.Errorf("error holds the briefing: %v", err)
+	}
+	eventually(t, "connected", func() bool { return s.Stats().Connected })
+	time.Sleep(20 * time.Millisecond)
+	if st := s.Stats(); st.Pending || st.ItemsSent != 0 {
+		t.Errorf("Stats = %+v, want nothing kept or sent", st)
+	}
+	if n := len(f.allFrames()); n != 1 {
+		t.Errorf("server got %d frames, want only session.update", n)
+	}
+}
+
+func TestConcurrentBriefsAcrossADropDeliverTheLatest(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	s, _ := start(t, testConfig(f.url()))
+	eventually(t, "connected", func() bool { return s.Stats().Connected })
+
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				text := secret(fmt.Sprintf("Speaker %d-%d (consented) note number %03d.", g, i, g*100+i))
+				if err := s.Brief(context.Background(), text, i > 0); err != nil {
+					t.Errorf("Brief: %v", err)
+					return
+				}
+				if g == 0 && i == 12 {
+					f.drop()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	final := secret("Final briefing: Kim (consented) is the quiz host tonight.")
+	if err := s.Brief(context.Background(), final, true); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "final briefing delivered", func() bool {
+		frames := f.allFrames()
+		return len(frames) > 0 && strings.HasSuffix(frames[len(frames)-1].Text, final)
+	})
+	// Every connection starts with session.update, and event ids are unique.
+	seen := map[int]bool{}
+	ids := map[string]bool{}
+	for _, fr := range f.allFrames() {
+		if !seen[fr.Conn] && fr.Type != "session.update" {
+			t.Errorf("connection %d began with %q", fr.Conn, fr.Type)
+		}
+		seen[fr.Conn] = true
+		if ids[fr.EventID] {
+			t.Errorf("event id %q reused", fr.EventID)
+		}
+		ids[fr.EventID] = true
+	}
+	if st := s.Stats(); st.Pending {
+		t.Errorf("Stats = %+v, want nothing pending", st)
+	}
+}
+
+func TestBackoffStaysWithinBoundsAndGrows(t *testing.T) {
+	lo, hi := 10*time.Millisecond, 200*time.Millisecond
+	s := &Session{cfg: Config{MinBackoff: lo, MaxBackoff: hi}}
+	for n := 1; n <= 40; n++ {
+		for range 200 {
+			d := s.backoff(n)
+			if d < lo || d > hi {
+				t.Fatalf("backoff(%d) = %v, outside [%v, %v]", n, d, lo, hi)
+			}
+			if n == 1 && d > 2*lo {
+				t.Fatalf("backoff(1) = %v, want at most 2×MinBackoff", d)
+			}
+			if n >= 6 && d < hi/2 {
+				t.Fatalf("backoff(%d) = %v, want near the maximum", n, d)
+			}
+		}
+	}
+	distinct := map[time.Duration]bool{}
+	for range 50 {
+		distinct[s.backoff(1)] = true
+	}
+	if len(distinct) < 2 {
+		t.Error("the first pause is not jittered")
+	}
+	same := &Session{cfg: Config{MinBackoff: lo, MaxBackoff: lo}}
+	if d := same.backoff(5); d != lo {
+		t.Errorf("backoff with equal bounds = %v, want %v", d, lo)
+	}
+}
+
+func TestStartRefusesBadURLsWithoutEchoingThem(t *testing.T) {
+	noLeaks(t)
+	const pw = "hunter2-PASSWORD-in-url"
+	for _, raw := range []string{
+		"",
+		"http://example.com/v1/realtime?key=" + pw,
+		"wss:///v1/realtime?key=" + pw,
+		"wss://user:" + pw + "@example.com/v1/realtime",
+		"wss://exa mple.com/%zz?key=" + pw,
+	} {
+		cfg := testConfig(raw)
+		s, err := Start(context.Background(), cfg, nil)
+		if err == nil {
+			_ = s.Close()
+			t.Errorf("Start accepted a bad URL")
+			continue
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("error %q is not ErrConfig", err)
+		}
+		if leaks(err.Error(), pw) || leaks(err.Error(), testKey) {
+			t.Errorf("error %q echoes a secret", err)
+		}
+	}
+}
+
+func TestConfigRedactsTheKeyWhenPrinted(t *testing.T) {
+	cfg := testConfig("wss://api.example.com/v1/realtime?secret_param=abcdefghijklmnopqrstuvwxyz")
+	cfg.Dialer = nil
+	var out []string
+	out = append(out, fmt.Sprintf("%v|%+v|%#v|%s", cfg, cfg, cfg, cfg))
+	out = append(out, fmt.Sprintf("%v", &cfg))
+
+	core, logs := observer.New(zapcore.DebugLevel)
+	zap.New(core).Info("config", zap.Any("any", cfg), zap.Object("obj", cfg), zap.Stringer("str", cfg))
+	for _, e := range logs.AllUntimed() {
+		out = append(out, fmt.Sprint(e.ContextMap()))
+	}
+	for _, o := range out {
+		if leaks(o, testKey) || strings.Contains(o, "abcdefghijklmnop") {
+			t.Errorf("printed config holds a secret: %s", o)
+		}
+		if !strings.Contains(o, "api.example.com") {
+			t.Errorf("printed config lost the host: %s", o)
+		}
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on (it was free a
+// moment ago).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}

@@ -1,0 +1,90 @@
+package bridges
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/bwmarrin/discordgo"
+)
+
+// roster is the bridge's own record of who is in which voice channel, kept
+// from gateway events (GUILD_CREATE voice states, VOICE_STATE_UPDATE).
+// discordgo's State cache is not used: its guild updates race with its
+// voice-state reads.
+type roster struct {
+	mu     sync.Mutex
+	guilds map[string]map[string]presence // guild → user → presence
+}
+
+type presence struct {
+	channelID string
+	bot       bool
+}
+
+func newRoster() *roster { return &roster{guilds: map[string]map[string]presence{}} }
+
+// load replaces a guild's voice states, as GUILD_CREATE carries all of them.
+// Its voice states carry no member, so bot flags come from its member list
+// (which always holds the members in voice).
+func (r *roster) load(guildID string, states []*discordgo.VoiceState, members []*discordgo.Member) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bots := map[string]bool{}
+	for _, mb := range members {
+		if mb != nil && mb.User != nil && mb.User.Bot {
+			bots[mb.User.ID] = true
+		}
+	}
+	m := map[string]presence{}
+	for _, vs := range states {
+		if vs != nil && vs.ChannelID != "" {
+			m[vs.UserID] = presence{channelID: vs.ChannelID, bot: isBot(vs) || bots[vs.UserID]}
+		}
+	}
+	r.guilds[guildID] = m
+}
+
+// update applies one VOICE_STATE_UPDATE and answers the user's previous
+// channel ("" when they were not in voice).
+func (r *roster) update(vs *discordgo.VoiceState) (before string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.guilds[vs.GuildID]
+	if m == nil {
+		m = map[string]presence{}
+		r.guilds[vs.GuildID] = m
+	}
+	before = m[vs.UserID].channelID
+	if vs.ChannelID == "" {
+		delete(m, vs.UserID)
+	} else {
+		m[vs.UserID] = presence{channelID: vs.ChannelID, bot: isBot(vs) || m[vs.UserID].bot}
+	}
+	return before
+}
+
+// channelOf answers where a user is in a guild's voice channels.
+func (r *roster) channelOf(guildID, userID string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.guilds[guildID][userID].channelID
+}
+
+// humans answers the humans in a channel, sorted, excluding exclude (the
+// bot's own user).
+func (r *roster) humans(guildID, channelID, exclude string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for id, p := range r.guilds[guildID] {
+		if p.channelID == channelID && !p.bot && id != exclude {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isBot(vs *discordgo.VoiceState) bool {
+	return vs.Member != nil && vs.Member.User != nil && vs.Member.User.Bot
+}

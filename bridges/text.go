@@ -1,0 +1,62 @@
+// Package bridges wires a Discord bot to the memory service with a lane's
+// bearer: the text bridge (discord_presence) and the voice bridge
+// (discord_voice, which also owns voice sessions, consent and the briefing).
+package bridges
+
+import (
+	"context"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/commands"
+	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/memoryclient"
+)
+
+// memoryTimeout bounds one memory call from a bridge, retries included. The
+// router defers a reply after 1.5 s, so a slow answer is still delivered by
+// editing; a dead service is reported at once (connection refused).
+const memoryTimeout = 8 * time.Second
+
+// Text is the text bridge: /person-memory over the discord_presence bearer.
+type Text struct {
+	Bot *bot.Bot
+}
+
+// NewText builds the text bridge from its settings. bearer is the resolved
+// memory token (from the environment or the minted file).
+func NewText(cfg config.TextBridge, bearer string, log *zap.Logger) (*Text, error) {
+	mem, err := memoryclient.New(cfg.Memory.URL, bearer, memoryclient.WithTimeout(memoryTimeout), memoryclient.WithLogger(log.Named("memoryclient")))
+	if err != nil {
+		return nil, err
+	}
+	sess, err := bot.NewSession(cfg.DiscordToken, cfg.Discord.APIURL, discordgo.IntentsGuilds)
+	if err != nil {
+		return nil, err
+	}
+	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
+	router := bot.NewRouter(log, commands.PersonMemory(mem, policy, time.Now))
+	router.Guilds = guildSet(cfg.Discord.GuildIDs)
+	return &Text{Bot: &bot.Bot{Session: sess, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log}}, nil
+}
+
+// Run serves until ctx is done.
+func (t *Text) Run(ctx context.Context) error { return t.Bot.Run(ctx) }
+
+func guildSet(ids []string) map[string]bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// TextLane is the lane whose bearer the text bridge holds.
+const TextLane = api.LaneDiscordPresence

@@ -1,0 +1,342 @@
+package bridges
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/internal/discordtest"
+)
+
+// briefingRecorder sits in front of the memory service and keeps the body
+// of every voice-briefing request, so a test can see exactly whom the bridge
+// asked about.
+type briefingRecorder struct {
+	mu   sync.Mutex
+	reqs []api.BriefingRequest
+	url  string
+}
+
+func recordBriefings(t *testing.T, target string) *briefingRecorder {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	br := &briefingRecorder{}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/discord/voice-briefing" {
+			b, _ := io.ReadAll(r.Body)
+			var req api.BriefingRequest
+			_ = json.Unmarshal(b, &req)
+			br.mu.Lock()
+			br.reqs = append(br.reqs, req)
+			br.mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		rp.ServeHTTP(w, r)
+	})}
+	target2 := slowProxyListener(t, srv)
+	br.url = target2
+	return br
+}
+
+func (b *briefingRecorder) all() []api.BriefingRequest {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]api.BriefingRequest(nil), b.reqs...)
+}
+
+type voiceEnv struct {
+	t    *testing.T
+	l    *logs
+	mem  *memoryService
+	rec  *briefingRecorder
+	fake *discordtest.Fake
+	rt   *fakeRealtime
+	vb   *VoiceBridge
+	run  *running
+}
+
+func startVoice(t *testing.T, policy string, withRealtime bool, states ...discordtest.VoiceState) *voiceEnv {
+	t.Helper()
+	e := &voiceEnv{t: t, l: newLogs()}
+	e.mem = startMemory(t, e.l.log)
+	e.rec = recordBriefings(t, e.mem.url)
+	e.fake = discordtest.New(t, discordtest.WithGuilds(testGuild(states...)))
+	cfg := config.VoiceBridge{
+		DiscordToken:  e.fake.Token(),
+		Bearer:        tokens.VoiceBridge,
+		ConsentPolicy: policy,
+		VoiceRoleIDs:  []string{},
+		Memory:        config.MemoryClient{URL: e.rec.url},
+		Discord:       config.Discord{APIURL: e.fake.APIURL(), GuildIDs: []string{guildID}, MemoryRoleIDs: []string{memRole}},
+		Log:           config.Log{Level: "debug", Format: "json"},
+	}
+	if withRealtime {
+		e.rt = newFakeRealtime(t)
+		cfg.RealtimeURL = e.rt.url()
+		cfg.RealtimeAPIKey = "sk-realtime-secret-key-77"
+		cfg.RealtimeModel = "voice-model-1"
+	}
+	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb.Voice.Debounce = 30 * time.Millisecond
+	e.vb = vb
+	before := syncedCount(e.l)
+	e.run = runInBackground(t, vb.Run)
+	waitFor(t, 10*time.Second, "voice bridge ready", func() bool { return syncedCount(e.l) > before })
+	return e
+}
+
+// seed stores a fact through the text bridge's bearer, as if proposed there.
+func (e *voiceEnv) seed(subject, proposer, channel, body string, scope string) {
+	e.t.Helper()
+	vis := api.Visibility{Scope: api.ScopeGuild}
+	if scope == api.ScopeChannel {
+		vis = api.Visibility{Scope: api.ScopeChannel, ChannelID: channel}
+	}
+	text, err := newTextClient(e.mem.url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := text.Propose(context.Background(), api.ProposalRequest{SchemaVersion: 1, ProposalID: "seed-" + subject + "-" + strings.ReplaceAll(body, " ", "-"), Fact: api.FactInput{
+		Subject: api.Subject{GuildID: guildID, UserID: subject}, Kind: api.KindPersonFact, Body: body, Visibility: vis, Confidence: 0.9,
+		Provenance: api.Provenance{SourceEventID: "seed", ProposerUserID: proposer, ChannelID: channel}}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *voiceEnv) voice(user, sub string, opts ...discordtest.OptionValue) string {
+	e.t.Helper()
+	return reply(e.t, e.fake, discordtest.InteractionSpec{GuildID: guildID, ChannelID: voiceRoom, UserID: user, Command: "voice", Subcommand: sub, Options: opts})
+}
+
+func (e *voiceEnv) move(user, channel string) {
+	e.fake.VoiceStateUpdate(discordtest.VoiceState{GuildID: guildID, ChannelID: channel, UserID: user})
+}
+
+func inVoice(users ...string) []discordtest.VoiceState {
+	var out []discordtest.VoiceState
+	for _, u := range users {
+		out = append(out, discordtest.VoiceState{ChannelID: voiceRoom, UserID: u})
+	}
+	return out
+}
+
+func TestVoiceJoinBriefsTheConsentedSpeaker(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, true, inVoice(mover, alice, helperBot)...)
+	e.seed(mover, mover, textA, "mover likes jazz", api.ScopeGuild)
+	e.seed(mover, mover, textA, "said only in general", api.ScopeChannel)
+	e.seed(alice, alice, textA, "alice likes tea", api.ScopeGuild)
+
+	got := e.voice(mover, "join")
+	if !strings.Contains(got, "listening") || !strings.Contains(got, "<#"+voiceRoom+">") {
+		t.Fatalf("join reply %q", got)
+	}
+	ops, err := e.fake.WaitVoiceStateOps(ctxFor(t, 5*time.Second), 1)
+	if err != nil || ops[0].ChannelID != voiceRoom || ops[0].GuildID != guildID {
+		t.Fatalf("voice state ops %+v %v", ops, err)
+	}
+	items := e.rt.waitItems(t, 1)
+	evs, _, _ := e.rt.snapshot()
+	if evs[0].typ != "session.update" || !strings.Contains(evs[0].raw, "instructions") {
+		t.Fatalf("first realtime event %q", evs[0].raw)
+	}
+	if !strings.Contains(items[0], "mover likes jazz") || strings.Contains(items[0], "alice likes tea") || strings.Contains(items[0], "said only in general") {
+		t.Fatalf("briefing item %q", items[0])
+	}
+	reqs := e.rec.all()
+	if len(reqs) != 1 || strings.Join(reqs[0].ConsentedUserIDs, ",") != mover || reqs[0].ChannelID != voiceRoom {
+		t.Fatalf("briefing requests %+v", reqs)
+	}
+	e.rt.mu.Lock()
+	auth := e.rt.auth[0]
+	e.rt.mu.Unlock()
+	if auth != "Bearer sk-realtime-secret-key-77" {
+		t.Fatalf("realtime auth header %q", auth)
+	}
+}
+
+func TestVoiceJoinRefusals(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, false, inVoice(alice)...)
+	if got := e.voice(mover, "join"); !strings.Contains(got, "voice channel") {
+		t.Fatalf("join while not in voice: %q", got)
+	}
+	if got := e.voice(alice, "join"); !strings.Contains(got, "Move Members") {
+		t.Fatalf("join without permission: %q", got)
+	}
+	if ops := e.fake.VoiceStateOps(); len(ops) != 0 {
+		t.Fatalf("a refused join moved the bot: %+v", ops)
+	}
+	if got := e.voice(alice, "status"); !strings.Contains(got, "no voice session") {
+		t.Fatalf("status: %q", got)
+	}
+	if reqs := e.rec.all(); len(reqs) != 0 {
+		t.Fatal("a refused join pulled a briefing")
+	}
+}
+
+func TestVoiceConsentRefreshes(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, true, inVoice(mover, alice)...)
+	e.seed(mover, mover, textA, "mover likes jazz", api.ScopeGuild)
+	e.seed(alice, alice, textA, "alice likes tea", api.ScopeGuild)
+	e.voice(mover, "join")
+	e.rt.waitItems(t, 1)
+
+	// A second member opts in: a refresh with their facts.
+	e.voice(alice, "consent", str("action", "opt-in"))
+	items := e.rt.waitItems(t, 2)
+	if !strings.Contains(items[1], "alice likes tea") || !strings.Contains(strings.ToLower(items[1]), "refresh") {
+		t.Fatalf("refresh after opt-in %q", items[1])
+	}
+	if got := e.voice(alice, "status"); !strings.Contains(got, "2 speakers have consented") || strings.Contains(got, alice) || strings.Contains(got, mover) {
+		t.Fatalf("status %q", got)
+	}
+	// They opt out: a refresh without them.
+	e.voice(alice, "consent", str("action", "opt-out"))
+	items = e.rt.waitItems(t, 3)
+	if strings.Contains(items[2], "alice likes tea") || !strings.Contains(items[2], "mover likes jazz") {
+		t.Fatalf("refresh after opt-out %q", items[2])
+	}
+	// Someone outside the channel cannot manage consent there.
+	if got := e.voice(carol, "consent", str("action", "opt-in")); !strings.Contains(got, "voice channel the session is in") {
+		t.Fatalf("consent from outside: %q", got)
+	}
+	// The mover leaves the channel: their opt-in is dropped; nobody is left
+	// consented, so the next briefing asks about nobody.
+	e.move(mover, voiceTwo)
+	waitFor(t, 5*time.Second, "a briefing without the mover", func() bool {
+		reqs := e.rec.all()
+		return len(reqs) >= 4 && len(reqs[len(reqs)-1].ConsentedUserIDs) == 0
+	})
+	// Back again: still not consented until they opt in.
+	e.move(mover, voiceRoom)
+	time.Sleep(100 * time.Millisecond)
+	if got := e.voice(alice, "status"); !strings.Contains(got, "0 speakers have consented") {
+		t.Fatalf("status after the mover came back: %q", got)
+	}
+}
+
+func TestVoicePresencePolicyRespectsOptOut(t *testing.T) {
+	e := startVoice(t, config.ConsentPresence, false, inVoice(mover, alice, bob)...)
+	e.seed(bob, bob, textA, "bob likes chess", api.ScopeGuild)
+	e.voice(mover, "join")
+	waitFor(t, 5*time.Second, "first briefing", func() bool { return len(e.rec.all()) >= 1 })
+	if ids := e.rec.all()[0].ConsentedUserIDs; len(ids) != 3 {
+		t.Fatalf("presence briefing asked about %v", ids)
+	}
+	e.voice(bob, "consent", str("action", "opt-out"))
+	e.move(bob, "")
+	e.move(bob, voiceRoom)
+	time.Sleep(150 * time.Millisecond)
+	for _, r := range e.rec.all()[1:] {
+		for _, id := range r.ConsentedUserIDs {
+			if id == bob {
+				t.Fatalf("rejoining under presence undid the opt-out: %+v", r)
+			}
+		}
+	}
+	if got := e.voice(alice, "status"); !strings.Contains(got, "2 speakers have consented") || !strings.Contains(got, "presence") {
+		t.Fatalf("status %q", got)
+	}
+}
+
+func TestVoiceSessionEndsWhenTheLastHumanLeaves(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, true, inVoice(mover, helperBot)...)
+	e.voice(mover, "join")
+	e.rt.waitItems(t, 1)
+	e.move(mover, "")
+	waitFor(t, 5*time.Second, "the realtime socket to close", func() bool {
+		_, conns, closed := e.rt.snapshot()
+		return conns == 1 && closed == 1
+	})
+	ops, err := e.fake.WaitVoiceStateOps(ctxFor(t, 5*time.Second), 2)
+	if err != nil || ops[len(ops)-1].ChannelID != "" {
+		t.Fatalf("the bot did not leave voice: %+v %v", ops, err)
+	}
+	if got := e.voice(mover, "status"); !strings.Contains(got, "no voice session") {
+		t.Fatalf("status after the session ended: %q", got)
+	}
+}
+
+func TestVoiceLeaveAndRealtimeReconnect(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, true, inVoice(mover)...)
+	e.seed(mover, mover, textA, "mover likes jazz", api.ScopeGuild)
+	e.voice(mover, "join")
+	e.rt.waitItems(t, 1)
+	e.rt.drop()
+	items := e.rt.waitItems(t, 2)
+	evs, conns, _ := e.rt.snapshot()
+	if conns != 2 || !strings.Contains(items[1], "mover likes jazz") {
+		t.Fatalf("after a drop: %d connections, item %q", conns, items[1])
+	}
+	var second []string
+	for _, ev := range evs {
+		if ev.conn == 1 {
+			second = append(second, ev.typ)
+		}
+	}
+	if len(second) < 2 || second[0] != "session.update" || second[1] != "conversation.item.create" {
+		t.Fatalf("re-seed order on the new connection: %v", second)
+	}
+	if got := e.voice(mover, "leave"); !strings.Contains(got, "left voice") {
+		t.Fatalf("leave: %q", got)
+	}
+	waitFor(t, 5*time.Second, "the realtime socket to close", func() bool {
+		_, conns, closed := e.rt.snapshot()
+		return closed == conns
+	})
+}
+
+func TestVoiceWithoutRealtimeSaysSo(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, false, inVoice(mover)...)
+	e.voice(mover, "join")
+	waitFor(t, 5*time.Second, "an egress receipt", func() bool {
+		return e.l.obs.FilterField(zapString("receipt", "voice.briefing.egress")).Len() >= 1
+	})
+	r := e.l.obs.FilterField(zapString("receipt", "voice.briefing.egress")).All()[0].ContextMap()
+	if r["outcome"] != "no_realtime_endpoint" {
+		t.Fatalf("receipt %v", r)
+	}
+	if got := e.voice(mover, "status"); !strings.Contains(got, "not configured") {
+		t.Fatalf("status %q", got)
+	}
+}
+
+// TestVoiceLogsHoldNoUserIDsOrContent reads every receipt and log line of a
+// voice scenario: no user id, fact body, briefing text or secret.
+func TestVoiceLogsHoldNoUserIDsOrContent(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, true, inVoice(mover, alice)...)
+	secret := "saxophone-lighthouse-9187"
+	e.seed(mover, mover, textA, "mover "+secret, api.ScopeGuild)
+	e.seed(alice, alice, textA, "alice "+secret, api.ScopeGuild)
+	e.voice(mover, "join")
+	e.rt.waitItems(t, 1)
+	e.voice(alice, "consent", str("action", "opt-in"))
+	items := e.rt.waitItems(t, 2)
+	e.voice(alice, "status")
+	e.voice(mover, "leave")
+	receipts := e.l.obs.FilterField(zapString("receipt", "voice.briefing.egress")).All()
+	if len(receipts) < 2 {
+		t.Fatalf("%d egress receipts", len(receipts))
+	}
+	for _, r := range receipts {
+		m := r.ContextMap()
+		if m["consentedSpeakers"] == nil || m["briefingLength"] == nil || m["latency"] == nil || m["correlationId"] == nil {
+			t.Fatalf("receipt lacks a figure: %v", m)
+		}
+	}
+	e.run.stop()
+	e.l.assertClean(t, secret, mover, alice, items[0], items[1], "sk-realtime-secret-key-77",
+		tokens.VoiceBridge, tokens.TextBridge, tokens.Operator, e.fake.Token())
+}
