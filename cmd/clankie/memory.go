@@ -14,6 +14,7 @@ func newMemoryCommand() *cobra.Command {
 		Short: "Run the memory service or inspect what it keeps",
 	}
 	cmd.AddCommand(newServeCommand())
+	cmd.AddCommand(newOperatorCommands()...)
 	return cmd
 }
 
