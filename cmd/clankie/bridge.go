@@ -12,10 +12,10 @@ import (
 )
 
 func newBridgeCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := parentCommand(&cobra.Command{
 		Use:   "bridge",
 		Short: "Run a Discord bridge (text or voice)",
-	}
+	})
 	cmd.AddCommand(newTextBridgeCommand(), newVoiceBridgeCommand())
 	return cmd
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -10,26 +12,56 @@ import (
 )
 
 func newEnvCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "env",
-		Short:   "List every environment variable clankie reads",
-		Example: "  clankie env",
+	var markdown bool
+	cmd := &cobra.Command{
+		Use:   "env",
+		Short: "List every environment variable clankie reads",
+		Long: `List every environment variable any clankie process reads: its name, its
+default, whether it is a secret (never printed or logged), and what it does.
+The README's configuration table is this command's --markdown output.`,
+		Example: "  clankie env\n  clankie env --markdown",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if markdown {
+				_, err := io.WriteString(cmd.OutOrStdout(), envMarkdown())
+				return err
+			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "VARIABLE\tDEFAULT\tSECRET\tMEANING")
 			for _, v := range config.All() {
-				def := v.Default
-				if def == "" {
-					def = "-"
-				}
-				secret := "no"
-				if v.Secret {
-					secret = "yes"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Name, def, secret, v.Help)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", v.Name, orDash(v.Default), yesNo(v.Secret), v.Help)
 			}
 			return w.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&markdown, "markdown", false, "print a Markdown table (the README's configuration table)")
+	return cmd
+}
+
+// envMarkdown is the README's configuration table.
+func envMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| variable | default | secret | meaning |\n| --- | --- | --- | --- |\n")
+	for _, v := range config.All() {
+		def := "—"
+		if v.Default != "" {
+			def = "`" + v.Default + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Name, def, yesNo(v.Secret), strings.ReplaceAll(v.Help, "|", "\\|"))
+	}
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

@@ -61,6 +61,6 @@ Every setting comes from the environment; 'clankie env' lists them all.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newMemoryCommand(), newBridgeCommand(), newEnvCommand())
+	root.AddCommand(newUpCommand(), newMemoryCommand(), newBridgeCommand(), newEnvCommand())
 	return root
 }

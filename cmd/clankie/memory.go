@@ -9,10 +9,10 @@ import (
 )
 
 func newMemoryCommand() *cobra.Command {
-	cmd := &cobra.Command{
+	cmd := parentCommand(&cobra.Command{
 		Use:   "memory",
 		Short: "Run the memory service or inspect what it keeps",
-	}
+	})
 	cmd.AddCommand(newServeCommand())
 	cmd.AddCommand(newOperatorCommands()...)
 	return cmd

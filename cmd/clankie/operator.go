@@ -108,9 +108,15 @@ func argsNamed(names ...string) cobra.PositionalArgs {
 	}
 }
 
-// groupCommand is a parent such as `fact` or `episode`: without arguments it
-// shows its help; an unknown subcommand is bad usage.
+// groupCommand is an operator parent such as `fact` or `episode`.
 func groupCommand(cmd *cobra.Command) *cobra.Command {
+	return operatorCommand(parentCommand(cmd), nil)
+}
+
+// parentCommand is a command that only holds subcommands: without arguments
+// it shows its help; an unknown subcommand is bad usage (exit code 2), not
+// a help page that exits 0 and hides the typo from a script.
+func parentCommand(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -118,7 +124,7 @@ func groupCommand(cmd *cobra.Command) *cobra.Command {
 		}
 		return c.Help()
 	}
-	return operatorCommand(cmd, nil)
+	return cmd
 }
 
 // session is one command's connection to the memory service.

@@ -30,4 +30,20 @@
 // when its gateway goes away, which would leak its goroutines. New registers
 // the fake's Close with t.Cleanup, so a session closed in the test body or in
 // a later-registered cleanup is closed first.
+//
+// discordgo behaviour the fake works with (v0.29):
+//   - Open does GET <api>/gateway, appends "/" and "?v=9&encoding=json", and
+//     identifies with the token including its "Bot " prefix and
+//     compress=true (the fake then zlib-compresses READY and GUILD_CREATE, as
+//     Discord does for large payloads).
+//   - Handlers run on their own goroutines while discordgo's State keeps the
+//     same event structs and overwrites them in place on later events
+//     (READY's guild stubs when GUILD_CREATE arrives), so even copying them
+//     in a handler races under -race. Set Session.StateEnabled = false, or
+//     SyncEvents = true and copy in the handler.
+//   - Session.Close sleeps one second, and the heartbeat goroutine can
+//     reconnect after Close if it had not sent its first heartbeat yet (see
+//     WaitHeartbeat).
+//   - discordgo never reads close codes: after any drop it reconnects and
+//     resumes; a failed resume (op 9) makes it identify again.
 package discordtest
