@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,10 +9,8 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/bot"
-	"github.com/clankie/clankie/bridges"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memory"
 )
@@ -35,14 +32,6 @@ SIGTERM or Ctrl-C stops everything cleanly.`,
 			return runUp(cmd.Context(), cmd.OutOrStdout())
 		},
 	}
-}
-
-// bridgeRunner is a configured bridge, ready to run.
-type bridgeRunner struct {
-	name string
-	run  func(context.Context) error
-	// tokenVar names the Discord token variable, for a rejected-token line.
-	tokenVar string
 }
 
 func runUp(ctx context.Context, out io.Writer) error {
@@ -67,7 +56,7 @@ func runUp(ctx context.Context, out io.Writer) error {
 		fmt.Fprintf(out, "minted bearer tokens for %v into %s/%s (0600); the CLI and bridges read them from there\n", srv.Minted, memCfg.Dir, config.BearersFile)
 	}
 
-	runners, err := configuredBridges(memURL, memCfg.Dir, log, out)
+	runners, err := configuredBridges(memURL, memCfg.Dir, out)
 	if err != nil {
 		stopServer(srv)
 		return err
@@ -89,12 +78,7 @@ func runUp(ctx context.Context, out io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := r.run(ctx)
-			if errors.Is(err, bot.ErrTokenRejected) {
-				err = configError(fmt.Errorf("%s was rejected by Discord; copy the bot token again from the Developer Portal", r.tokenVar))
-			} else if err != nil {
-				err = fmt.Errorf("%s: %w", r.name, err)
-			}
+			err := r.run(ctx, log)
 			errs <- err
 			if err != nil {
 				cancel() // one part failing stops the whole process
@@ -113,47 +97,29 @@ func runUp(ctx context.Context, out io.Writer) error {
 	return first
 }
 
-// configuredBridges builds each bridge whose Discord token is set and says
-// which variable would enable the others.
-func configuredBridges(memURL, dir string, log *zap.Logger, out io.Writer) ([]bridgeRunner, error) {
+// configuredBridges loads each bridge whose Discord token is set, pointed
+// at this process's memory service, and says which variable would enable
+// the others.
+func configuredBridges(memURL, dir string, out io.Writer) ([]bridgeRunner, error) {
+	mem := &config.MemoryClient{URL: memURL, Dir: dir}
 	var runners []bridgeRunner
-	if os.Getenv("DISCORD_TEXT_BOT_TOKEN") == "" {
-		fmt.Fprintln(out, "text bridge: skipped; set DISCORD_TEXT_BOT_TOKEN to run it")
-	} else {
-		cfg, err := config.LoadTextBridge()
-		if err != nil {
-			return nil, configError(err)
+	for _, k := range []struct {
+		name, tokenVar string
+		load           bridgeLoader
+	}{
+		{"text bridge", "DISCORD_TEXT_BOT_TOKEN", loadTextBridge},
+		{"voice bridge", "DISCORD_VOICE_BOT_TOKEN", loadVoiceBridge},
+	} {
+		if os.Getenv(k.tokenVar) == "" {
+			fmt.Fprintf(out, "%s: skipped; set %s to run it\n", k.name, k.tokenVar)
+			continue
 		}
-		cfg.Memory = config.MemoryClient{URL: memURL, Dir: dir}
-		bearer, err := config.ResolveBearer(cfg.Bearer, "CLANKIE_TEXT_BRIDGE_TOKEN", dir, bridges.TextLane)
+		r, err := k.load(mem)
 		if err != nil {
-			return nil, configError(err)
+			return nil, err
 		}
-		tb, err := bridges.NewText(cfg, bearer, log.Named("text"))
-		if err != nil {
-			return nil, configError(err)
-		}
-		runners = append(runners, bridgeRunner{name: "text bridge", run: tb.Run, tokenVar: "DISCORD_TEXT_BOT_TOKEN"})
-		fmt.Fprintln(out, "text bridge: starting")
-	}
-	if os.Getenv("DISCORD_VOICE_BOT_TOKEN") == "" {
-		fmt.Fprintln(out, "voice bridge: skipped; set DISCORD_VOICE_BOT_TOKEN to run it")
-	} else {
-		cfg, err := config.LoadVoiceBridge()
-		if err != nil {
-			return nil, configError(err)
-		}
-		cfg.Memory = config.MemoryClient{URL: memURL, Dir: dir}
-		bearer, err := config.ResolveBearer(cfg.Bearer, "CLANKIE_VOICE_BRIDGE_TOKEN", dir, bridges.VoiceLane)
-		if err != nil {
-			return nil, configError(err)
-		}
-		vb, err := bridges.NewVoiceBridge(cfg, bearer, log.Named("voice"))
-		if err != nil {
-			return nil, configError(err)
-		}
-		runners = append(runners, bridgeRunner{name: "voice bridge", run: vb.Run, tokenVar: "DISCORD_VOICE_BOT_TOKEN"})
-		fmt.Fprintln(out, "voice bridge: starting")
+		runners = append(runners, r)
+		fmt.Fprintf(out, "%s: starting\n", k.name)
 	}
 	return runners, nil
 }
