@@ -25,7 +25,7 @@ func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationComman
 		return inv, Sorry(staleCommand)
 	}
 	opts, declared := data.Options, def.Options
-	if len(opts) == 1 && (opts[0].Type == discordgo.ApplicationCommandOptionSubCommand) {
+	if len(opts) == 1 && opts[0] != nil && opts[0].Type == discordgo.ApplicationCommandOptionSubCommand {
 		sub := findOption(declared, opts[0].Name)
 		if sub == nil || sub.Type != discordgo.ApplicationCommandOptionSubCommand {
 			return inv, Sorry(staleCommand)
@@ -37,6 +37,9 @@ func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationComman
 	}
 	values := map[string]any{}
 	for _, o := range opts {
+		if o == nil {
+			return inv, Sorry(staleCommand)
+		}
 		d := findOption(declared, o.Name)
 		if d == nil || d.Type != o.Type {
 			return inv, Sorry(staleCommand)

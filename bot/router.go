@@ -63,9 +63,15 @@ func (r *Router) Definitions() []*discordgo.ApplicationCommand {
 // Wait blocks until every interaction in flight has been answered.
 func (r *Router) Wait() { r.wg.Wait() }
 
-// Handle is the discordgo event handler for INTERACTION_CREATE.
+// Handle is the discordgo event handler for INTERACTION_CREATE. Sessions
+// deliver events in order on one goroutine (SyncEvents), so Handle answers
+// on a goroutine of its own and the gateway keeps reading.
 func (r *Router) Handle(s *discordgo.Session, ic *discordgo.InteractionCreate) {
-	r.Serve(context.Background(), s, ic.Interaction)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.serve(context.Background(), s, ic.Interaction)
+	}()
 }
 
 // Serve answers one interaction. It never panics and never leaves an
@@ -73,11 +79,20 @@ func (r *Router) Handle(s *discordgo.Session, ic *discordgo.InteractionCreate) {
 func (r *Router) Serve(ctx context.Context, s Responder, in *discordgo.Interaction) {
 	r.wg.Add(1)
 	defer r.wg.Done()
+	r.serve(ctx, s, in)
+}
+
+func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interaction) {
 	a := &ack{s: s, in: in, log: r.log}
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("interaction handler panicked", zap.String("interactionId", in.ID),
 				zap.String("panicType", fmt.Sprintf("%T", p)), zap.String("stack", firstFrames(debug.Stack())))
+			if in.Type == discordgo.InteractionApplicationCommandAutocomplete {
+				// Discord accepts only choices here; no choices is the answer.
+				a.choices(nil)
+				return
+			}
 			a.reply(Reply{Content: genericFailure})
 		}
 	}()
@@ -160,17 +175,7 @@ func (r *Router) autocomplete(ctx context.Context, a *ack, in *discordgo.Interac
 		}
 		choices = nil
 	}
-	out := make([]*discordgo.ApplicationCommandOptionChoice, 0, len(choices))
-	for i, c := range choices {
-		if i == 25 {
-			break
-		}
-		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: clip(c.Name, 100), Value: clip(c.Value, 100)})
-	}
-	a.respond(&discordgo.InteractionResponse{
-		Type: discordgo.InteractionApplicationCommandAutocompleteResult,
-		Data: &discordgo.InteractionResponseData{Choices: out},
-	})
+	a.choices(choices)
 }
 
 // errorReply maps an error to what the user sees: a UserError's sentence, or
@@ -204,6 +209,25 @@ func (a *ack) respond(resp *discordgo.InteractionResponse) {
 		return
 	}
 	a.done = true
+}
+
+// choices answers an autocomplete: at most 25 suggestions, each clipped to
+// Discord's 100 characters.
+func (a *ack) choices(choices []Choice) {
+	if a.done {
+		return
+	}
+	out := make([]*discordgo.ApplicationCommandOptionChoice, 0, len(choices))
+	for i, c := range choices {
+		if i == 25 {
+			break
+		}
+		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: clip(c.Name, 100), Value: clip(c.Value, 100)})
+	}
+	a.respond(&discordgo.InteractionResponse{
+		Type: discordgo.InteractionApplicationCommandAutocompleteResult,
+		Data: &discordgo.InteractionResponseData{Choices: out},
+	})
 }
 
 func (a *ack) deferReply() {

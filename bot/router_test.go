@@ -238,3 +238,16 @@ func TestSyncWritesOnlyWhatDiffers(t *testing.T) {
 		t.Fatalf("global scope: %v", res)
 	}
 }
+
+func TestAutocompletePanicStillAnswersChoices(t *testing.T) {
+	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
+		panic("boom")
+	}})
+	in := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
+	in.Type = discordgo.InteractionApplicationCommandAutocomplete
+	rec := &recorder{start: time.Now()}
+	r.Serve(context.Background(), rec, in)
+	if len(rec.responses) != 1 || rec.responses[0].Type != discordgo.InteractionApplicationCommandAutocompleteResult {
+		t.Fatalf("responses %+v", rec.responses)
+	}
+}
