@@ -29,6 +29,10 @@ func NewSession(token, apiURL string, intents discordgo.Intent) (*discordgo.Sess
 	}
 	s.Client = &http.Client{Transport: rt, Timeout: 20 * time.Second}
 	s.StateEnabled = false
+	// Events reach handlers in gateway order: a voice bridge must see a
+	// member leave after they joined, never before. Handlers that do slow
+	// work (the interaction router) start their own goroutine.
+	s.SyncEvents = true
 	s.Identify.Intents = intents
 	s.Identify.Compress = false
 	s.LogLevel = discordgo.LogError

@@ -340,3 +340,23 @@ func TestVoiceLogsHoldNoUserIDsOrContent(t *testing.T) {
 	e.l.assertClean(t, secret, mover, alice, items[0], items[1], "sk-realtime-secret-key-77",
 		tokens.VoiceBridge, tokens.TextBridge, tokens.Operator, e.fake.Token())
 }
+
+// TestVoiceRejoinIgnoresTheEarlierLeaveEcho: Discord echoes the bot's own
+// voice state updates; the echo of a leave can arrive after the next join
+// and must not end the new session.
+func TestVoiceRejoinIgnoresTheEarlierLeaveEcho(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, false, inVoice(mover)...)
+	for i := range 20 {
+		if got := e.voice(mover, "join"); !strings.Contains(got, "listening") {
+			t.Fatalf("join %d: %q", i, got)
+		}
+		if got := e.voice(mover, "leave"); !strings.Contains(got, "left voice") {
+			t.Fatalf("leave %d: %q", i, got)
+		}
+	}
+	e.voice(mover, "join")
+	time.Sleep(100 * time.Millisecond) // let every echo arrive
+	if got := e.voice(mover, "status"); !strings.Contains(got, "Voice session in") {
+		t.Fatalf("a stale echo ended the session: %q", got)
+	}
+}

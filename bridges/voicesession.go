@@ -72,6 +72,8 @@ type voiceSession struct {
 	rtState            string
 	lastSent           []string
 	briefed            bool
+	// botArrived is set once Discord confirms the bot is in the channel.
+	botArrived bool
 }
 
 // OnReady records the bot's own user, which never counts as a speaker.
@@ -99,10 +101,19 @@ func (v *Voice) OnVoiceStateUpdate(_ *discordgo.Session, u *discordgo.VoiceState
 	}
 	before := v.roster.update(u.VoiceState)
 	v.mu.Lock()
-	if s := v.sessions[u.GuildID]; s != nil && u.UserID == v.botID && u.ChannelID != s.channelID {
-		// The bot was moved or disconnected: the session, and every consent
-		// given in it, ends.
-		v.endLocked(s)
+	if s := v.sessions[u.GuildID]; s != nil && u.UserID == v.botID {
+		switch {
+		case u.ChannelID == s.channelID:
+			s.botArrived = true
+		case s.botArrived:
+			// The bot was moved or disconnected after it arrived: the
+			// session, and every consent given in it, ends.
+			v.endLocked(s)
+			v.mu.Unlock()
+			return
+		}
+		// Before the bot has arrived, its updates for other channels are
+		// echoes of an earlier leave or move, not news about this session.
 		v.mu.Unlock()
 		return
 	}
