@@ -34,8 +34,12 @@ import (
 // Dir is the store's directory under the memory root.
 const Dir = "discord-people"
 
-// maxProposalRecords bounds the idempotency records kept per person.
-const maxProposalRecords = 512
+// maxGoneRecords bounds the idempotency records kept for facts that are no
+// longer stored (forgotten, superseded, evicted). Records of live facts are
+// always kept, so a person file holds at most 128 + 64 of them: a retry
+// arrives within seconds, and a file rewritten on every proposal must stay
+// small.
+const maxGoneRecords = 64
 
 // personFile is the on-disk shape of one person.
 type personFile struct {
@@ -289,10 +293,7 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 	pf.Facts = append(pf.Facts, fact)
 	pf.Facts, resp.Evicted = Evict(pf.Facts, api.MaxFactsPerPerson, now)
 	info.Evicted = resp.Evicted
-	pf.Proposals = append(pf.Proposals, proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID})
-	if over := len(pf.Proposals) - maxProposalRecords; over > 0 {
-		pf.Proposals = append([]proposalRecord(nil), pf.Proposals[over:]...)
-	}
+	pf.Proposals = pruneProposals(append(pf.Proposals, proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}), pf.Facts)
 	if err := s.write(name, pf); err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
@@ -307,6 +308,32 @@ func proposalDigest(req api.ProposalRequest) string {
 	b, _ := json.Marshal(req.Fact)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
+}
+
+// pruneProposals keeps the record of every live fact and the newest
+// maxGoneRecords records of facts that are gone, in their original order.
+func pruneProposals(records []proposalRecord, facts []api.Fact) []proposalRecord {
+	live := make(map[string]bool, len(facts))
+	for _, f := range facts {
+		live[f.FactID] = true
+	}
+	keep := make([]bool, len(records))
+	gone := 0
+	for i := len(records) - 1; i >= 0; i-- {
+		if live[records[i].FactID] {
+			keep[i] = true
+		} else if gone < maxGoneRecords {
+			keep[i] = true
+			gone++
+		}
+	}
+	out := records[:0]
+	for i, r := range records {
+		if keep[i] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func clearDigest(pf *personFile, factID string) {

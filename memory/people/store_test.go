@@ -1,6 +1,7 @@
 package people
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -372,5 +373,30 @@ func TestBriefingValidation(t *testing.T) {
 		if err := ValidateBriefing(tc.req); kind(err) != fault.Invalid {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+func TestProposalRecordsStayBounded(t *testing.T) {
+	s, root, c := newStore(t)
+	for i := range 300 {
+		mustPropose(t, s, text, proposal(fmt.Sprintf("r%d", i), "g", "u", "u", "c", fmt.Sprintf("fact %d", i)))
+		c.t = c.t.Add(time.Second)
+	}
+	b, _ := root.ReadFile(path.Join(Dir, FileName(api.Subject{GuildID: "g", UserID: "u"})))
+	var pf personFile
+	if err := json.Unmarshal(b, &pf); err != nil {
+		t.Fatal(err)
+	}
+	if len(pf.Facts) != 128 || len(pf.Proposals) != 128+maxGoneRecords {
+		t.Fatalf("%d facts, %d proposal records", len(pf.Facts), len(pf.Proposals))
+	}
+	// The newest retry of an evicted fact is still recognised, not stored again.
+	resp, info, err := s.Propose(text, proposal("r200", "g", "u", "u", "c", "fact 200"))
+	if err != nil || !info.Replayed || resp.Fact == nil {
+		t.Fatalf("retry of a live fact: %+v %v", info, err)
+	}
+	resp, info, err = s.Propose(text, proposal("r150", "g", "u", "u", "c", "fact 150"))
+	if err != nil || !info.Replayed || resp.Fact != nil || resp.Reason == "" {
+		t.Fatalf("retry of an evicted fact: %+v %+v %v", resp, info, err)
 	}
 }
