@@ -1,0 +1,570 @@
+// Command benchreport runs clankie's performance benchmarks and the RSS
+// check, and prints one table: each figure beside the baseline measured in
+// the same run, their ratio, the goal and whether it was met. Absolute
+// timings on a shared machine are noisy; the ratios are what to read.
+//
+//	go run ./internal/benchreport          # the full run, a few minutes
+//	go run ./internal/benchreport -quick   # a smoke run, well under a minute
+//
+// It exits non-zero when a benchmark or the RSS check fails to run, never
+// because a goal was missed: that is a "no" in the met? column.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// suite is one `go test -bench` invocation.
+type suite struct {
+	name      string
+	pkg       string
+	benches   []string // top-level benchmark names; sub-benchmarks all run
+	benchtime string
+	rounds    int
+}
+
+func (s suite) args() []string {
+	return []string{"test", "-count=1", "-run", "^$", "-bench", "^(" + strings.Join(s.benches, "|") + ")$",
+		"-benchtime", s.benchtime, "-timeout", "30m", s.pkg}
+}
+
+type config struct {
+	quick      bool
+	rounds     int
+	verbose    bool
+	rssPeople  int
+	rssFacts   int
+	bridgeN    int
+	voiceN     int
+	memoryTime string
+}
+
+func main() {
+	var c config
+	flag.BoolVar(&c.quick, "quick", false, "a smoke run for CI: short benchtimes, one round (well under a minute once built)")
+	flag.IntVar(&c.rounds, "rounds", 0, "rounds of the memory and episode benchmarks, each figure the median over rounds (default 5, -quick 1)")
+	flag.BoolVar(&c.verbose, "v", false, "echo the raw go test and rsscheck output")
+	flag.IntVar(&c.rssPeople, "rss-people", 10000, "people in the RSS check's memory root")
+	flag.IntVar(&c.rssFacts, "rss-facts", 10, "facts per person in the RSS check")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "benchreport: unexpected arguments:", flag.Args())
+		os.Exit(2)
+	}
+	c.memoryTime, c.bridgeN, c.voiceN = "1s", 1000, 200
+	if c.quick {
+		c.memoryTime, c.bridgeN, c.voiceN = "100ms", 100, 30
+	}
+	if c.rounds <= 0 {
+		c.rounds = 5
+		if c.quick {
+			c.rounds = 1
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, c)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, c config) int {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		return 2
+	}
+	suites := []suite{
+		{name: "memory", pkg: "./memory/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
+			"BenchmarkProposalRoundTrip", "BenchmarkProposalBaselineWrite", "BenchmarkRecall128", "BenchmarkRecall128BaselineDecode"}},
+		{name: "episodes", pkg: "./memory/episodes/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
+			"BenchmarkRecordFullStore", "BenchmarkRewriteLaneFiles", "BenchmarkSearchFullStore"}},
+		{name: "bridges (interactions)", pkg: "./bridges/", benchtime: fmt.Sprintf("%dx", c.bridgeN), rounds: 1, benches: []string{
+			"BenchmarkInteractionToFirstCallback", "BenchmarkInteractionBaselineDM"}},
+		{name: "bridges (voice)", pkg: "./bridges/", benchtime: fmt.Sprintf("%dx", c.voiceN), rounds: 1, benches: []string{
+			"BenchmarkVoiceJoinToBriefing"}},
+	}
+	started := time.Now()
+	loadBefore := loadAverage()
+	res := results{}
+	var failures []string
+	var commands []string
+
+	// Rounds interleave the suites, so a figure and its baseline share
+	// whatever else the machine was doing.
+	maxRounds := 0
+	for _, s := range suites {
+		maxRounds = max(maxRounds, s.rounds)
+	}
+	for r := range maxRounds {
+		for _, s := range suites {
+			if r >= s.rounds {
+				continue
+			}
+			args := s.args()
+			if r == 0 {
+				commands = append(commands, "go "+shellJoin(args))
+			}
+			fmt.Fprintf(os.Stderr, "benchreport: %s benchmarks, round %d of %d …\n", s.name, r+1, s.rounds)
+			out, err := goCommand(ctx, root, c.verbose, args...)
+			lines := parseBench(out)
+			for _, l := range lines {
+				res.add(r, l)
+			}
+			if err != nil {
+				failures = append(failures, fmt.Sprintf("%s (round %d): go %s: %v\n%s", s.name, r+1, shellJoin(args), err, tail(out, 3000)))
+				continue
+			}
+			for _, want := range s.benches {
+				if !hasBench(lines, want) {
+					failures = append(failures, fmt.Sprintf("%s (round %d): %s did not report", s.name, r+1, want))
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+
+	rssArgs := []string{"run", "./internal/rsscheck", "-people", strconv.Itoa(c.rssPeople), "-facts", strconv.Itoa(c.rssFacts)}
+	commands = append(commands, "go "+shellJoin(rssArgs))
+	var rss map[string]float64
+	if ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "benchreport: RSS check (%d people × %d facts) …\n", c.rssPeople, c.rssFacts)
+		out, err := goCommand(ctx, root, c.verbose, rssArgs...)
+		rss = parseKV(out)
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("rsscheck: %v\n%s", err, tail(out, 3000)))
+		} else if _, ok := rss["rss_mib"]; !ok {
+			failures = append(failures, "rsscheck: no rss_mib line\n"+tail(out, 3000))
+		}
+	}
+	if ctx.Err() != nil {
+		failures = append(failures, "interrupted")
+	}
+
+	fmt.Printf("clankie benchmarks: %s, %s, %d CPUs, %s run, %d round(s) of the memory and episode benchmarks (figures are medians over rounds); load average %s at start, %s at end; took %s\n\n",
+		started.UTC().Format("2006-01-02 15:04 UTC"), runtime.Version(), runtime.NumCPU(), map[bool]string{true: "quick", false: "full"}[c.quick],
+		c.rounds, loadBefore, loadAverage(), time.Since(started).Round(time.Second))
+	printTable(os.Stdout, rows(res, rss, c))
+	fmt.Println()
+	fmt.Println(notes)
+	fmt.Println()
+	fmt.Println("commands (from the module root):")
+	for _, cmd := range commands {
+		fmt.Println("  " + cmd)
+	}
+	if len(failures) > 0 {
+		fmt.Fprintln(os.Stderr)
+		for _, f := range failures {
+			fmt.Fprintln(os.Stderr, "benchreport: FAILED:", f)
+		}
+		return 1
+	}
+	return 0
+}
+
+// notes explain how to read the table.
+const notes = `notes:
+- Medians come from per-iteration timings the benchmarks record (p50-µs); "mean" figures are go test's ns/op.
+  The episode benchmarks predate this report and give means only; the search goal is a median, and a mean
+  under it bounds a right-skewed latency distribution's median too.
+- Every ratio is figure ÷ baseline, both measured in this run: over rounds, the value and baseline columns show
+  the median of the rounds, the ratio is the median of the per-round ratios (each round runs a figure and its
+  baseline in one go test process, seconds apart).
+- Proposal files keep their size during the run (the cap evicts; below it each proposal corrects an old fact).
+- The interaction and voice figures run the real service, the real bridge and discordgo against the fake
+  Discord, in one process over loopback; the voice benchmark's fake does not echo the bot's own voice state.`
+
+// ---- running ----
+
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", errors.New("run benchreport inside the clankie module (scripts/bench does)")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// goCommand runs go with args in dir and answers its combined output.
+func goCommand(ctx context.Context, dir string, verbose bool, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	var buf bytes.Buffer
+	if verbose {
+		cmd.Stdout = io.MultiWriter(&buf, os.Stderr)
+	} else {
+		cmd.Stdout = &buf
+	}
+	cmd.Stderr = cmd.Stdout
+	err := cmd.Run()
+	return buf.String(), err
+}
+
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " ^$|()*?[]'\"\\") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// ---- parsing ----
+
+// benchLine is one result line of `go test -bench`.
+type benchLine struct {
+	name    string // without the -GOMAXPROCS suffix
+	iters   int
+	metrics map[string]float64 // unit → value: ns/op, B/op, p50-µs, …
+}
+
+var benchRE = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.+)$`)
+
+// parseBench reads the result lines: name, iterations, then value-unit
+// pairs, the custom metrics of b.ReportMetric included.
+func parseBench(out string) []benchLine {
+	var lines []benchLine
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := benchRE.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(m[2])
+		l := benchLine{name: m[1], iters: n, metrics: map[string]float64{}}
+		f := strings.Fields(m[3])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err != nil {
+				break
+			}
+			l.metrics[f[i+1]] = v
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+func hasBench(lines []benchLine, top string) bool {
+	for _, l := range lines {
+		if l.name == top || strings.HasPrefix(l.name, top+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// parseKV reads rsscheck's lines. Each measurement line starts with
+// <tag>rss_mib=<x>; its other key=value tokens are kept under the tag:
+// rss_mib and loaded_peak_mib, baseline_rss_mib and baseline_peak_mib, …
+func parseKV(out string) map[string]float64 {
+	kv := map[string]float64{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		k0, v0, ok := strings.Cut(f[0], "=")
+		if !ok || !strings.HasSuffix(k0, "rss_mib") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(v0, 64); err == nil {
+			kv[k0] = v
+		}
+		tag := strings.TrimSuffix(k0, "rss_mib")
+		if tag == "" {
+			tag = "loaded_"
+		}
+		for _, tok := range f[1:] {
+			if k, v, ok := strings.Cut(tok, "="); ok {
+				if x, err := strconv.ParseFloat(v, 64); err == nil {
+					kv[tag+k] = x
+				}
+			}
+		}
+	}
+	return kv
+}
+
+// results holds, per benchmark and unit, the value of each round.
+type results map[string]map[string]map[int]float64
+
+func (r results) add(round int, l benchLine) {
+	if r[l.name] == nil {
+		r[l.name] = map[string]map[int]float64{}
+	}
+	for unit, v := range l.metrics {
+		if r[l.name][unit] == nil {
+			r[l.name][unit] = map[int]float64{}
+		}
+		r[l.name][unit][round] = v
+	}
+}
+
+// get answers the median over rounds, and false when nothing was reported.
+func (r results) get(name, unit string) (float64, bool) {
+	var vs []float64
+	for _, v := range r[name][unit] {
+		vs = append(vs, v)
+	}
+	return median(vs)
+}
+
+// ratio answers the median over rounds of figure ÷ baseline, each round's
+// pair measured minutes apart at most, in the same go test process.
+func (r results) ratio(name, unit, baseName, baseUnit string) (float64, bool) {
+	var rs []float64
+	for round, v := range r[name][unit] {
+		if b, ok := r[baseName][baseUnit][round]; ok && b > 0 {
+			rs = append(rs, v/b)
+		}
+	}
+	return median(rs)
+}
+
+func median(vs []float64) (float64, bool) {
+	if len(vs) == 0 {
+		return 0, false
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2], true
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2, true
+}
+
+// ---- the table ----
+
+type row struct {
+	area, figure, value, baseline, ratio, goal, met string
+}
+
+func dur(ns float64, ok bool) string {
+	if !ok {
+		return "failed"
+	}
+	switch d := ns; {
+	case d < 1e3:
+		return fmt.Sprintf("%.0f ns", d)
+	case d < 1e6:
+		return sig(d/1e3) + " µs"
+	case d < 1e9:
+		return sig(d/1e6) + " ms"
+	}
+	return sig(ns/1e9) + " s"
+}
+
+// sig formats with three significant digits.
+func sig(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func ratioText(r float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+func yesNo(ok, met bool) string {
+	switch {
+	case !ok:
+		return "—"
+	case met:
+		return "yes"
+	}
+	return "no"
+}
+
+func kib(bytes float64, ok bool) string {
+	if !ok {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f KiB", bytes/1024)
+}
+
+func mib(v float64, ok bool) string {
+	if !ok {
+		return "failed"
+	}
+	return fmt.Sprintf("%.1f MiB", v)
+}
+
+// compared is a benchmark figure beside its baseline: both medians over
+// rounds, and the median of the per-round ratios.
+type compared struct {
+	value, base string
+	ratio       float64
+	ok          bool // the ratio exists
+}
+
+// compare reads a figure and its baseline in unit; a unit ending in -µs
+// is turned into ns for formatting.
+func compare(res results, name, baseName, unit string) compared {
+	scale := 1.0
+	if strings.HasSuffix(unit, "-µs") {
+		scale = 1e3
+	}
+	v, okV := res.get(name, unit)
+	b, okB := res.get(baseName, unit)
+	r, okR := res.ratio(name, unit, baseName, unit)
+	return compared{value: dur(v*scale, okV), base: dur(b*scale, okB), ratio: r, ok: okR}
+}
+
+func rows(res results, rss map[string]float64, c config) []row {
+	var out []row
+
+	// Proposals, median round trip against the median bare durable write of
+	// the same files.
+	for _, n := range []int{16, 128} {
+		sub := fmt.Sprintf("/facts=%d", n)
+		p := compare(res, "BenchmarkProposalRoundTrip"+sub, "BenchmarkProposalBaselineWrite"+sub, "p50-µs")
+		size, okS := res.get("BenchmarkProposalRoundTrip"+sub, "file-bytes")
+		how := "each supersedes the person's oldest fact"
+		if n == api128 {
+			how = "each evicts the oldest fact (the cap)"
+		}
+		out = append(out, row{"memory", fmt.Sprintf("proposal round trip, HTTP, 64 people × %d facts (%s file), %s; median", n, kib(size, okS), how),
+			p.value, "bare durable.WriteFile of the same files: " + p.base, ratioText(p.ratio, p.ok), "≤ 1.5×", yesNo(p.ok, p.ratio <= 1.5)})
+	}
+	// Recall, median, against reading and decoding the same file.
+	for _, limit := range []int{20, api128} {
+		p := compare(res, fmt.Sprintf("BenchmarkRecall128/limit=%d", limit), "BenchmarkRecall128BaselineDecode", "p50-µs")
+		what := "limit 20 as /person-memory recall asks"
+		if limit == api128 {
+			what = "limit 128, every fact sent back"
+		}
+		out = append(out, row{"memory", fmt.Sprintf("recall of a person holding 128 facts, HTTP, %s; median", what),
+			p.value, "os.ReadFile + json.Unmarshal of that file: " + p.base, ratioText(p.ratio, p.ok), "≤ 3×", yesNo(p.ok, p.ratio <= 3)})
+	}
+	// Episodes (the existing benchmarks report means only).
+	p := compare(res, "BenchmarkRecordFullStore", "BenchmarkRewriteLaneFiles", "ns/op")
+	out = append(out, row{"episodes", "record one note into a full store (1152 notes), rewriting the 384-note lane file; mean",
+		p.value, "bare durable rewrite of that lane file: " + p.base, ratioText(p.ratio, p.ok), "≈ 1×, fsync-bound (≤ 1.25×)", yesNo(p.ok, p.ratio <= 1.25)})
+	v, okV := res.get("BenchmarkSearchFullStore", "ns/op")
+	out = append(out, row{"episodes", "search the full store (1152 notes, 2 terms, limit 32); mean per search",
+		dur(v, okV), "—", "—", "< 1 ms median", yesNo(okV, v < 1e6)})
+
+	// RSS, one measurement each.
+	lr, okL := rss["rss_mib"]
+	er, okE := rss["baseline_rss_mib"]
+	peak := ""
+	if p, ok := rss["loaded_peak_mib"]; ok {
+		peak = fmt.Sprintf(" (peak %.1f MiB", p)
+		if ms, ok := rss["loaded_ready_ms"]; ok {
+			peak += fmt.Sprintf("; ready %.1f s after start", ms/1e3)
+		}
+		peak += ")"
+	}
+	out = append(out, row{"rss", fmt.Sprintf("clankie memory serve, idle, %d people × %d facts; VmRSS once ready", c.rssPeople, c.rssFacts),
+		mib(lr, okL) + peak, "same binary, empty root: " + mib(er, okE), ratioText(lr/er, okL && okE && er > 0), "< 64 MiB", yesNo(okL, lr < 64)})
+	ur, okU := rss["up_rss_mib"]
+	out = append(out, row{"rss", "clankie up, idle, memory service only (no Discord token), empty root",
+		mib(ur, okU), "clankie memory serve, empty root: " + mib(er, okE), ratioText(ur/er, okU && okE && er > 0), "—", "—"})
+	out = append(out, row{"rss", "idle text bridge", "not measured (needs a standalone fake Discord)", "—", "—", "—", "—"})
+
+	// Interactions: percentiles over one run of many.
+	for _, q := range []string{"p50", "p99"} {
+		p := compare(res, "BenchmarkInteractionToFirstCallback", "BenchmarkInteractionBaselineDM", q+"-µs")
+		v, okV := res.get("BenchmarkInteractionToFirstCallback", q+"-µs")
+		out = append(out, row{"bridges", fmt.Sprintf("interaction → first callback, /person-memory recall (8 facts), %d sequential; %s", c.bridgeN, q),
+			p.value, "same command refused in a DM, no memory call: " + p.base, ratioText(p.ratio, p.ok), "well under 3 s (< 300 ms)", yesNo(okV, v*1e3 < 300e6)})
+	}
+	// Voice.
+	chars, okC := res.get("BenchmarkVoiceJoinToBriefing", "briefing-chars")
+	charText := "?"
+	if okC {
+		charText = fmt.Sprintf("%.0f", chars)
+	}
+	for _, q := range []string{"p50", "p99"} {
+		v, okV := res.get("BenchmarkVoiceJoinToBriefing", q+"-µs")
+		goal, met := "< 50 ms", yesNo(okV, v*1e3 < 50e6)
+		if q == "p99" {
+			goal, met = "—", "—"
+		}
+		out = append(out, row{"voice", fmt.Sprintf("/voice join → briefing at the realtime endpoint, 25 consented × 8 facts (%s chars), %d joins; %s", charText, c.voiceN, q),
+			dur(v*1e3, okV), "—", "—", goal, met})
+	}
+	return out
+}
+
+// api128 is the per-person cap (api.MaxFactsPerPerson), spelled out so this
+// program does not import the service's packages.
+const api128 = 128
+
+// printTable prints a Markdown table with aligned columns.
+func printTable(w io.Writer, rs []row) {
+	header := row{"area", "figure", "value", "baseline (same run)", "ratio", "goal", "met?"}
+	all := append([]row{header}, rs...)
+	cells := func(r row) []string { return []string{r.area, r.figure, r.value, r.baseline, r.ratio, r.goal, r.met} }
+	width := make([]int, 7)
+	for _, r := range all {
+		for i, c := range cells(r) {
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	line := func(cs []string) {
+		var sb strings.Builder
+		sb.WriteString("|")
+		for i, c := range cs {
+			sb.WriteString(" " + c + strings.Repeat(" ", width[i]-len([]rune(c))) + " |")
+		}
+		fmt.Fprintln(w, sb.String())
+	}
+	line(cells(header))
+	sep := make([]string, 7)
+	for i := range sep {
+		sep[i] = strings.Repeat("-", width[i])
+	}
+	line(sep)
+	for _, r := range rs {
+		line(cells(r))
+	}
+}
