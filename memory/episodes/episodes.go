@@ -304,7 +304,12 @@ func (s *Store) Record(lane string, req api.EpisodeRequest) (api.EpisodeResponse
 func (s *Store) replay(old *rec, n note) (api.EpisodeResponse, RecordInfo, error) {
 	asked, ok := s.asked[old.ep.EpisodeID]
 	if !ok {
-		asked = old.ep.Retained
+		// What the original request asked to keep lives only in memory. After
+		// a restart the stored flag no longer tells (a refused keep is stored
+		// unkept, an operator may have kept or released it since), so retain
+		// alone cannot make a retry a conflict; the answer reports the
+		// stored state.
+		asked = n.retain
 	}
 	if !sameRecord(old.ep, asked, n) {
 		return api.EpisodeResponse{}, RecordInfo{}, fault.New(fault.Conflict, "episode_conflict",
@@ -572,7 +577,7 @@ func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err 
 		dirty[r.ep.Lane] = true
 	}
 	files := laneFiles(kept, dirty)
-	for _, lane := range Lanes {
+	for _, lane := range writeOrder(put) {
 		data, ok := files[lane]
 		if !ok || bytes.Equal(data, s.disk[lane]) {
 			continue
@@ -603,6 +608,23 @@ func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err 
 	}
 	s.recount()
 	return evicted, nil
+}
+
+// writeOrder writes the lane that gains a note before the lanes that lose
+// one to the ring. A kill -9 between two renames then leaves one note too
+// many on disk (load shows the newest 128) rather than one acknowledged
+// note too few.
+func writeOrder(put *rec) []string {
+	if put == nil {
+		return Lanes
+	}
+	order := []string{put.ep.Lane}
+	for _, l := range Lanes {
+		if l != put.ep.Lane {
+			order = append(order, l)
+		}
+	}
+	return order
 }
 
 // recount refreshes the catalog figures from s.list.
