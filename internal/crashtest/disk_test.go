@@ -1,0 +1,202 @@
+package crashtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/episodes"
+	"github.com/clankie/clankie/memory/people"
+)
+
+// personFile is what a person file must decode into.
+type personFile struct {
+	SchemaVersion int         `json:"schemaVersion"`
+	Subject       api.Subject `json:"subject"`
+	Facts         []api.Fact  `json:"facts"`
+}
+
+// diskState is everything found under a data root, read directly from the
+// files, never through the service.
+type diskState struct {
+	temps      []string // ".tmp-" files (a killed writer's leftovers)
+	corrupt    []string // files the service moved aside as unreadable
+	unexpected []string // anything the service does not write
+	badPerm    []string // directories not 0700, files not 0600
+	broken     []string // files that do not parse, with the reason
+	people     map[string]personFile
+	lanes      map[string][]api.Episode // lane → episodes in file order
+	laneBytes  int
+}
+
+func (d *diskState) problems() []string {
+	var out []string
+	for _, p := range d.corrupt {
+		out = append(out, "moved aside as corrupt: "+p)
+	}
+	for _, p := range d.unexpected {
+		out = append(out, "unexpected file: "+p)
+	}
+	for _, p := range d.badPerm {
+		out = append(out, "wrong permissions: "+p)
+	}
+	out = append(out, d.broken...)
+	return out
+}
+
+// fileKey identifies one version of a file: a durable rewrite is a new inode
+// with a new modification time.
+type fileKey struct {
+	ino  uint64
+	size int64
+	mod  int64
+}
+
+// parsedPeople remembers person files already parsed, so that a long run
+// does not decode every unchanged file again on every check.
+var parsedPeople = struct {
+	sync.Mutex
+	m map[string]parsedPerson
+}{m: map[string]parsedPerson{}}
+
+type parsedPerson struct {
+	key fileKey
+	pf  personFile
+}
+
+func keyOf(info fs.FileInfo) fileKey {
+	k := fileKey{size: info.Size(), mod: info.ModTime().UnixNano()}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		k.ino = st.Ino
+	}
+	return k
+}
+
+// readDisk walks root. Every person file must parse as JSON whose subject is
+// the one its name encodes; every lane file must be whole JSONL lines (the
+// last one ending in a newline: a durable rewrite never leaves a torn line)
+// that decode into episodes of that lane. Temp files are only counted.
+func readDisk(root string) (*diskState, error) {
+	d := &diskState{people: map[string]personFile{}, lanes: map[string][]api.Episode{}}
+	laneOf := map[string]string{}
+	for _, lane := range episodes.Lanes {
+		laneOf[filepath.Base(episodes.FileName(lane))] = lane
+	}
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if info.Mode().Perm() != durable.DirMode {
+				d.badPerm = append(d.badPerm, fmt.Sprintf("%s is %04o", rel, info.Mode().Perm()))
+			}
+			switch rel {
+			case ".", people.Dir, episodes.Dir:
+				return nil
+			}
+			d.unexpected = append(d.unexpected, rel+"/")
+			return fs.SkipDir
+		}
+		name := e.Name()
+		if strings.HasPrefix(name, durable.TempPrefix) {
+			// A temp file is created 0600 too, but it is only counted:
+			// the check is that none survives a restart.
+			d.temps = append(d.temps, rel)
+			return nil
+		}
+		if info.Mode().Perm() != durable.FileMode || !info.Mode().IsRegular() {
+			d.badPerm = append(d.badPerm, fmt.Sprintf("%s is %v", rel, info.Mode()))
+		}
+		if strings.Contains(name, ".corrupt-") {
+			d.corrupt = append(d.corrupt, rel)
+			return nil
+		}
+		dir := filepath.Dir(rel)
+		switch {
+		case dir == "." && name == durable.LockName:
+		case dir == "." && name == "bearers.json":
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if !json.Valid(b) {
+				d.broken = append(d.broken, rel+": not JSON")
+			}
+		case dir == people.Dir && people.IsPersonFile(name):
+			parsedPeople.Lock()
+			c, ok := parsedPeople.m[p]
+			parsedPeople.Unlock()
+			if ok && c.key == keyOf(info) {
+				d.people[name] = c.pf
+				return nil
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			var pf personFile
+			if err := json.Unmarshal(b, &pf); err != nil {
+				d.broken = append(d.broken, fmt.Sprintf("%s: %v (%d bytes)", rel, err, len(b)))
+				return nil
+			}
+			if people.FileName(pf.Subject) != name {
+				d.broken = append(d.broken, fmt.Sprintf("%s: holds subject %+v", rel, pf.Subject))
+				return nil
+			}
+			d.people[name] = pf
+			parsedPeople.Lock()
+			parsedPeople.m[p] = parsedPerson{keyOf(info), pf}
+			parsedPeople.Unlock()
+		case dir == episodes.Dir && laneOf[name] != "":
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			d.laneBytes += len(b)
+			eps, bad := parseLane(laneOf[name], b)
+			for _, why := range bad {
+				d.broken = append(d.broken, rel+": "+why)
+			}
+			d.lanes[laneOf[name]] = eps
+		default:
+			d.unexpected = append(d.unexpected, rel)
+		}
+		return nil
+	})
+	return d, err
+}
+
+func parseLane(lane string, b []byte) (eps []api.Episode, bad []string) {
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		bad = append(bad, fmt.Sprintf("torn: the file (%d bytes) does not end with a newline", len(b)))
+	}
+	for i, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var ep api.Episode
+		if err := json.Unmarshal(bytes.TrimSuffix(line, []byte("\n")), &ep); err != nil {
+			bad = append(bad, fmt.Sprintf("line %d does not parse: %v", i+1, err))
+			continue
+		}
+		if ep.Lane != lane || ep.EpisodeID == "" || ep.OccurredAt.IsZero() {
+			bad = append(bad, fmt.Sprintf("line %d is not an episode of lane %s", i+1, lane))
+			continue
+		}
+		eps = append(eps, ep)
+	}
+	return eps, bad
+}
