@@ -99,6 +99,8 @@ func run(ctx context.Context, c config) int {
 			"BenchmarkInteractionToFirstCallback", "BenchmarkInteractionBaselineDM"}},
 		{name: "bridges (voice)", pkg: "./bridges/", benchtime: fmt.Sprintf("%dx", c.voiceN), rounds: 1, benches: []string{
 			"BenchmarkVoiceJoinToBriefing"}},
+		{name: "bridge process", pkg: "./cmd/clankie/", benchtime: "1x", rounds: 1, benches: []string{
+			"BenchmarkIdleTextBridgeRSS"}},
 	}
 	started := time.Now()
 	loadBefore := loadAverage()
@@ -508,7 +510,10 @@ func rows(res results, rss map[string]float64, c config) []row {
 	ur, okU := rss["up_rss_mib"]
 	out = append(out, row{"rss", "clankie up, idle, memory service only (no Discord token), empty root",
 		mib(ur, okU), "clankie memory serve, empty root: " + mib(er, okE), ratioText(ur/er, okU && okE && er > 0), "—", "—"})
-	out = append(out, row{"rss", "idle text bridge", "not measured (needs a standalone fake Discord)", "—", "—", "—", "—"})
+	br, okB := res.get("BenchmarkIdleTextBridgeRSS", "rss-MiB")
+	bm, okM := res.get("BenchmarkIdleTextBridgeRSS", "baseline-rss-MiB")
+	out = append(out, row{"rss", "clankie bridge text, idle (connected to a fake Discord, commands synced)",
+		mib(br, okB), "clankie memory serve, empty root: " + mib(bm, okM), ratioText(br/bm, okB && okM && bm > 0), "—", "—"})
 
 	// Interactions: percentiles over one run of many.
 	for _, q := range []string{"p50", "p99"} {
