@@ -65,21 +65,6 @@ func benchLogger() *zap.Logger {
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(io.Discard), zap.InfoLevel))
 }
 
-// benchPersonFile mirrors the store's on-disk shape of one person (see
-// people.personFile), so files can be seeded without a durable write each.
-type benchPersonFile struct {
-	SchemaVersion int                   `json:"schemaVersion"`
-	Subject       api.Subject           `json:"subject"`
-	Facts         []api.Fact            `json:"facts"`
-	Proposals     []benchProposalRecord `json:"proposals,omitempty"`
-}
-
-type benchProposalRecord struct {
-	ProposalID string `json:"proposalId"`
-	Digest     string `json:"digest,omitempty"`
-	FactID     string `json:"factId"`
-}
-
 const benchIDAlphabet = "abcdefghijkmnpqrstuvwxyz23456789"
 
 // benchFactID answers a fact id of the store's form ("f" and seven
@@ -107,21 +92,21 @@ func seedPeople(b *testing.B, dir string, n, facts int) []api.Subject {
 	for p := range n {
 		s := api.Subject{GuildID: benchGuild, UserID: benchUser(p)}
 		subjects[p] = s
-		pf := benchPersonFile{SchemaVersion: api.SchemaVersion, Subject: s}
+		var seeded []api.Fact
+		var proposals []string
 		for i := range facts {
 			at := base.Add(time.Duration(p*facts+i) * time.Second)
 			id := benchFactID(i)
 			event := fmt.Sprintf("13%017d", p*facts+i)
-			pf.Facts = append(pf.Facts, api.Fact{
+			seeded = append(seeded, api.Fact{
 				FactID: id, Subject: s, Kind: api.KindPersonFact, Body: benchBody(p*facts + i),
 				Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: at, UpdatedAt: at,
 				Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: event,
 					CorrelationID: fmt.Sprintf("%016x", p*facts+i), ProposerUserID: s.UserID, ChannelID: benchChannel},
 			})
-			pf.Proposals = append(pf.Proposals, benchProposalRecord{ProposalID: "discord-interaction-" + event,
-				Digest: fmt.Sprintf("%032x", (p*facts+i)*7919), FactID: id})
+			proposals = append(proposals, "discord-interaction-"+event)
 		}
-		data, err := json.Marshal(pf)
+		data, err := people.EncodeFile(s, seeded, proposals)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -384,9 +369,9 @@ func BenchmarkRecall128BaselineDecode(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var pf benchPersonFile
-		if err := json.Unmarshal(data, &pf); err != nil || len(pf.Facts) != api.MaxFactsPerPerson {
-			b.Fatalf("decode: %d facts, %v", len(pf.Facts), err)
+		_, facts, err := people.DecodeFile(data)
+		if err != nil || len(facts) != api.MaxFactsPerPerson {
+			b.Fatalf("decode: %d facts, %v", len(facts), err)
 		}
 		size = len(data)
 		samples = append(samples, time.Since(start))

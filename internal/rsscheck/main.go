@@ -136,22 +136,6 @@ func build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// personFile is the store's on-disk shape of one person (memory/people's
-// personFile): schema version, subject, facts, and the record of the
-// proposal that made each fact.
-type personFile struct {
-	SchemaVersion int              `json:"schemaVersion"`
-	Subject       api.Subject      `json:"subject"`
-	Facts         []api.Fact       `json:"facts"`
-	Proposals     []proposalRecord `json:"proposals,omitempty"`
-}
-
-type proposalRecord struct {
-	ProposalID string `json:"proposalId"`
-	Digest     string `json:"digest,omitempty"`
-	FactID     string `json:"factId"`
-}
-
 var words = strings.Fields("plays bass in a jazz trio on thursdays prefers tea over coffee learning portuguese " +
 	"for a trip to lisbon has two cats named pixel and byte runs the server's minecraft nights likes quiet " +
 	"voice channels after midnight studies marine biology and collects old maps of the harbour")
@@ -218,7 +202,8 @@ func writeRoot(dir string, n, m int) error {
 // writePerson writes the p-th of n people, with m facts.
 func writePerson(pdir string, base time.Time, p, n, m int) error {
 	s := api.Subject{GuildID: "100000000000000001", UserID: strconv.Itoa(200000000000000000 + p)}
-	pf := personFile{SchemaVersion: api.SchemaVersion, Subject: s, Facts: make([]api.Fact, 0, m)}
+	facts := make([]api.Fact, 0, m)
+	proposals := make([]string, 0, m)
 	for i := range m {
 		k := p*m + i
 		at := base.Add(time.Duration(k) * time.Second)
@@ -233,11 +218,10 @@ func writePerson(pdir string, base time.Time, p, n, m int) error {
 			Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: event,
 				CorrelationID: fmt.Sprintf("%016x", k), ProposerUserID: proposer, ChannelID: "100000000000000011"},
 		}
-		pf.Facts = append(pf.Facts, f)
-		pf.Proposals = append(pf.Proposals, proposalRecord{ProposalID: "discord-interaction-" + event,
-			Digest: fmt.Sprintf("%032x", k*7919), FactID: f.FactID})
+		facts = append(facts, f)
+		proposals = append(proposals, "discord-interaction-"+event)
 	}
-	data, err := json.Marshal(pf)
+	data, err := people.EncodeFile(s, facts, proposals)
 	if err != nil {
 		return err
 	}
