@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -21,8 +20,6 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/discordtest"
-	"github.com/clankie/clankie/memory"
-	"github.com/clankie/clankie/memoryclient"
 )
 
 // End-to-end latency benchmarks: the real memory service, the real bridge
@@ -37,52 +34,6 @@ import (
 func benchLogs() *logs {
 	core, obs := observer.New(zap.InfoLevel)
 	return &logs{obs: obs, log: zap.New(core)}
-}
-
-// benchMemory is startMemory for a benchmark.
-func benchMemory(tb testing.TB, log *zap.Logger) *memoryService {
-	tb.Helper()
-	dir := filepath.Join(tb.TempDir(), "memory")
-	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", Dir: dir, Tokens: tokens}, log.Named("memory"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Serve(ctx); close(done) }()
-	tb.Cleanup(func() { cancel(); <-done })
-	url := "http://" + srv.Addr
-	op, err := memoryclient.New(url, tokens.Operator)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &memoryService{url: url, dir: dir, operator: op}
-}
-
-// benchRun is runInBackground for a benchmark: run until cleanup.
-func benchRun(tb testing.TB, run func(context.Context) error) {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx) }()
-	tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("bridge stopped with %v", err)
-		}
-	})
-}
-
-// benchWaitFor is waitFor for a benchmark.
-func benchWaitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // benchSeed stores facts about a member through the text bridge's bearer,
@@ -123,14 +74,14 @@ func reportLatencies(b *testing.B, samples []time.Duration) {
 // holding 8 facts.
 func textBench(b *testing.B) *discordtest.Fake {
 	l := benchLogs()
-	mem := benchMemory(b, l.log)
+	mem := startMemory(b, l.log)
 	fake := discordtest.New(b, discordtest.WithGuilds(testGuild()))
 	tb, err := NewText(textConfig(fake, mem.url), tokens.TextBridge, l.log.Named("text"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchRun(b, tb.Run)
-	benchWaitFor(b, 10*time.Second, "commands synced", func() bool { return syncedCount(l) > 0 })
+	runInBackground(b, tb.Run)
+	waitFor(b, 10*time.Second, "commands synced", func() bool { return syncedCount(l) > 0 })
 	benchSeed(b, mem.url, alice, 8)
 	return fake
 }
@@ -276,7 +227,7 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 	}
 
 	l := benchLogs()
-	mem := benchMemory(b, l.log)
+	mem := startMemory(b, l.log)
 	for _, u := range users {
 		benchSeed(b, mem.url, u, api.BriefingFactsPerUser)
 	}
@@ -301,8 +252,8 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchRun(b, vb.Run)
-	benchWaitFor(b, 10*time.Second, "voice bridge ready", func() bool { return syncedCount(l) > 0 })
+	runInBackground(b, vb.Run)
+	waitFor(b, 10*time.Second, "voice bridge ready", func() bool { return syncedCount(l) > 0 })
 
 	voiceCmd := func(sub string) discordtest.InteractionSpec {
 		return discordtest.InteractionSpec{GuildID: guildID, ChannelID: voiceRoom, UserID: mover, Command: "voice", Subcommand: sub}

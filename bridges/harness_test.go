@@ -111,7 +111,7 @@ type memoryService struct {
 	operator *memoryclient.Client
 }
 
-func startMemory(t *testing.T, log *zap.Logger) *memoryService {
+func startMemory(t testing.TB, log *zap.Logger) *memoryService {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "memory")
 	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", Dir: dir, Tokens: tokens, Log: config.Log{Level: "debug", Format: "json"}}, log.Named("memory"))
@@ -180,7 +180,7 @@ type running struct {
 	once sync.Once
 }
 
-func runInBackground(t *testing.T, run func(context.Context) error) *running {
+func runInBackground(t testing.TB, run func(context.Context) error) *running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -226,7 +226,7 @@ func syncedCount(l *logs) int {
 	return l.obs.FilterMessage("commands synced").Len()
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -269,7 +269,7 @@ func reply(t *testing.T, fake *discordtest.Fake, spec discordtest.InteractionSpe
 	return m.Content
 }
 
-func slowProxyListener(t *testing.T, srv *http.Server) string {
+func slowProxyListener(t testing.TB, srv *http.Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
