@@ -31,25 +31,8 @@ func newTickingHarness(t *testing.T) *harness {
 	start := time.Now().UTC().Truncate(time.Second)
 	var ticks atomic.Int64
 	now := func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
-	root, err := openRootForTest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bearers, _, err := LoadBearers(root, testTokens)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := zap.NewNop()
-	ps, err := people.Open(root, log, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	es, err := episodes.Open(root, log, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(NewService(root, dir, bearers, ps, es, log, now).Handler())
-	t.Cleanup(func() { srv.Close(); root.Close() })
+	srv := httptest.NewServer(newTestService(t, dir, testTokens, zap.NewNop(), now).handler)
+	t.Cleanup(srv.Close)
 	return &harness{t: t, url: srv.URL, dir: dir, now: &start}
 }
 

@@ -31,9 +31,6 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
-	"github.com/clankie/clankie/memory/durable"
-	"github.com/clankie/clankie/memory/episodes"
-	"github.com/clankie/clankie/memory/people"
 )
 
 // The contract test runs the real service and checks every exchange of a
@@ -113,25 +110,9 @@ func newContractDoc(t *testing.T) *openapi3.T {
 func newContractServer(t *testing.T) (*httptest.Server, *contractClock) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "memory")
-	root, err := durable.OpenRoot(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clock := &contractClock{t: time.Now().UTC().Truncate(time.Second)}
-	bearers, _, err := LoadBearers(root, contractTokens)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := people.Open(root, zap.NewNop(), clock.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	es, err := episodes.Open(root, zap.NewNop(), clock.now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(NewService(root, dir, bearers, ps, es, zap.NewNop(), clock.now).Handler())
-	t.Cleanup(func() { srv.Close(); root.Close() })
+	srv := httptest.NewServer(newTestService(t, dir, contractTokens, zap.NewNop(), clock.now).handler)
+	t.Cleanup(srv.Close)
 	return srv, clock
 }
 

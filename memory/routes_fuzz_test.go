@@ -42,30 +42,8 @@ type routeFixture struct {
 
 func newRouteFixture(tb testing.TB, dir string) *routeFixture {
 	tb.Helper()
-	root, err := openRootForTest(filepath.Join(dir, "memory"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { root.Close() })
-	now := func() time.Time { return fuzzNow }
-	bearers, _, err := LoadBearers(root, testTokens)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	log := zap.NewNop()
-	ps, err := people.Open(root, log, now)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	es, err := episodes.Open(root, log, now)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fx := &routeFixture{
-		handler:  NewService(root, filepath.Join(dir, "memory"), bearers, ps, es, log, now).Handler(),
-		people:   ps,
-		episodes: es,
-	}
+	svc := newTestService(tb, filepath.Join(dir, "memory"), testTokens, zap.NewNop(), func() time.Time { return fuzzNow })
+	fx := &routeFixture{handler: svc.handler, people: svc.people, episodes: svc.episodes}
 	fx.reseed(tb)
 	return fx
 }

@@ -19,7 +19,6 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
-	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
 )
 
@@ -48,24 +47,8 @@ func newHarness(t *testing.T) *harness {
 	clock := time.Now().UTC()
 	h := &harness{t: t, dir: dir, logs: logs, now: &clock}
 	now := func() time.Time { return *h.now }
-	root, err := openRootForTest(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bearers, _, err := LoadBearers(root, testTokens)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := people.Open(root, log, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	es, err := episodes.Open(root, log, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(NewService(root, dir, bearers, ps, es, log, now).Handler())
-	t.Cleanup(func() { srv.Close(); root.Close() })
+	srv := httptest.NewServer(newTestService(t, dir, testTokens, log, now).handler)
+	t.Cleanup(srv.Close)
 	h.url = srv.URL
 	return h
 }
