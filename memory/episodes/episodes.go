@@ -233,6 +233,8 @@ func (s *Store) parseLane(lane string, data []byte) (recs []*rec, skipped int) {
 			reason = "missing occurredAt"
 		case s.byID[ep.EpisodeID] != nil:
 			reason = "duplicate episode id"
+		case !obeysWriteRules(ep):
+			reason = "summary or room breaks the write rules"
 		}
 		var r *rec
 		if reason == "" {
@@ -251,6 +253,18 @@ func (s *Store) parseLane(lane string, data []byte) (recs []*rec, skipped int) {
 		recs = append(recs, r)
 	}
 	return recs, skipped
+}
+
+// obeysWriteRules reports whether a loaded note's summary and room are ones
+// Record could have written; a hand-edited or foreign line that is not costs
+// that line, like a torn one, rather than reaching a card.
+func obeysWriteRules(ep api.Episode) bool {
+	summary, err := checkSummary(ep.Summary)
+	if err != nil || summary != ep.Summary {
+		return false
+	}
+	room, err := checkRoom(ep.Room)
+	return err == nil && room == ep.Room
 }
 
 // Record is POST /v1/memory/captain-episodes for a bearer whose lane is

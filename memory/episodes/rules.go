@@ -78,6 +78,16 @@ func breaksLine(r rune) bool {
 // checkSummary trims a summary and enforces 1–512 characters with no control
 // characters except newline. Record and Patch both use it, so the operator's
 // edit obeys the same bound as Clankie's own note.
+// checkRoom is the room rule: 1–128 characters after trimming, no control
+// characters. It answers the trimmed room.
+func checkRoom(room string) (string, error) {
+	room = strings.TrimSpace(room)
+	if room == "" || !utf8.ValidString(room) || utf8.RuneCountInString(room) > MaxRoom || strings.IndexFunc(room, breaksLine) >= 0 {
+		return "", fault.New(fault.Invalid, "invalid_room", "room is required: 1 to %d characters after trimming, without control characters", MaxRoom)
+	}
+	return room, nil
+}
+
 func checkSummary(s string) (string, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -142,9 +152,9 @@ func validateRequest(bearer string, req api.EpisodeRequest) (note, error) {
 	if req.Lane != bearer {
 		return n, fault.New(fault.Forbidden, "lane_forbidden", "this bearer records episodes on the %s lane only; the body named another lane", bearer)
 	}
-	room := strings.TrimSpace(req.Room)
-	if room == "" || !utf8.ValidString(room) || utf8.RuneCountInString(room) > MaxRoom || strings.IndexFunc(room, breaksLine) >= 0 {
-		return n, fault.New(fault.Invalid, "invalid_room", "room is required: 1 to %d characters after trimming, without control characters", MaxRoom)
+	room, err := checkRoom(req.Room)
+	if err != nil {
+		return n, err
 	}
 	summary, err := checkSummary(req.Summary)
 	if err != nil {
