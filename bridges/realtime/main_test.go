@@ -27,12 +27,9 @@ var suite struct {
 	secrets []string
 }
 
-func init() {
+func TestMain(m *testing.M) {
 	suite.core, suite.logs = observer.New(zapcore.DebugLevel)
 	suite.secrets = []string{testKey}
-}
-
-func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
 		if leaks := leakedSecrets(suite.logs.AllUntimed(), allSecrets()); len(leaks) > 0 {
