@@ -346,7 +346,7 @@ func TestVoiceLogsHoldNoUserIDsOrContent(t *testing.T) {
 // and must not end the new session.
 func TestVoiceRejoinIgnoresTheEarlierLeaveEcho(t *testing.T) {
 	e := startVoice(t, config.ConsentExplicit, false, inVoice(mover)...)
-	for i := range 20 {
+	for i := range 40 {
 		if got := e.voice(mover, "join"); !strings.Contains(got, "listening") {
 			t.Fatalf("join %d: %q", i, got)
 		}
@@ -359,4 +359,23 @@ func TestVoiceRejoinIgnoresTheEarlierLeaveEcho(t *testing.T) {
 	if got := e.voice(mover, "status"); !strings.Contains(got, "Voice session in") {
 		t.Fatalf("a stale echo ended the session: %q", got)
 	}
+}
+
+// TestVoiceBotMovedBySomeoneElseEndsTheSession: a voice state update for
+// the bot that the bridge did not ask for is a move or a disconnect by a
+// moderator; the session and its consent end.
+func TestVoiceBotMovedBySomeoneElseEndsTheSession(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, false, inVoice(mover)...)
+	e.voice(mover, "join")
+	if _, err := e.fake.WaitVoiceStateOps(ctxFor(t, 5*time.Second), 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the join's own echo arrives first
+	if got := e.voice(mover, "status"); !strings.Contains(got, "Voice session in") {
+		t.Fatalf("status after join: %q", got)
+	}
+	e.move(e.fake.BotID(), voiceTwo)
+	waitFor(t, 5*time.Second, "the session to end", func() bool {
+		return strings.Contains(e.voice(mover, "status"), "no voice session")
+	})
 }

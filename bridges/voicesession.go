@@ -54,13 +54,16 @@ type Voice struct {
 	mu       sync.Mutex
 	botID    string
 	sessions map[string]*voiceSession
-	wg       sync.WaitGroup
+	// pendingMoves counts, per guild, the bot's voice state updates whose
+	// echo has not arrived yet.
+	pendingMoves map[string]int
+	wg           sync.WaitGroup
 }
 
 // NewVoice builds the session manager.
 func NewVoice(policy string, memory Briefer, gateway VoiceGateway, realtime RealtimeOpener, log *zap.Logger) *Voice {
 	return &Voice{policy: policy, memory: memory, gateway: gateway, realtime: realtime, log: log,
-		Debounce: 250 * time.Millisecond, roster: newRoster(), sessions: map[string]*voiceSession{}}
+		Debounce: 250 * time.Millisecond, roster: newRoster(), sessions: map[string]*voiceSession{}, pendingMoves: map[string]int{}}
 }
 
 type voiceSession struct {
@@ -72,8 +75,6 @@ type voiceSession struct {
 	rtState            string
 	lastSent           []string
 	briefed            bool
-	// botArrived is set once Discord confirms the bot is in the channel.
-	botArrived bool
 }
 
 // OnReady records the bot's own user, which never counts as a speaker.
@@ -101,19 +102,17 @@ func (v *Voice) OnVoiceStateUpdate(_ *discordgo.Session, u *discordgo.VoiceState
 	}
 	before := v.roster.update(u.VoiceState)
 	v.mu.Lock()
-	if s := v.sessions[u.GuildID]; s != nil && u.UserID == v.botID {
-		switch {
-		case u.ChannelID == s.channelID:
-			s.botArrived = true
-		case s.botArrived:
-			// The bot was moved or disconnected after it arrived: the
-			// session, and every consent given in it, ends.
+	if u.UserID == v.botID {
+		// Discord echoes each voice state update the bot sends, in order.
+		// While some of ours are still unanswered, an update is the echo
+		// of one of them (perhaps of a leave sent before the latest join),
+		// not news. Only an update nobody asked for is a move or a
+		// disconnect by someone else, and that ends the session.
+		if v.pendingMoves[u.GuildID] > 0 {
+			v.pendingMoves[u.GuildID]--
+		} else if s := v.sessions[u.GuildID]; s != nil && u.ChannelID != s.channelID {
 			v.endLocked(s)
-			v.mu.Unlock()
-			return
 		}
-		// Before the bot has arrived, its updates for other channels are
-		// echoes of an earlier leave or move, not news about this session.
 		v.mu.Unlock()
 		return
 	}
@@ -137,7 +136,7 @@ func (v *Voice) reconcile(guildID string) {
 	if len(v.roster.humans(guildID, s.channelID, v.botID)) == 0 {
 		v.endLocked(s)
 		v.mu.Unlock()
-		_ = v.gateway.ChannelVoiceJoinManual(guildID, "", false, false)
+		_ = v.moveBot(guildID, "")
 		return
 	}
 	v.mu.Unlock()
@@ -163,7 +162,7 @@ func (v *Voice) Join(ctx context.Context, guildID, userID string) (string, error
 		return channelID, nil
 	}
 	v.mu.Unlock()
-	if err := v.gateway.ChannelVoiceJoinManual(guildID, channelID, false, false); err != nil {
+	if err := v.moveBot(guildID, channelID); err != nil {
 		return "", err
 	}
 	s := &voiceSession{guildID: guildID, channelID: channelID, consent: newConsent(v.policy),
@@ -181,6 +180,21 @@ func (v *Voice) Join(ctx context.Context, guildID, userID string) (string, error
 	return channelID, nil
 }
 
+// moveBot asks Discord to move the bot into channelID ("" leaves voice),
+// counting the echo it will send back. v.mu must not be held.
+func (v *Voice) moveBot(guildID, channelID string) error {
+	v.mu.Lock()
+	v.pendingMoves[guildID]++
+	v.mu.Unlock()
+	err := v.gateway.ChannelVoiceJoinManual(guildID, channelID, false, false)
+	if err != nil {
+		v.mu.Lock()
+		v.pendingMoves[guildID]--
+		v.mu.Unlock()
+	}
+	return err
+}
+
 // Leave closes the server's session and leaves its channel.
 func (v *Voice) Leave(ctx context.Context, guildID string) error {
 	v.mu.Lock()
@@ -191,7 +205,7 @@ func (v *Voice) Leave(ctx context.Context, guildID string) error {
 	}
 	v.endLocked(s)
 	v.mu.Unlock()
-	return v.gateway.ChannelVoiceJoinManual(guildID, "", false, false)
+	return v.moveBot(guildID, "")
 }
 
 // Consent records the invoker's own opt-in or opt-out. Only someone in the
@@ -240,7 +254,7 @@ func (v *Voice) Close() {
 	}
 	v.mu.Unlock()
 	for _, g := range guilds {
-		_ = v.gateway.ChannelVoiceJoinManual(g, "", false, false)
+		_ = v.moveBot(g, "")
 	}
 	v.wg.Wait()
 }
