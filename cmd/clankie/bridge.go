@@ -17,6 +17,8 @@ func newBridgeCommand() *cobra.Command {
 	cmd := parentCommand(&cobra.Command{
 		Use:   "bridge",
 		Short: "Run a Discord bridge (text or voice)",
+		Example: `  DISCORD_TEXT_BOT_TOKEN=... clankie bridge text
+  DISCORD_VOICE_BOT_TOKEN=... clankie bridge voice`,
 	})
 	cmd.AddCommand(newTextBridgeCommand(), newVoiceBridgeCommand())
 	return cmd

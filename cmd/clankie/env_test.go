@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	"github.com/clankie/clankie/config"
 )
@@ -114,4 +117,22 @@ func TestSecretsAreMarked(t *testing.T) {
 			t.Errorf("%s: secret=%v", v.Name, v.Secret)
 		}
 	}
+}
+
+// TestEveryCommandHasAnExample walks the command tree: --help shows an
+// example on every command a person can run.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			return
+		}
+		if c.Example == "" {
+			t.Errorf("%q has no example in its --help", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCommand(io.Discard, io.Discard))
 }

@@ -56,6 +56,9 @@ about people — in plain files owned by one memory service, and puts them in
 front of people through two Discord bots.
 
 Every setting comes from the environment; 'clankie env' lists them all.`,
+		Example: `  clankie up                 # the memory service, plus each bridge whose Discord token is set
+  clankie env                # every setting, its default and what it does
+  clankie memory status      # what memory holds`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -12,6 +12,9 @@ func newMemoryCommand() *cobra.Command {
 	cmd := parentCommand(&cobra.Command{
 		Use:   "memory",
 		Short: "Run the memory service or inspect what it keeps",
+		Example: `  clankie memory serve
+  clankie memory status
+  clankie memory person 123456789012345678 234567890123456789`,
 	})
 	cmd.AddCommand(newServeCommand())
 	cmd.AddCommand(newOperatorCommands()...)
