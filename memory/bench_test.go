@@ -238,7 +238,12 @@ func benchProposals(b *testing.B, facts int) {
 			oldest[p] = append(oldest[p], benchFactID(i))
 		}
 	}
+	// The baseline is interleaved: after each proposal, a bare durable write
+	// of a file of the same size in a sibling directory of the same disk,
+	// so both see the same disk and the same load, iteration by iteration.
+	base, baseData := interleavedBaseline(b, dir, subjects)
 	samples := make([]time.Duration, 0, 1024)
+	baseSamples := make([]time.Duration, 0, 1024)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		start := time.Now()
@@ -260,10 +265,38 @@ func benchProposals(b *testing.B, facts int) {
 		}
 		samples = append(samples, time.Since(start))
 		oldest[p] = append(oldest[p][1:], resp.Fact.FactID)
+		start = time.Now()
+		if err := durable.WriteFile(base, fmt.Sprintf("p-%d.json", p), baseData[p]); err != nil {
+			b.Fatal(err)
+		}
+		baseSamples = append(baseSamples, time.Since(start))
 	}
 	b.StopTimer()
 	b.ReportMetric(meanFileBytes(b, dir, subjects), "file-bytes")
 	reportPercentiles(b, samples)
+	slices.Sort(baseSamples)
+	if len(baseSamples) > 0 {
+		b.ReportMetric(float64(baseSamples[len(baseSamples)/2].Microseconds()), "baseline-p50-µs")
+	}
+}
+
+// interleavedBaseline opens a sibling directory holding a copy of every
+// seeded person file's bytes, for a bare durable write per proposal.
+func interleavedBaseline(b *testing.B, dir string, subjects []api.Subject) (*os.Root, [][]byte) {
+	b.Helper()
+	baseDir := filepath.Join(filepath.Dir(dir), "baseline")
+	root, err := durable.OpenRoot(baseDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { root.Close() })
+	data := make([][]byte, len(subjects))
+	for i, s := range subjects {
+		if data[i], err = os.ReadFile(filepath.Join(dir, people.Dir, people.FileName(s))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return root, data
 }
 
 // BenchmarkProposalBaselineWrite is the floor under
