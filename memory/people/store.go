@@ -2,10 +2,11 @@
 // about people, one JSON file per (guildId, userId), with the visibility,
 // supersede, eviction and subject-rights rules of the spec.
 //
-// Facts are read from disk on every request and never cached: a person holds
-// at most 128 facts, so a read is one small file, and the service's memory
-// stays flat however many people it knows. Only the counts behind the catalog
-// live in memory, built by one scan at start.
+// Facts live on disk, one small file per person; the catalog's counts are
+// kept in memory from one scan at start, and a bounded cache (8 MiB of
+// files) keeps busy people decoded, so the service's memory stays flat
+// however many people it knows while a proposal or recall of a busy person
+// skips re-reading and re-decoding its file.
 package people
 
 import (
@@ -19,6 +20,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -74,6 +76,8 @@ type Store struct {
 	mu    sync.Mutex
 	index map[string]indexEntry // file name → subject and fact count
 	facts int
+
+	cache *fileCache
 }
 
 // Open scans the directory once (sweeping temp files, moving unreadable files
@@ -82,7 +86,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{root: root, log: log, now: now, index: map[string]indexEntry{}}
+	s := &Store{root: root, log: log, now: now, index: map[string]indexEntry{}, cache: newFileCache()}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
 	}
@@ -106,7 +110,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		if !IsPersonFile(name) {
 			continue
 		}
-		pf, err := s.load(name)
+		pf, _, err := s.load(name)
 		if err != nil {
 			return nil, err
 		}
@@ -130,35 +134,44 @@ func (s *Store) lock(name string) func() {
 // parsed, or whose subject does not match its name, is never treated as
 // empty and overwritten: it is moved aside and reported content-free, and
 // the person starts empty.
-func (s *Store) load(name string) (*personFile, error) {
+//
+// It answers the file's size when it was read from disk (0 when it came
+// from the cache or is missing), so a request can cache it.
+func (s *Store) load(name string) (*personFile, int, error) {
+	if pf, ok := s.cache.get(name); ok {
+		return pf, 0, nil
+	}
 	b, err := s.root.ReadFile(path.Join(Dir, name))
 	if err != nil {
 		if durable.IsNotExist(err) {
-			return nil, nil
+			return nil, 0, nil
 		}
-		return nil, fmt.Errorf("read person file: %w", err)
+		return nil, 0, fmt.Errorf("read person file: %w", err)
 	}
 	var pf personFile
 	if err := json.Unmarshal(b, &pf); err == nil && FileName(pf.Subject) == name {
-		return &pf, nil
+		return &pf, len(b), nil
 	}
 	aside := name + ".corrupt-" + strconv.FormatInt(s.now().Unix(), 10)
 	if err := durable.Rename(s.root, path.Join(Dir, name), path.Join(Dir, aside)); err != nil {
-		return nil, fmt.Errorf("move unreadable person file aside: %w", err)
+		return nil, 0, fmt.Errorf("move unreadable person file aside: %w", err)
 	}
 	_ = s.root.Chmod(path.Join(Dir, aside), durable.FileMode)
 	s.log.Warn("person file could not be parsed; moved aside and starting that person empty",
 		zap.String("movedTo", path.Join(Dir, aside)))
-	return nil, nil
+	return nil, 0, nil
 }
 
 // read loads under the caller's lock and keeps the index honest when a file
 // turned out to be unreadable.
 func (s *Store) read(subject api.Subject) (string, *personFile, error) {
 	name := FileName(subject)
-	pf, err := s.load(name)
+	pf, size, err := s.load(name)
 	if err != nil {
 		return name, nil, err
+	}
+	if size > 0 {
+		s.cache.put(name, clonePerson(pf), size)
 	}
 	if pf == nil {
 		s.setCount(name, subject, 0)
@@ -172,6 +185,7 @@ func (s *Store) read(subject api.Subject) (string, *personFile, error) {
 
 func (s *Store) write(name string, pf *personFile) error {
 	if len(pf.Facts) == 0 && len(pf.Proposals) == 0 {
+		s.cache.drop(name)
 		if err := durable.Remove(s.root, path.Join(Dir, name)); err != nil && !durable.IsNotExist(err) {
 			return err
 		}
@@ -183,13 +197,25 @@ func (s *Store) write(name string, pf *personFile) error {
 	}
 	b, err := json.Marshal(pf)
 	if err != nil {
+		s.cache.drop(name)
 		return err
 	}
 	if err := durable.WriteFile(s.root, path.Join(Dir, name), b); err != nil {
+		s.cache.drop(name) // the disk may hold the old or the new file
 		return err
 	}
+	s.cache.put(name, clonePerson(pf), len(b))
 	s.setCount(name, pf.Subject, len(pf.Facts))
 	return nil
+}
+
+// clonePerson copies a person file so the cache never shares a slice with a
+// caller that goes on changing its copy.
+func clonePerson(pf *personFile) *personFile {
+	c := *pf
+	c.Facts = slices.Clone(pf.Facts)
+	c.Proposals = slices.Clone(pf.Proposals)
+	return &c
 }
 
 func (s *Store) setCount(name string, subject api.Subject, n int) {
@@ -581,6 +607,7 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	for _, f := range pf.Facts {
 		ids = append(ids, f.FactID)
 	}
+	s.cache.drop(name)
 	if err := durable.Remove(s.root, path.Join(Dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
