@@ -279,14 +279,24 @@ func (in *Interaction) messageLocked(r *http.Request) (*Message, *reply) {
 	return nil, &unknown
 }
 
+// webhookMessageLocked finds the interaction and the message a webhook
+// message route names, or the error reply Discord would give. f.mu is held.
+func (f *Fake) webhookMessageLocked(r *http.Request) (*Interaction, *Message, *reply) {
+	in, bad := f.webhookInteraction(r)
+	if bad != nil {
+		return nil, nil, bad
+	}
+	m, bad := in.messageLocked(r)
+	if bad != nil {
+		return nil, nil, bad
+	}
+	return in, m, nil
+}
+
 func (f *Fake) getMessage(r *http.Request, _ []byte) reply {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	in, bad := f.webhookInteraction(r)
-	if bad != nil {
-		return *bad
-	}
-	m, bad := in.messageLocked(r)
+	in, m, bad := f.webhookMessageLocked(r)
 	if bad != nil {
 		return *bad
 	}
@@ -296,11 +306,7 @@ func (f *Fake) getMessage(r *http.Request, _ []byte) reply {
 func (f *Fake) editMessage(r *http.Request, body []byte) reply {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	in, bad := f.webhookInteraction(r)
-	if bad != nil {
-		return *bad
-	}
-	m, bad := in.messageLocked(r)
+	in, m, bad := f.webhookMessageLocked(r)
 	if bad != nil {
 		return *bad
 	}
@@ -340,11 +346,7 @@ func (f *Fake) editMessage(r *http.Request, body []byte) reply {
 func (f *Fake) deleteMessage(r *http.Request, _ []byte) reply {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	in, bad := f.webhookInteraction(r)
-	if bad != nil {
-		return *bad
-	}
-	m, bad := in.messageLocked(r)
+	_, m, bad := f.webhookMessageLocked(r)
 	if bad != nil {
 		return *bad
 	}
