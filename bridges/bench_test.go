@@ -2,7 +2,6 @@ package bridges
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -167,22 +166,11 @@ func newBenchRealtime(tb testing.TB) *benchRealtime {
 				return
 			}
 			at := time.Now()
-			var ev struct {
-				Type string `json:"type"`
-				Item struct {
-					Content []struct {
-						Text string `json:"text"`
-					} `json:"content"`
-				} `json:"item"`
-			}
-			if json.Unmarshal(msg, &ev) != nil || ev.Type != "conversation.item.create" {
+			typ, text, err := decodeRealtimeEvent(msg)
+			if err != nil || typ != "conversation.item.create" {
 				continue
 			}
-			n := 0
-			for _, part := range ev.Item.Content {
-				n += len([]rune(part.Text))
-			}
-			r.items <- benchItem{at: at, chars: n}
+			r.items <- benchItem{at: at, chars: len([]rune(text))}
 		}
 	}))
 	tb.Cleanup(func() { r.srv.Close(); wg.Wait() })

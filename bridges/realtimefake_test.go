@@ -55,26 +55,32 @@ func newFakeRealtime(t *testing.T) *fakeRealtime {
 			if err != nil {
 				return
 			}
-			var ev struct {
-				Type string `json:"type"`
-				Item struct {
-					Content []struct {
-						Text string `json:"text"`
-					} `json:"content"`
-				} `json:"item"`
-			}
-			_ = json.Unmarshal(b, &ev)
-			var text string
-			for _, c := range ev.Item.Content {
-				text += c.Text
-			}
+			typ, text, _ := decodeRealtimeEvent(b)
 			f.mu.Lock()
-			f.events = append(f.events, realtimeEvent{conn: n, typ: ev.Type, text: text, raw: string(b)})
+			f.events = append(f.events, realtimeEvent{conn: n, typ: typ, text: text, raw: string(b)})
 			f.mu.Unlock()
 		}
 	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// decodeRealtimeEvent reads a client event's type and, for a conversation
+// item, its text.
+func decodeRealtimeEvent(b []byte) (typ, text string, err error) {
+	var ev struct {
+		Type string `json:"type"`
+		Item struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"item"`
+	}
+	err = json.Unmarshal(b, &ev)
+	for _, c := range ev.Item.Content {
+		text += c.Text
+	}
+	return ev.Type, text, err
 }
 
 func (f *fakeRealtime) url() string { return "ws" + strings.TrimPrefix(f.srv.URL, "http") }
