@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +20,8 @@ type Discord struct {
 
 // Validate names the variable that is wrong.
 func (d Discord) Validate() error {
-	if err := URLVar("DISCORD_API_URL", d.APIURL, "https", "http"); err != nil {
+	if err := checkURL("DISCORD_API_URL", d.APIURL, urlRule{schemes: []string{"https", "http"}, query: false,
+		credVar: "the bot token is sent separately"}); err != nil {
 		return err
 	}
 	for _, l := range []struct {
@@ -33,10 +35,12 @@ func (d Discord) Validate() error {
 	return nil
 }
 
+// snowflakes checks a list of ids; the error says which item is wrong by
+// position, never by value.
 func snowflakes(name string, ids []string) error {
-	for _, id := range ids {
+	for i, id := range ids {
 		if _, err := strconv.ParseUint(strings.TrimSpace(id), 10, 64); err != nil || strings.TrimSpace(id) == "" {
-			return fmt.Errorf("%s must be a comma-separated list of numeric Discord ids (got %q)", name, id)
+			return fmt.Errorf("%s must be a comma-separated list of numeric Discord ids (item %d of %d is not)", name, i+1, len(ids))
 		}
 	}
 	return nil
@@ -54,7 +58,8 @@ func (m MemoryClient) Validate() error {
 	if err := validDir(m.Dir); err != nil {
 		return err
 	}
-	return URLVar("CLANKIE_MEMORY_URL", m.URL, "http", "https")
+	return checkURL("CLANKIE_MEMORY_URL", m.URL, urlRule{schemes: []string{"http", "https"},
+		credVar: "the bearer is passed separately (the lane's token variable, or the minted one)"})
 }
 
 // TextBridge configures `clankie bridge text`.
@@ -135,7 +140,7 @@ func (v VoiceBridge) Validate() error {
 	switch v.ConsentPolicy {
 	case ConsentExplicit, ConsentPresence:
 	default:
-		return fmt.Errorf("DISCORD_VOICE_CONSENT_POLICY must be explicit or presence (got %q)", v.ConsentPolicy)
+		return errors.New("DISCORD_VOICE_CONSENT_POLICY must be explicit or presence")
 	}
 	if err := snowflakes("DISCORD_VOICE_ROLE_IDS", v.VoiceRoleIDs); err != nil {
 		return err
@@ -144,7 +149,8 @@ func (v VoiceBridge) Validate() error {
 		return err
 	}
 	if v.RealtimeURL != "" {
-		if err := URLVar("CLANKIE_REALTIME_URL", v.RealtimeURL, "wss", "ws"); err != nil {
+		if err := checkURL("CLANKIE_REALTIME_URL", v.RealtimeURL, urlRule{schemes: []string{"wss", "ws"}, query: true,
+			credVar: "put the key in CLANKIE_REALTIME_API_KEY"}); err != nil {
 			return err
 		}
 	}

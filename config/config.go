@@ -8,12 +8,14 @@
 package config
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/caarlos0/env/v11"
@@ -30,12 +32,12 @@ func (l Log) Validate() error {
 	switch l.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("CLANKIE_LOG_LEVEL must be debug, info, warn or error (got %q)", l.Level)
+		return errors.New("CLANKIE_LOG_LEVEL must be debug, info, warn or error")
 	}
 	switch l.Format {
 	case "json", "console":
 	default:
-		return fmt.Errorf("CLANKIE_LOG_FORMAT must be json or console (got %q)", l.Format)
+		return errors.New("CLANKIE_LOG_FORMAT must be json or console")
 	}
 	return nil
 }
@@ -49,16 +51,25 @@ type Tokens struct {
 	Gameplay    string `env:"CLANKIE_GAMEPLAY_TOKEN" secret:"true" help:"Bearer of the gameplay lane. Minted into the memory root when unset."`
 }
 
-// Validate refuses tokens too short to be secrets, without echoing them.
+// Validate refuses tokens too short to be secrets and one token for two
+// lanes (the bearer decides the lane, so a shared one would make the text
+// bridge a voice bridge, or a bridge the operator), naming the variables and
+// never echoing a token.
 func (t Tokens) Validate() error {
-	for _, f := range []struct{ name, v string }{
+	fields := []struct{ name, v string }{
 		{"CLANKIE_OPERATOR_TOKEN", t.Operator},
 		{"CLANKIE_TEXT_BRIDGE_TOKEN", t.TextBridge},
 		{"CLANKIE_VOICE_BRIDGE_TOKEN", t.VoiceBridge},
 		{"CLANKIE_GAMEPLAY_TOKEN", t.Gameplay},
-	} {
+	}
+	for i, f := range fields {
 		if f.v == "" {
 			continue
+		}
+		for _, g := range fields[i+1:] {
+			if subtle.ConstantTimeCompare([]byte(f.v), []byte(g.v)) == 1 {
+				return fmt.Errorf("%s and %s hold the same token; each lane needs its own (leave one unset to have it minted)", f.name, g.name)
+			}
 		}
 		if len(f.v) < 16 {
 			return fmt.Errorf("%s must be at least 16 characters (it is a secret; leave it unset to have one minted)", f.name)
@@ -81,7 +92,7 @@ type Memory struct {
 // Validate names the variable that is wrong.
 func (m Memory) Validate() error {
 	if _, port, err := net.SplitHostPort(m.Addr); err != nil || port == "" {
-		return fmt.Errorf("CLANKIE_MEMORY_ADDR must be host:port, such as 127.0.0.1:4310 (got %q)", m.Addr)
+		return errors.New("CLANKIE_MEMORY_ADDR must be host:port, such as 127.0.0.1:4310")
 	}
 	if err := validDir(m.Dir); err != nil {
 		return err
@@ -121,18 +132,26 @@ func explain(err error, vars map[string]string) error {
 			var ee env.EmptyVarError
 			switch {
 			case errors.As(e, &pe):
-				lines = append(lines, fmt.Sprintf("%s has a malformed value (want %s)", vars[pe.Name], pe.Type))
+				lines = append(lines, fmt.Sprintf("%s has a malformed value", varName(vars, pe.Name)))
 			case errors.As(e, &ve):
 				lines = append(lines, fmt.Sprintf("%s is required and not set", ve.Key))
 			case errors.As(e, &ee):
 				lines = append(lines, fmt.Sprintf("%s is required and empty", ee.Key))
 			default:
-				lines = append(lines, e.Error())
+				// Other errors' text can quote a value (a parser's message).
+				lines = append(lines, fmt.Sprintf("a setting could not be read (%T)", e))
 			}
 		}
 		return errors.New(strings.Join(lines, "; "))
 	}
-	return err
+	return fmt.Errorf("the settings could not be read (%T)", err)
+}
+
+func varName(vars map[string]string, field string) string {
+	if v, ok := vars[field]; ok {
+		return v
+	}
+	return "a setting"
 }
 
 // fieldVars maps Go field names to the variables they read, so a parse
@@ -154,18 +173,32 @@ func fieldVars(t reflect.Type) map[string]string {
 	return m
 }
 
-// URLVar validates an http(s) URL setting.
-func URLVar(name, v string, schemes ...string) error {
+// urlRule is what a URL setting may hold.
+type urlRule struct {
+	schemes []string // accepted, the first is the example's
+	query   bool     // whether a query is allowed (a realtime endpoint may need ?api-key=)
+	credVar string   // where a credential belongs instead of the URL's userinfo
+}
+
+// checkURL validates a URL setting. Its errors name the variable and the
+// problem and never quote the value or a part of it: a URL may carry a key in
+// its query or a password in its userinfo, and a mistyped one may be a
+// secret pasted into the wrong variable.
+func checkURL(name, v string, r urlRule) error {
 	u, err := url.Parse(v)
-	if err != nil || u.Host == "" {
-		return fmt.Errorf("%s must be an absolute URL such as %s://host:port (got %q)", name, schemes[0], v)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("%s must be an absolute URL such as %s://host:port", name, r.schemes[0])
 	}
-	for _, s := range schemes {
-		if u.Scheme == s {
-			return nil
-		}
+	if !slices.Contains(r.schemes, u.Scheme) {
+		return fmt.Errorf("%s must start with %s://", name, strings.Join(r.schemes, ":// or "))
 	}
-	return fmt.Errorf("%s must use %s (got %q)", name, strings.Join(schemes, " or "), u.Scheme)
+	if u.User != nil {
+		return fmt.Errorf("%s must not carry credentials (user:password@); %s", name, r.credVar)
+	}
+	if !r.query && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
+		return fmt.Errorf("%s must not have a query or fragment", name)
+	}
+	return nil
 }
 
 // Var describes one environment variable for `clankie env` and the README.
