@@ -118,8 +118,15 @@ func (r *Router) invocation(in *discordgo.Interaction) (Command, Invocation, err
 	return cmd, inv, err
 }
 
+// serves reports whether the router answers interactions from guildID: every
+// server when Guilds is empty, else only the listed ones. DMs pass; the
+// commands themselves decide what a DM may do.
+func (r *Router) serves(guildID string) bool {
+	return len(r.Guilds) == 0 || guildID == "" || r.Guilds[guildID]
+}
+
 func (r *Router) command(ctx context.Context, a *ack, in *discordgo.Interaction) {
-	if len(r.Guilds) > 0 && in.GuildID != "" && !r.Guilds[in.GuildID] {
+	if !r.serves(in.GuildID) {
 		a.reply(Reply{Content: notHere})
 		return
 	}
@@ -162,6 +169,12 @@ func (r *Router) command(ctx context.Context, a *ack, in *discordgo.Interaction)
 }
 
 func (r *Router) autocomplete(ctx context.Context, a *ack, in *discordgo.Interaction) {
+	if !r.serves(in.GuildID) {
+		// A server the commands refuse gets no suggestions either: no
+		// choices is the only answer Discord takes here.
+		a.choices(nil)
+		return
+	}
 	cmd, inv, err := r.invocation(in)
 	var choices []Choice
 	if err == nil && cmd.Autocomplete != nil {

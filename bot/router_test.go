@@ -251,3 +251,31 @@ func TestAutocompletePanicStillAnswersChoices(t *testing.T) {
 		t.Fatalf("responses %+v", rec.responses)
 	}
 }
+
+// TestAutocompleteAnswersNoChoicesOutsideServedGuilds: commands refuse a
+// server not in DISCORD_GUILD_IDS, so its suggestions must not run either
+// (they would read memory for a server the bridge does not serve).
+func TestAutocompleteAnswersNoChoicesOutsideServedGuilds(t *testing.T) {
+	called := false
+	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
+		called = true
+		return []Choice{{Name: "suggestion from memory", Value: "v"}}, nil
+	}})
+	r.Guilds = map[string]bool{"other": true}
+	in := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
+	in.Type = discordgo.InteractionApplicationCommandAutocomplete
+	rec := &recorder{start: time.Now()}
+	r.Serve(context.Background(), rec, in)
+	if len(rec.responses) != 1 || rec.responses[0].Type != discordgo.InteractionApplicationCommandAutocompleteResult {
+		t.Fatalf("responses %+v", rec.responses)
+	}
+	if called || len(rec.responses[0].Data.Choices) != 0 {
+		t.Fatalf("suggested %+v in an unlisted server (handler ran: %v)", rec.responses[0].Data.Choices, called)
+	}
+	r.Guilds = map[string]bool{"g": true}
+	rec = &recorder{start: time.Now()}
+	r.Serve(context.Background(), rec, in)
+	if !called || len(rec.responses[0].Data.Choices) != 1 {
+		t.Fatalf("a listed server got no suggestions: %+v", rec.responses)
+	}
+}
