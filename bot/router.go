@@ -39,12 +39,14 @@ type Router struct {
 	// Guilds, when not empty, are the only servers served.
 	Guilds map[string]bool
 
-	wg sync.WaitGroup
+	answered *answered
+	wg       sync.WaitGroup
 }
 
 // NewRouter routes to commands by name.
 func NewRouter(log *zap.Logger, commands ...Command) *Router {
-	r := &Router{commands: map[string]Command{}, log: log, DeferAfter: 1500 * time.Millisecond, HandlerTimeout: 10 * time.Second}
+	r := &Router{commands: map[string]Command{}, log: log, DeferAfter: 1500 * time.Millisecond, HandlerTimeout: 10 * time.Second,
+		answered: newAnswered(maxAnswered, time.Now)}
 	for _, c := range commands {
 		r.commands[c.Definition.Name] = c
 	}
@@ -83,6 +85,13 @@ func (r *Router) Serve(ctx context.Context, s Responder, in *discordgo.Interacti
 }
 
 func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interaction) {
+	if !r.answered.claim(in.ID) {
+		// A redelivery (a resumed gateway replays events): Discord would
+		// refuse a second answer with 40060, and the handler must not act
+		// twice.
+		r.log.Debug("interaction already answered", zap.String("interactionId", in.ID))
+		return
+	}
 	a := &ack{s: s, in: in, log: r.log}
 	defer func() {
 		if p := recover(); p != nil {

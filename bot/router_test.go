@@ -273,9 +273,73 @@ func TestAutocompleteAnswersNoChoicesOutsideServedGuilds(t *testing.T) {
 		t.Fatalf("suggested %+v in an unlisted server (handler ran: %v)", rec.responses[0].Data.Choices, called)
 	}
 	r.Guilds = map[string]bool{"g": true}
+	in.ID = "2"
 	rec = &recorder{start: time.Now()}
 	r.Serve(context.Background(), rec, in)
 	if !called || len(rec.responses[0].Data.Choices) != 1 {
 		t.Fatalf("a listed server got no suggestions: %+v", rec.responses)
+	}
+}
+
+// TestRouterAnswersARedeliveredInteractionOnce: Discord may deliver the same
+// INTERACTION_CREATE twice (a resumed gateway replays it); it refuses a
+// second callback with 40060, and a handler must not run twice.
+func TestRouterAnswersARedeliveredInteractionOnce(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	var runs sync.WaitGroup
+	var mu sync.Mutex
+	calls := 0
+	r := NewRouter(zap.New(core), Command{Definition: echoDef, Handle: func(ctx context.Context, inv Invocation) (Reply, error) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		return Reply{Content: "once"}, nil
+	}})
+	rec := &recorder{start: time.Now()}
+	in := interaction()
+	for range 3 {
+		runs.Add(1)
+		go func() { defer runs.Done(); r.Serve(context.Background(), rec, in) }()
+	}
+	runs.Wait()
+	if calls != 1 || len(rec.responses) != 1 || len(rec.edits) != 0 {
+		t.Fatalf("handler ran %d times; %d callbacks, %d edits", calls, len(rec.responses), len(rec.edits))
+	}
+	if n := logs.FilterMessage("interaction already answered").Len(); n != 2 {
+		t.Fatalf("%d redeliveries logged, want 2: %v", n, logs.All())
+	}
+	other := interaction()
+	other.ID = "2"
+	r.Serve(context.Background(), rec, other)
+	if calls != 2 || len(rec.responses) != 2 {
+		t.Fatalf("a new interaction was not answered: %d calls", calls)
+	}
+}
+
+// TestAnsweredIDsForgetAfterATokenLifeAndStayBounded: an interaction token
+// lives 15 minutes, so an id need not be remembered longer; and however
+// many arrive, the memory stays bounded.
+func TestAnsweredIDsForgetAfterATokenLifeAndStayBounded(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	a := newAnswered(3, func() time.Time { return now })
+	if !a.claim("1") || a.claim("1") {
+		t.Fatal("the first claim must win and the second lose")
+	}
+	now = now.Add(interactionTokenLife - time.Second)
+	if a.claim("1") {
+		t.Fatal("forgot an id within the token's life")
+	}
+	now = now.Add(2 * time.Second)
+	if !a.claim("1") {
+		t.Fatal("an id is remembered past the token's life")
+	}
+	for _, id := range []string{"2", "3", "4", "5"} {
+		a.claim(id)
+	}
+	if n := a.len(); n > 3 {
+		t.Fatalf("remembers %d ids; the bound is 3", n)
+	}
+	if a.claim("5") {
+		t.Fatal("the newest id was dropped instead of the oldest")
 	}
 }
