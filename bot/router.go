@@ -234,7 +234,8 @@ func (a *ack) respond(resp *discordgo.InteractionResponse) {
 }
 
 // choices answers an autocomplete: at most 25 suggestions, each clipped to
-// Discord's 100 characters.
+// Discord's 100 characters, names neutralised (values are sent back to us,
+// never shown).
 func (a *ack) choices(choices []Choice) {
 	if a.done {
 		return
@@ -244,7 +245,7 @@ func (a *ack) choices(choices []Choice) {
 		if i == 25 {
 			break
 		}
-		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: clip(c.Name, 100), Value: clip(c.Value, 100)})
+		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: clip(Neutralize(c.Name), 100), Value: clip(c.Value, 100)})
 	}
 	a.respond(&discordgo.InteractionResponse{
 		Type: discordgo.InteractionApplicationCommandAutocompleteResult,
@@ -261,7 +262,7 @@ func (a *ack) deferReply() {
 }
 
 func (a *ack) reply(rep Reply) {
-	content := Fit(rep.Content, MaxContent)
+	content := Fit(Neutralize(rep.Content), MaxContent)
 	if content == "" {
 		content = "Done."
 	}

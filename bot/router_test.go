@@ -343,3 +343,51 @@ func TestAnsweredIDsForgetAfterATokenLifeAndStayBounded(t *testing.T) {
 		t.Fatal("the newest id was dropped instead of the oldest")
 	}
 }
+
+// TestRepliesNeutraliseBidiControls: an embedding, override or isolate
+// control in a fact body or an operator-set id would reorder what a reader
+// sees (a "gpj.exe" spoof, or text that seems to belong to the bot's own
+// words). Every reply and every suggestion passes through one function that
+// removes them.
+func TestRepliesNeutraliseBidiControls(t *testing.T) {
+	bidi := []rune{'\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069'}
+	spoof := "likes \u202Etxt.exe\u202C and \u2067تست\u2069 done"
+	for _, r := range bidi {
+		if got := Neutralize("a" + string(r) + "b"); got != "ab" {
+			t.Errorf("Neutralize kept U+%04X: %q", r, got)
+		}
+	}
+	if got := Neutralize("plain, مرحبا, \u200fmark, <@123>"); got != "plain, مرحبا, \u200fmark, <@123>" {
+		t.Errorf("Neutralize changed text without bidi controls: %q", got)
+	}
+	clean := func(s string) bool { return !strings.ContainsAny(s, string(bidi)) }
+
+	r := NewRouter(zap.NewNop(), Command{Definition: echoDef,
+		Handle: func(ctx context.Context, inv Invocation) (Reply, error) { return Reply{Content: spoof}, nil },
+		Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
+			return []Choice{{Name: spoof, Value: "f1"}}, nil
+		}})
+	rec := &recorder{start: time.Now()}
+	r.Serve(context.Background(), rec, interaction())
+	if got := rec.responses[0].Data.Content; !clean(got) || got != "likes txt.exe and تست done" {
+		t.Fatalf("reply %q", got)
+	}
+	ac := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "l", Focused: true})
+	ac.ID, ac.Type = "2", discordgo.InteractionApplicationCommandAutocomplete
+	r.Serve(context.Background(), rec, ac)
+	if ch := rec.responses[1].Data.Choices; len(ch) != 1 || !clean(ch[0].Name) {
+		t.Fatalf("suggestion %+v", ch)
+	}
+
+	// A deferred reply is completed by an edit, which is neutralised too.
+	slow := NewRouter(zap.NewNop(), Command{Definition: echoDef, Handle: func(ctx context.Context, inv Invocation) (Reply, error) {
+		time.Sleep(80 * time.Millisecond)
+		return Reply{Content: spoof}, nil
+	}})
+	slow.DeferAfter = 10 * time.Millisecond
+	rec = &recorder{start: time.Now()}
+	slow.Serve(context.Background(), rec, interaction())
+	if len(rec.edits) != 1 || !clean(rec.edits[0]) {
+		t.Fatalf("edits %q", rec.edits)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/clankie/clankie/bot"
 )
 
 // Rendering budgets. Discord cuts a message at 2000 characters and the router
@@ -106,15 +108,37 @@ func clipRunes(s string, max int) string {
 	return strings.TrimRightFunc(string(r[:max-1]), unicode.IsSpace) + ellipsis
 }
 
-// code shows an id as inline code (ids are what a person types back).
-func code(id string) string { return "`" + strings.ReplaceAll(id, "`", "'") + "`" }
+// code shows an id as inline code (ids are what a person types back). Ids
+// come from the memory service, where an operator can set them, so one is
+// kept to one inert span: no backtick to end it, no line break, no bidi
+// control to reorder it.
+func code(id string) string {
+	return "`" + bot.Neutralize(flatten(strings.ReplaceAll(id, "`", "'"))) + "`"
+}
+
+// snowflake reports whether id can be a Discord id (digits only), the one
+// shape that may go inside a mention tag.
+func snowflake(id string) bool {
+	return id != "" && strings.Trim(id, "0123456789") == ""
+}
 
 // mention names a user. It never pings: the router sends every reply with no
-// allowed mentions.
-func mention(userID string) string { return "<@" + userID + ">" }
+// allowed mentions. An id that cannot be a user's is shown as code rather
+// than let it close the tag and add markdown of its own.
+func mention(userID string) string {
+	if !snowflake(userID) {
+		return code(userID)
+	}
+	return "<@" + userID + ">"
+}
 
-// channelMention names a channel.
-func channelMention(channelID string) string { return "<#" + channelID + ">" }
+// channelMention names a channel, like mention.
+func channelMention(channelID string) string {
+	if !snowflake(channelID) {
+		return code(channelID)
+	}
+	return "<#" + channelID + ">"
+}
 
 // relativeTime is a Discord timestamp that each reader sees in their own
 // locale and time zone ("in 3 days").

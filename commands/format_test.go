@@ -85,3 +85,27 @@ func TestSentence(t *testing.T) {
 		t.Fatalf("sentence = %q", got)
 	}
 }
+
+// TestIDsFromMemoryRenderInert: fact, user and channel ids come back from the
+// memory service, where an operator can set them; one that is not what it
+// should be must still show as one inert piece of a line, never as markdown,
+// a second line, a mention of someone else, or reordered text.
+func TestIDsFromMemoryRenderInert(t *testing.T) {
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"plain fact id", code("fabc2345"), "`fabc2345`"},
+		{"fact id with a backtick, a line break and a bidi override", code("f1`\n# big\u202Eexe.txt"), "`f1' ⏎ # bigexe.txt`"},
+		{"numeric user id", mention("123456789012345678"), "<@123456789012345678>"},
+		{"user id that is not a snowflake", mention("123> **@everyone**"), "`123> **@everyone**`"},
+		{"numeric channel id", channelMention("42"), "<#42>"},
+		{"channel id that is not a snowflake", channelMention("42>\n\u2066x"), "`42> ⏎ x`"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: %q; want %q", tt.name, tt.got, tt.want)
+		}
+	}
+}
