@@ -74,7 +74,7 @@ func reportLatencies(b *testing.B, samples []time.Duration) {
 func textBench(b *testing.B) *discordtest.Fake {
 	l := benchLogs()
 	mem := startMemory(b, l.log)
-	fake := discordtest.New(b, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	tb, err := NewText(textConfig(fake, mem.url), tokens.TextBridge, l.log.Named("text"))
 	if err != nil {
 		b.Fatal(err)
@@ -224,7 +224,7 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 	// the echo of one iteration's leave can be handled after the next join
 	// registered its session, and would end it. The echo is not on the path
 	// measured here.
-	fake := discordtest.New(b, discordtest.WithGuilds(g), discordtest.WithoutVoiceEcho())
+	fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g), discordtest.WithoutVoiceEcho())
 	rt := newBenchRealtime(b)
 	cfg := config.VoiceBridge{
 		DiscordToken:  fake.Token(),

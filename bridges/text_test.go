@@ -13,10 +13,14 @@ import (
 	"github.com/clankie/clankie/internal/discordtest"
 )
 
+// discordSpec is Discord's OpenAPI description, which every fake Discord in
+// this package checks the bridges' requests against; loaded once.
+var discordSpec = discordtest.NewSpec()
+
 func TestTextBridgeRegistersCommandsOnce(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
-	fake := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	first := startText(t, fake, mem.url, l)
 	if puts := fake.CommandPuts(guildID); len(puts) != 1 {
 		t.Fatalf("first start registered %d times", len(puts))
@@ -38,7 +42,7 @@ func TestTextBridgeRegistersCommandsOnce(t *testing.T) {
 func TestProposeAboutYourself(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
-	fake := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	startText(t, fake, mem.url, l)
 
 	ctx := ctxFor(t, 10*time.Second)
@@ -81,7 +85,7 @@ func TestProposeAboutYourself(t *testing.T) {
 func TestWhoMayProposeAboutOthers(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
-	fake := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	startText(t, fake, mem.url, l)
 
 	for _, tc := range []struct {
@@ -131,7 +135,7 @@ func TestWhoMayProposeAboutOthers(t *testing.T) {
 func TestRecallMineSupersedeAndForget(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
-	fake := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	startText(t, fake, mem.url, l)
 
 	reply(t, fake, pm(guildID, textA, alice, "propose", person(alice), str("fact", "only in general"), str("visibility", "channel")))
@@ -220,7 +224,7 @@ func TestRecallMineSupersedeAndForget(t *testing.T) {
 func TestHostileFactIsShownSafely(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
-	fake := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	startText(t, fake, mem.url, l)
 	body := "@everyone **bold** __under__ `code` <@" + bob + "> " + strings.Repeat("x", 2048)
 	body = body[:2048]
@@ -240,7 +244,7 @@ func TestHostileFactIsShownSafely(t *testing.T) {
 
 func TestMemoryDownOrSlow(t *testing.T) {
 	l := newLogs()
-	fake := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	t.Run("down", func(t *testing.T) {
 		r := startText(t, fake, deadURL(t), l)
 		defer r.stop()
@@ -283,7 +287,7 @@ func TestMemoryDownOrSlow(t *testing.T) {
 func TestTextBridgeLogsHoldNoContent(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
-	fake := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	startText(t, fake, mem.url, l)
 	secret := "pomegranate-harmonica-4412"
 	reply(t, fake, pm(guildID, textA, alice, "propose", person(alice), str("fact", "my "+secret)))

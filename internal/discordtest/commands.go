@@ -115,7 +115,16 @@ func (f *Fake) putCommands(r *http.Request, body []byte) reply {
 		return *bad
 	}
 	put := CommandPut{Scope: scope, Raw: append(json.RawMessage(nil), body...)}
-	rep := f.overwriteLocked(scope, body, &put)
+	var rep reply
+	if bad := invalidReply(r); bad != nil {
+		rep = *bad
+		var sent []*discordgo.ApplicationCommand
+		if json.Unmarshal(body, &sent) == nil {
+			put.Commands = sent
+		}
+	} else {
+		rep = f.overwriteLocked(scope, body, &put)
+	}
 	put.Status = rep.status
 	f.puts = append(f.puts, put)
 	f.notifyLocked()
@@ -261,7 +270,7 @@ const (
 	maxCommands       = 100
 	maxOptions        = 25
 	maxChoices        = 25
-	maxCommandSize    = 4000
+	maxCommandSize    = 8000
 	maxDescriptionLen = 100
 )
 

@@ -11,9 +11,22 @@
 // privileged intents), the fake enforces it too and answers with Discord's
 // error codes, so a test fails the way production would.
 //
+// Every REST request is also checked the way Discord checks it: a
+// "DiscordBot (url, version)" User-Agent, a JSON Content-Type on a body, the
+// body against the request schema of Discord's own OpenAPI description
+// (../shared/discord-api-spec/openapi.json beside the module, or
+// /work/shared/…; a string is taken for an integer field when it parses as
+// one, as Discord does) and the documented limits the description does not
+// hold (a deferral sets no flag but EPHEMERAL, a command's text is at most
+// 8000 characters, …). A refused request is answered 400 with code 50035 and
+// Discord's nested errors, and it fails the test at cleanup unless the test
+// took it with TakeViolations: a change that sends what Discord refuses
+// cannot pass. The description is loaded once per Spec; a test package keeps
+// one (var discordSpec = discordtest.NewSpec()) and passes WithSpec.
+//
 // Wiring a session to a fake:
 //
-//	fake := discordtest.New(t, discordtest.WithGuilds(g))
+//	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g))
 //	rt, _ := bot.NewRESTTransport(fake.APIURL(), nil)
 //	s, _ := discordgo.New("Bot " + fake.Token())
 //	s.Client = &http.Client{Transport: rt}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ type Fake struct {
 	byToken      map[string]*Interaction
 	delays       map[string]time.Duration
 	faults       map[string]*fault
+	violations   []Violation
 }
 
 type config struct {
@@ -82,6 +84,7 @@ type config struct {
 	deadline    time.Duration
 	privileged  discordgo.Intent
 	voiceEcho   bool
+	spec        *Spec
 }
 
 // Option configures a Fake at New.
@@ -133,6 +136,11 @@ func WithPrivilegedIntents(i discordgo.Intent) Option { return func(c *config) {
 // recorded.
 func WithoutVoiceEcho() Option { return func(c *config) { c.voiceEcho = false } }
 
+// WithSpec checks request bodies against this copy of Discord's OpenAPI
+// description. Without it each fake loads its own (a few hundred
+// milliseconds); a test package keeps one Spec for all its fakes.
+func WithSpec(s *Spec) Option { return func(c *config) { c.spec = s } }
+
 // New starts a fake Discord on 127.0.0.1 (one random port for REST and the
 // gateway) and registers Close with t.Cleanup.
 func New(t testing.TB, opts ...Option) *Fake {
@@ -178,11 +186,38 @@ func New(t testing.TB, opts ...Option) *Fake {
 		}
 		f.guilds[g.ID] = &guildState{g: f.normalizeGuild(g), joinedAt: now}
 	}
+	f.useSpec()
 	f.srv = httptest.NewServer(f.routes())
 	f.apiURL = f.srv.URL + apiPrefix
 	f.gatewayURL = "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/gateway"
+	// Cleanups run last-registered first: Close, then the check that no
+	// request was refused.
+	t.Cleanup(f.assertNoViolations)
 	t.Cleanup(f.Close)
 	return f
+}
+
+// useSpec loads Discord's OpenAPI description for the fake. Missing, it
+// fails the test on CI (CI=true), where shared/ is always cloned beside the
+// repository; elsewhere the fake says so and keeps its own rules.
+func (f *Fake) useSpec() {
+	f.t.Helper()
+	if f.cfg.spec == nil {
+		f.cfg.spec = NewSpec()
+	}
+	if !f.cfg.spec.Available() {
+		if os.Getenv("CI") == "true" {
+			f.t.Errorf("discordtest: Discord's OpenAPI description is missing (looked for %s, and %s beside the module root)", f.cfg.spec.Path(), specRelPath)
+		} else {
+			f.t.Logf("discordtest: Discord's OpenAPI description not found at %s; request bodies are checked by the fake's own rules only", f.cfg.spec.Path())
+		}
+		f.cfg.spec = nil
+		return
+	}
+	if err := f.cfg.spec.load(); err != nil {
+		f.t.Errorf("discordtest: %v", err)
+		f.cfg.spec = nil
+	}
 }
 
 // APIURL is the REST base to hand to bot.NewRESTTransport (like

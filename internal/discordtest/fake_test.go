@@ -66,6 +66,20 @@ func testGuild() discordtest.Guild {
 	}
 }
 
+// discordSpec is Discord's OpenAPI description, loaded once for every fake
+// in this package.
+var discordSpec = discordtest.NewSpec()
+
+// takeRefusals asserts the fake refused exactly n requests since the last
+// call (a test that sends bad requests on purpose), so its cleanup does not
+// fail the test for them.
+func takeRefusals(t *testing.T, f *discordtest.Fake, n int) {
+	t.Helper()
+	if v := f.TakeViolations(); len(v) != n {
+		t.Fatalf("the fake refused %d requests, want %d: %v", len(v), n, v)
+	}
+}
+
 func timeout(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
@@ -168,7 +182,7 @@ func TestGateway(t *testing.T) {
 	// discordgo reconnects when no heartbeat ACK arrives within 5 intervals;
 	// at 100 ms a missing ACK would show up as a second IDENTIFY or a RESUME
 	// within the heartbeat subtest (shorter intervals flake under -race load).
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()), discordtest.WithBotUser("1400000000000000001", "memorybot"),
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()), discordtest.WithBotUser("1400000000000000001", "memorybot"),
 		discordtest.WithHeartbeatInterval(100*time.Millisecond))
 	s := newSession(t, f)
 	// discordgo's State keeps READY's unavailable guild stubs and overwrites
@@ -300,7 +314,7 @@ func testHeartbeats(t *testing.T, ctx context.Context, f *discordtest.Fake, s *d
 func TestInteractions(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t)
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	s := newSession(t, f)
 	r := newRouter(s)
 	openSession(t, f, s)
@@ -403,6 +417,7 @@ func testReplyEphemeral(t *testing.T, ctx context.Context, f *discordtest.Fake, 
 	if len(cbs) != 2 || !cbs[0].Accepted() || cbs[1].Accepted() {
 		t.Fatalf("callbacks = %+v", cbs)
 	}
+	takeRefusals(t, f, 1)
 }
 
 func testDeferredThenEdit(t *testing.T, ctx context.Context, f *discordtest.Fake, r *router) {
@@ -517,6 +532,7 @@ func testMessageLimits(t *testing.T, ctx context.Context, f *discordtest.Fake, r
 	if n := len(in.Callbacks()); n != 3 {
 		t.Fatalf("callback attempts = %d, want 3", n)
 	}
+	takeRefusals(t, f, 2)
 }
 
 func testLateCallback(t *testing.T, ctx context.Context, f *discordtest.Fake, r *router) {
@@ -615,7 +631,7 @@ func testRegisteredCommandID(t *testing.T, ctx context.Context, f *discordtest.F
 func TestCommandsRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t)
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	s := newSession(t, f) // REST only: no gateway needed
 
 	cmds := []*discordgo.ApplicationCommand{
@@ -700,6 +716,7 @@ func TestCommandsRoundTrip(t *testing.T) {
 	if err != nil || puts[2].Status != 400 {
 		t.Fatalf("rejected put recorded as %+v, %v", puts, err)
 	}
+	takeRefusals(t, f, 1)
 
 	// A guild the bot is not in.
 	if _, err := s.ApplicationCommandBulkOverwrite(f.AppID(), "123", cmds); err == nil {
@@ -762,7 +779,7 @@ func testVoiceJoinManual(t *testing.T, ctx context.Context, f *discordtest.Fake,
 func TestIntentsGateEvents(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t)
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	s := newSession(t, f)
 	s.Identify.Intents = discordgo.IntentsGuilds // no voice states
 	guildCh := make(chan int, 1)
@@ -788,7 +805,7 @@ func TestIntentsGateEvents(t *testing.T) {
 
 func TestRejectedToken(t *testing.T) {
 	t.Parallel()
-	f := discordtest.New(t, discordtest.WithRejectedToken())
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithRejectedToken())
 	s := newSession(t, f)
 	_, err := s.User("@me")
 	if status, _ := restCode(err); status != http.StatusUnauthorized {
@@ -806,7 +823,7 @@ func TestRejectedToken(t *testing.T) {
 
 func TestRESTIdentityAndUnknownRoutes(t *testing.T) {
 	t.Parallel()
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()), discordtest.WithBotUser("1400000000000000009", "voicebot"))
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()), discordtest.WithBotUser("1400000000000000009", "voicebot"))
 	s := newSession(t, f)
 	u, err := s.User("@me")
 	if err != nil || u.ID != "1400000000000000009" || u.Username != "voicebot" || !u.Bot {
@@ -848,7 +865,7 @@ func TestRESTIdentityAndUnknownRoutes(t *testing.T) {
 
 func TestDelayAndFaultInjection(t *testing.T) {
 	t.Parallel()
-	f := discordtest.New(t)
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec))
 	s := newSession(t, f)
 	f.SetDelay(discordtest.RouteCurrentUser, 80*time.Millisecond)
 	start := time.Now()
@@ -893,7 +910,7 @@ func equalInts(a, b []int) bool {
 func TestReconnectResumesAndInvalidSessionReidentifies(t *testing.T) {
 	t.Parallel()
 	ctx := timeout(t)
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	s := newSession(t, f)
 	resumed := make(chan struct{}, 1)
 	readies := make(chan string, 4)
@@ -951,7 +968,7 @@ func (r *recordingTB) Errorf(format string, args ...any) {
 func TestInteractWithoutSessionReportsError(t *testing.T) {
 	t.Parallel()
 	rtb := &recordingTB{TB: t}
-	f := discordtest.New(rtb)
+	f := discordtest.New(rtb, discordtest.WithSpec(discordSpec))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	in := f.Interact(ctx, discordtest.InteractionSpec{GuildID: guildID, UserID: bobID, Command: "voice"})
@@ -970,7 +987,7 @@ func TestInteractWithoutSessionReportsError(t *testing.T) {
 // replay.
 func TestGatewayProtocol(t *testing.T) {
 	t.Parallel()
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	dial := func() *websocket.Conn {
 		t.Helper()
 		c, _, err := websocket.DefaultDialer.Dial(f.GatewayURL()+"?v=10&encoding=json", nil)
@@ -1091,7 +1108,7 @@ func TestGatewayProtocol(t *testing.T) {
 // and answered it, closed before the fake.
 func TestNoGoroutineLeak(t *testing.T) {
 	ctx := timeout(t)
-	f := discordtest.New(t, discordtest.WithGuilds(testGuild()))
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	s := newSession(t, f)
 	s.AddHandler(func(s *discordgo.Session, ic *discordgo.InteractionCreate) {
 		_ = s.InteractionRespond(ic.Interaction, &discordgo.InteractionResponse{

@@ -131,6 +131,17 @@ func (f *Fake) rest(route string, h handlerFunc) http.Handler {
 			rep = apiError(http.StatusNotFound, 0, "404: Not Found")
 			f.t.Logf("discordtest: unexpected request %s %s", r.Method, r.URL.Path)
 		default:
+			if errs := f.checkRequest(r, route, rec.Path, body); len(errs) > 0 {
+				bad := formError(errs)
+				if !checksBodyItself[route] {
+					rep = bad
+					break
+				}
+				// The route finds its interaction or webhook first (an
+				// unknown one is a 404 whatever the body) and records the
+				// refused attempt.
+				r = r.WithContext(context.WithValue(r.Context(), invalidKey{}, &bad))
+			}
 			var injected bool
 			rep, hdr, injected = f.takeFault(route)
 			if !injected {
@@ -139,6 +150,11 @@ func (f *Fake) rest(route string, h handlerFunc) http.Handler {
 		}
 		rec.Status = rep.status
 		f.record(rec)
+		if rep.status == http.StatusBadRequest {
+			// Every 400 is a request Discord refuses too.
+			f.violate(Violation{Method: r.Method, Path: redactPath(rec.Path), Route: route, Status: rep.status,
+				Answer: strings.TrimSpace(string(mustJSON(rep.body)))})
+		}
 		for k, v := range hdr {
 			w.Header().Set(k, v)
 		}
@@ -150,6 +166,67 @@ func (f *Fake) rest(route string, h handlerFunc) http.Handler {
 		w.WriteHeader(rep.status)
 		_ = json.NewEncoder(w).Encode(rep.body)
 	})
+}
+
+// checkRequest applies Discord's header rules, its OpenAPI description's
+// request body schema and, for command overwrites, the documented command
+// rules, so one answer lists every problem as Discord's does.
+func (f *Fake) checkRequest(r *http.Request, route, path string, body []byte) []fieldError {
+	errs := checkHeaders(r.Header, body)
+	if len(errs) > 0 {
+		return errs
+	}
+	if f.cfg.spec != nil {
+		errs = f.cfg.spec.checkBody(r.Method, path, body)
+	}
+	if len(errs) > 0 && (route == RouteOverwriteGlobalCommands || route == RouteOverwriteGuildCommands) {
+		var ins []cmdIn
+		if json.Unmarshal(body, &ins) == nil {
+			errs = mergeFieldErrors(errs, validateCommands(ins))
+		}
+	}
+	return errs
+}
+
+// checksBodyItself lists the routes that look up what they act on before
+// answering a refused body (invalidReply), and record refused attempts.
+var checksBodyItself = map[string]bool{
+	RouteOverwriteGlobalCommands: true,
+	RouteOverwriteGuildCommands:  true,
+	RouteInteractionCallback:     true,
+	RouteEditOriginal:            true,
+	RouteEditFollowup:            true,
+	RouteCreateFollowup:          true,
+}
+
+type invalidKey struct{}
+
+// invalidReply answers the refusal checkRequest found for this request, or
+// nil.
+func invalidReply(r *http.Request) *reply {
+	bad, _ := r.Context().Value(invalidKey{}).(*reply)
+	return bad
+}
+
+// mergeFieldErrors adds more to errs, skipping ones already there.
+func mergeFieldErrors(errs, more []fieldError) []fieldError {
+	have := map[string]bool{}
+	for _, e := range errs {
+		have[strings.Join(e.path, "/")+"\x00"+e.code] = true
+	}
+	for _, e := range more {
+		if k := strings.Join(e.path, "/") + "\x00" + e.code; !have[k] {
+			have[k] = true
+			errs = append(errs, e)
+		}
+	}
+	return errs
+}
+
+func (f *Fake) violate(v Violation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.violations = append(f.violations, v)
 }
 
 func (f *Fake) record(r Request) {

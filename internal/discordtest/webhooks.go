@@ -131,6 +131,20 @@ func validateMessage(path []string, b *msgBody) []fieldError {
 	return errs
 }
 
+// messageFlagsAllowed are the flags a bot may set on an interaction
+// response or follow-up: SUPPRESS_EMBEDS, EPHEMERAL, SUPPRESS_NOTIFICATIONS
+// and IS_COMPONENTS_V2.
+const messageFlagsAllowed = discordgo.MessageFlagsSuppressEmbeds | discordgo.MessageFlagsEphemeral |
+	discordgo.MessageFlagsSuppressNotifications | discordgo.MessageFlags(1<<15)
+
+func checkMessageFlags(path []string, flags *discordgo.MessageFlags) []fieldError {
+	if flags == nil || *flags&^messageFlagsAllowed == 0 {
+		return nil
+	}
+	return []fieldError{{sub(path, "flags"), "MESSAGE_FLAGS_INVALID",
+		"Only SUPPRESS_EMBEDS, EPHEMERAL, SUPPRESS_NOTIFICATIONS and IS_COMPONENTS_V2 can be set."}}
+}
+
 func validateChoices(path []string, choices []*discordgo.ApplicationCommandOptionChoice) []fieldError {
 	var errs []fieldError
 	if len(choices) > maxAutocomplete {
@@ -169,7 +183,7 @@ func (f *Fake) postCallback(r *http.Request, body []byte) reply {
 		return apiError(http.StatusNotFound, CodeUnknownInteraction, "Unknown interaction")
 	}
 	cb := Callback{Raw: slices.Clone(json.RawMessage(body)), After: time.Since(in.created)}
-	rep := f.callbackLocked(in, body, &cb)
+	rep := f.callbackLocked(in, body, &cb, invalidReply(r))
 	cb.Status = rep.status
 	if rep.body != nil {
 		cb.Answer = mustJSON(rep.body)
@@ -182,7 +196,7 @@ func (f *Fake) postCallback(r *http.Request, body []byte) reply {
 	return rep
 }
 
-func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback) reply {
+func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback, invalid *reply) reply {
 	var p callbackBody
 	if err := json.Unmarshal(body, &p); err != nil {
 		return badJSON()
@@ -210,6 +224,9 @@ func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback) reply 
 	if in.deadline > 0 && cb.After > in.deadline {
 		return apiError(http.StatusNotFound, CodeUnknownInteraction, "Unknown interaction")
 	}
+	if invalid != nil {
+		return *invalid
+	}
 	var allowed []discordgo.InteractionResponseType
 	if in.Type == discordgo.InteractionApplicationCommandAutocomplete {
 		allowed = []discordgo.InteractionResponseType{discordgo.InteractionApplicationCommandAutocompleteResult}
@@ -224,7 +241,7 @@ func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback) reply 
 	now := time.Now()
 	switch p.Type {
 	case discordgo.InteractionResponseChannelMessageWithSource:
-		if errs := validateMessage([]string{"data"}, d); len(errs) > 0 {
+		if errs := append(validateMessage([]string{"data"}, d), checkMessageFlags([]string{"data"}, d.Flags)...); len(errs) > 0 {
 			return formError(errs)
 		}
 		if d.empty() {
@@ -233,6 +250,11 @@ func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback) reply 
 		in.original = &Message{ID: f.ids.next(), Content: cb.Content, Embeds: cb.Embeds, Components: slices.Clone(d.Components),
 			Flags: cb.Flags, AllowedMentions: d.AllowedMentions, Via: ViaCallback, CreatedAt: now}
 	case discordgo.InteractionResponseDeferredChannelMessageWithSource:
+		if cb.Flags&^discordgo.MessageFlagsEphemeral != 0 {
+			// A deferral only says whether the coming reply is ephemeral.
+			return formError([]fieldError{{[]string{"data", "flags"}, "INTERACTION_RESPONSE_FLAGS_INVALID",
+				"A deferred response may only set the EPHEMERAL flag (64)."}})
+		}
 		in.original = &Message{ID: f.ids.next(), Flags: cb.Flags | discordgo.MessageFlagsLoading, CreatedAt: now}
 	case discordgo.InteractionApplicationCommandAutocompleteResult:
 		if errs := validateChoices([]string{"data"}, d.Choices); len(errs) > 0 {
@@ -310,6 +332,9 @@ func (f *Fake) editMessage(r *http.Request, body []byte) reply {
 	if bad != nil {
 		return *bad
 	}
+	if bad := invalidReply(r); bad != nil {
+		return *bad
+	}
 	var b msgBody
 	if err := json.Unmarshal(body, &b); err != nil {
 		return badJSON()
@@ -367,11 +392,14 @@ func (f *Fake) postFollowup(r *http.Request, body []byte) reply {
 		// acknowledged with a message or a defer.
 		return apiError(http.StatusNotFound, CodeUnknownWebhook, "Unknown Webhook")
 	}
+	if bad := invalidReply(r); bad != nil {
+		return *bad
+	}
 	var b msgBody
 	if err := json.Unmarshal(body, &b); err != nil {
 		return badJSON()
 	}
-	if errs := validateMessage(nil, &b); len(errs) > 0 {
+	if errs := append(validateMessage(nil, &b), checkMessageFlags(nil, b.Flags)...); len(errs) > 0 {
 		return formError(errs)
 	}
 	if b.empty() {
