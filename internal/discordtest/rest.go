@@ -122,6 +122,9 @@ func (f *Fake) rest(route string, h handlerFunc) http.Handler {
 			f.record(rec)
 			return
 		}
+		// An injected delay stands for a slow network, so it counts towards
+		// an interaction's deadline; checking the request does not.
+		r = r.WithContext(context.WithValue(r.Context(), arrivedKey{}, time.Now()))
 		var rep reply
 		var hdr map[string]string
 		switch {
@@ -200,6 +203,16 @@ var checksBodyItself = map[string]bool{
 }
 
 type invalidKey struct{}
+
+type arrivedKey struct{}
+
+// arrivedAt answers when the fake received the request.
+func arrivedAt(r *http.Request) time.Time {
+	if at, ok := r.Context().Value(arrivedKey{}).(time.Time); ok {
+		return at
+	}
+	return time.Now()
+}
 
 // invalidReply answers the refusal checkRequest found for this request, or
 // nil.
