@@ -85,7 +85,7 @@ func (s *Spec) load() error {
 			return
 		}
 		if err := doc.Validate(loader.Context); err != nil {
-			s.err = fmt.Errorf("Discord's OpenAPI description %s does not validate: %w", s.path, err)
+			s.err = fmt.Errorf("check Discord's OpenAPI description %s: %w", s.path, err)
 			return
 		}
 		// Discord's convention is that its anyOf unions (x-discord-union:
