@@ -241,11 +241,15 @@ func (a *ack) choices(choices []Choice) {
 		return
 	}
 	out := make([]*discordgo.ApplicationCommandOptionChoice, 0, len(choices))
-	for i, c := range choices {
-		if i == 25 {
+	for _, c := range choices {
+		if len(out) == 25 {
 			break
 		}
-		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: clip(Neutralize(c.Name), 100), Value: clip(c.Value, 100)})
+		name := clip(Neutralize(c.Name), 100)
+		if name == "" || c.Value == "" {
+			continue // Discord refuses an empty name or value
+		}
+		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: name, Value: clip(c.Value, 100)})
 	}
 	a.respond(&discordgo.InteractionResponse{
 		Type: discordgo.InteractionApplicationCommandAutocompleteResult,

@@ -365,7 +365,7 @@ func TestRepliesNeutraliseBidiControls(t *testing.T) {
 	r := NewRouter(zap.NewNop(), Command{Definition: echoDef,
 		Handle: func(ctx context.Context, inv Invocation) (Reply, error) { return Reply{Content: spoof}, nil },
 		Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
-			return []Choice{{Name: spoof, Value: "f1"}}, nil
+			return []Choice{{Name: spoof, Value: "f1"}, {Name: "\u202e\u2066", Value: "f2"}}, nil
 		}})
 	rec := &recorder{start: time.Now()}
 	r.Serve(context.Background(), rec, interaction())
@@ -375,7 +375,7 @@ func TestRepliesNeutraliseBidiControls(t *testing.T) {
 	ac := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "l", Focused: true})
 	ac.ID, ac.Type = "2", discordgo.InteractionApplicationCommandAutocomplete
 	r.Serve(context.Background(), rec, ac)
-	if ch := rec.responses[1].Data.Choices; len(ch) != 1 || !clean(ch[0].Name) {
+	if ch := rec.responses[1].Data.Choices; len(ch) != 1 || !clean(ch[0].Name) || ch[0].Value != "f1" { // a name of controls alone is dropped
 		t.Fatalf("suggestion %+v", ch)
 	}
 
