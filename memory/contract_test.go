@@ -201,8 +201,8 @@ func (c *contractClient) do(ex contractExchange) []byte {
 	if resp.StatusCode == http.StatusUnauthorized {
 		var e api.Error
 		_ = json.Unmarshal(body, &e)
-		if !strings.Contains(e.Message, "CLANKIE_") || !strings.Contains(e.Message, BearersFile) {
-			c.t.Errorf("%s: a 401 must say which credential is needed and where it comes from: %s", where, body)
+		if !strings.Contains(e.Message, "CLANKIE_") || !strings.Contains(e.Message, "minted") || strings.Contains(e.Message, BearersFile) || strings.Contains(e.Message, "/") {
+			c.t.Errorf("%s: a 401 must say which credential is needed and where it comes from, and nothing of the server's files: %s", where, body)
 		}
 	}
 

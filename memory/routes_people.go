@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -78,6 +79,9 @@ func (s *Service) recall(r *request) (int, any, error) {
 	limit, err := intParam(r, "limit")
 	if err != nil {
 		return 0, nil, err
+	}
+	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
+		return 0, nil, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
 	resp, err := s.people.Recall(subjectOf(r), people.RecallQuery{Scope: scope, Query: q.Get("query"), Limit: limit})
 	return http.StatusOK, resp, err
