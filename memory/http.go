@@ -123,6 +123,8 @@ func faultStatus(k fault.Kind) int {
 		return http.StatusNotFound
 	case fault.Conflict:
 		return http.StatusConflict
+	case fault.Unprocessable:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusBadRequest
 }

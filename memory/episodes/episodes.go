@@ -326,8 +326,10 @@ func (s *Store) replay(old *rec, n note) (api.EpisodeResponse, RecordInfo, error
 		asked = n.retain
 	}
 	if !sameRecord(old.ep, asked, n) {
+		// One sentence for every reused id, whoever holds it, and never the
+		// id: a lane learns nothing of a note it cannot see.
 		return api.EpisodeResponse{}, RecordInfo{}, fault.New(fault.Conflict, "episode_conflict",
-			"episode %s already holds a different memory; recording only adds, so nothing was changed", old.ep.EpisodeID)
+			"that episodeId already holds a different memory; recording only adds, so nothing was changed")
 	}
 	resp := api.EpisodeResponse{Episode: detach(old.ep), Retained: old.ep.Retained}
 	if n.retain && !old.ep.Retained {
