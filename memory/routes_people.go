@@ -2,7 +2,6 @@ package memory
 
 import (
 	"net/http"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -133,7 +132,7 @@ func (s *Service) briefing(r *request) (int, any, error) {
 	if req.CorrelationID != "" && isToken(req.CorrelationID) {
 		r.correlationID = req.CorrelationID
 	}
-	text, counts, err := s.people.Briefing(req, cardLines(s.episodes.VoiceCard()))
+	text, counts, err := s.people.Briefing(req, s.episodes.VoiceNotes())
 	s.receipt(r, "voice.briefing", err, start,
 		zap.Int("consentedUsers", counts.ConsentedUsers), zap.Int("usersWithFacts", counts.UsersWithFacts),
 		zap.Int("facts", counts.Facts), zap.Int("episodes", counts.Episodes), zap.Int("briefingLength", len(text)))
@@ -141,17 +140,4 @@ func (s *Service) briefing(r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, api.BriefingResponse{SchemaVersion: api.SchemaVersion, Briefing: text, Counts: counts, RefreshedAt: s.now().UTC()}, nil
-}
-
-// cardLines answers a card's episode lines without its header: the briefing
-// gives them a heading of its own.
-func cardLines(c api.Card) []string {
-	if c.Count == 0 {
-		return nil
-	}
-	lines := strings.Split(c.Card, "\n")
-	if len(lines) < c.Count {
-		return lines
-	}
-	return lines[len(lines)-c.Count:]
 }
