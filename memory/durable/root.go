@@ -89,10 +89,14 @@ func openLockFile(root *os.Root, rootPath string) (*os.File, error) {
 		// O_CREATE|O_EXCL never follows a symlink: if one appeared meanwhile
 		// the open fails rather than creating its target.
 		f, err := root.OpenFile(LockName, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
-		if err != nil {
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("create lock file in %s: %w", rootPath, err)
 		}
-		return f, nil
+		// Another service created it meanwhile: check what is there now.
+		entry, err = root.Lstat(LockName)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open lock file in %s: %w", rootPath, err)
