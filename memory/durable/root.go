@@ -88,12 +88,12 @@ func openLockFile(root *os.Root, rootPath string) (*os.File, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		// O_CREATE|O_EXCL never follows a symlink: if one appeared meanwhile
 		// the open fails rather than creating its target.
-		f, err := root.OpenFile(LockName, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
-		if err == nil {
+		f, cerr := root.OpenFile(LockName, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
+		if cerr == nil {
 			return f, nil
 		}
-		if !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("create lock file in %s: %w", rootPath, err)
+		if !errors.Is(cerr, fs.ErrExist) {
+			return nil, fmt.Errorf("create lock file in %s: %w", rootPath, cerr)
 		}
 		// Another service created it meanwhile: check what is there now.
 		entry, err = root.Lstat(LockName)
