@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"testing"
 
-	pionopus "github.com/pion/opus"
-
 	"github.com/clankie/clankie/voice/pcm"
 )
 
@@ -71,13 +69,14 @@ func BenchmarkEncode(b *testing.B) {
 
 // BenchmarkEncodeNative runs the same libopus natively (gcc -O2, same
 // defines, same signal and settings as BenchmarkEncode/complexity=10) via
-// scripts/opus-native-bench, as the baseline for the wasm cost. It skips
+// scripts/opus-native-bench over a fixed 1000 frames (20 s of audio), as
+// the baseline for the wasm cost; its ns/op is meaningless. It skips
 // when gcc or the libopus source (npm) is unavailable.
 func BenchmarkEncodeNative(b *testing.B) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		b.Skip("gcc not installed: no native baseline")
 	}
-	out, err := exec.Command(filepath.Join("..", "..", "scripts", "opus-native-bench"), strconv.Itoa(max(b.N, 50))).CombinedOutput()
+	out, err := exec.Command(filepath.Join("..", "..", "scripts", "opus-native-bench"), "1000").CombinedOutput()
 	if err != nil {
 		b.Skipf("scripts/opus-native-bench: %v: %s", err, out)
 	}
@@ -125,14 +124,14 @@ func BenchmarkDecode(b *testing.B) {
 	// pion/opus is the pure-Go alternative the issue names: the baseline
 	// for choosing the decoder.
 	b.Run("pion-go", func(b *testing.B) {
-		dec, err := pionopus.NewDecoderWithOutput(SampleRate, 2)
+		dec, err := NewGoDecoder(2)
 		if err != nil {
 			b.Fatal(err)
 		}
 		buf := make([]int16, MaxFrameSamples*2)
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			if _, err := dec.DecodeToInt16(packets[i%len(packets)], buf); err != nil {
+			if _, err := dec.Decode(ctx, packets[i%len(packets)], buf); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -142,40 +141,40 @@ func BenchmarkDecode(b *testing.B) {
 
 // BenchmarkListen25 is the per-frame work of the listening path for 25
 // consented speakers talking at once: 25 decodes, stereo → mono, the mix,
-// and 48 → 24 kHz. cpu/20ms is the fraction of one core it needs.
+// and 48 → 24 kHz, with either decoder. cpu/20ms is the fraction of one
+// core it needs.
 func BenchmarkListen25(b *testing.B) {
 	ctx := context.Background()
 	rt := newRuntime(b)
 	packets := encodedBenchSignal(b, rt)
 	const speakers = 25
-	decs := make([]*Decoder, speakers)
-	for i := range decs {
-		d, err := rt.NewDecoder(ctx, 2)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer d.Close(ctx)
-		decs[i] = d
-	}
-	buf := make([]int16, MaxFrameSamples*2)
-	monos := make([][]int16, speakers)
-	for i := range monos {
-		monos[i] = make([]int16, 0, FrameSamples)
-	}
-	mixed := make([]int16, FrameSamples)
-	down := pcm.NewDownsampler()
-	out := make([]int16, 0, FrameSamples/2)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		for s, d := range decs {
-			n, err := d.Decode(ctx, packets[(i+s)%len(packets)], buf)
-			if err != nil {
-				b.Fatal(err)
+	for _, kind := range decoderKinds(b, rt) {
+		b.Run(kind.name, func(b *testing.B) {
+			decs := make([]packetDecoder, speakers)
+			for i := range decs {
+				decs[i] = kind.make(2)
 			}
-			monos[s] = pcm.AppendMono(monos[s][:0], buf[:2*n])
-		}
-		mixed = pcm.Mix(mixed, monos...)
-		out = down.Append(out[:0], mixed)
+			buf := make([]int16, MaxFrameSamples*2)
+			monos := make([][]int16, speakers)
+			for i := range monos {
+				monos[i] = make([]int16, 0, FrameSamples)
+			}
+			mixed := make([]int16, FrameSamples)
+			down := pcm.NewDownsampler()
+			out := make([]int16, 0, FrameSamples/2)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				for s, d := range decs {
+					n, err := d.Decode(ctx, packets[(i+s)%len(packets)], buf)
+					if err != nil {
+						b.Fatal(err)
+					}
+					monos[s] = pcm.AppendMono(monos[s][:0], buf[:2*n])
+				}
+				mixed = pcm.Mix(mixed, monos...)
+				out = down.Append(out[:0], mixed)
+			}
+			reportCPU(b)
+		})
 	}
-	reportCPU(b)
 }

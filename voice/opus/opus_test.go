@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	pionopus "github.com/pion/opus"
-
 	"github.com/clankie/clankie/voice/pcm"
 )
 
@@ -84,6 +82,38 @@ func modes(packets [][]byte) map[string]int {
 	return m
 }
 
+// packetDecoder is what Decoder and GoDecoder share.
+type packetDecoder interface {
+	Decode(ctx context.Context, packet []byte, pcm []int16) (int, error)
+}
+
+// decoderKinds makes each decoder implementation under test.
+func decoderKinds(t testing.TB, rt *Runtime) []struct {
+	name string
+	make func(channels int) packetDecoder
+} {
+	return []struct {
+		name string
+		make func(channels int) packetDecoder
+	}{
+		{"libopus-wasm", func(channels int) packetDecoder {
+			d, err := rt.NewDecoder(context.Background(), channels)
+			if err != nil {
+				t.Fatalf("NewDecoder: %v", err)
+			}
+			t.Cleanup(func() { _ = d.Close(context.Background()) })
+			return d
+		}},
+		{"pion-go", func(channels int) packetDecoder {
+			d, err := NewGoDecoder(channels)
+			if err != nil {
+				t.Fatalf("NewGoDecoder: %v", err)
+			}
+			return d
+		}},
+	}
+}
+
 func TestEmbeddedModuleIsTheScriptedBuild(t *testing.T) {
 	sum := sha256.Sum256(wasmModule)
 	if got := hex.EncodeToString(sum[:]); got != wasmSHA256 {
@@ -97,7 +127,10 @@ func TestEmbeddedModuleIsTheScriptedBuild(t *testing.T) {
 
 // The tone a person plays must come out of the decoder at the same
 // frequency and about the same level, for the settings we use and the
-// obvious alternatives.
+// obvious alternatives, whichever decoder hears it: pion/opus is an
+// independent implementation of RFC 6716, so it also proves the packets are
+// standard Opus, not just something libopus round-trips. The settings cover
+// all three modes (CELT, SILK, hybrid).
 func TestEncodeDecodeKeepsToneFrequency(t *testing.T) {
 	ctx := context.Background()
 	rt := newRuntime(t)
@@ -125,41 +158,38 @@ func TestEncodeDecodeKeepsToneFrequency(t *testing.T) {
 		{"700 Hz complexity 0", low, 700},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			enc, err := rt.NewEncoder(ctx, tt.cfg)
-			if err != nil {
-				t.Fatalf("NewEncoder: %v", err)
-			}
-			defer enc.Close(ctx)
-			dec, err := rt.NewDecoder(ctx, tt.cfg.Channels)
-			if err != nil {
-				t.Fatalf("NewDecoder: %v", err)
-			}
-			defer dec.Close(ctx)
-
-			packets := encodeAll(t, enc, toneFrames(tt.freq, tt.cfg.Channels, 50))
-			var decoded []int16
-			buf := make([]int16, MaxFrameSamples*tt.cfg.Channels)
-			for i, p := range packets {
-				n, err := dec.Decode(ctx, p, buf)
-				if err != nil {
-					t.Fatalf("Decode packet %d: %v", i, err)
+		enc, err := rt.NewEncoder(ctx, tt.cfg)
+		if err != nil {
+			t.Fatalf("%s: NewEncoder: %v", tt.name, err)
+		}
+		packets := encodeAll(t, enc, toneFrames(tt.freq, tt.cfg.Channels, 50))
+		_ = enc.Close(ctx)
+		for _, kind := range decoderKinds(t, rt) {
+			t.Run(tt.name+"/"+kind.name, func(t *testing.T) {
+				dec := kind.make(tt.cfg.Channels)
+				var decoded []int16
+				buf := make([]int16, MaxFrameSamples*tt.cfg.Channels)
+				for i, p := range packets {
+					n, err := dec.Decode(ctx, p, buf)
+					if err != nil {
+						t.Fatalf("Decode packet %d (%v): %v", i, modes(packets[i:i+1]), err)
+					}
+					if n != FrameSamples {
+						t.Fatalf("packet %d decoded to %d samples, want %d", i, n, FrameSamples)
+					}
+					decoded = append(decoded, buf[:n*tt.cfg.Channels]...)
 				}
-				if n != FrameSamples {
-					t.Fatalf("packet %d decoded to %d samples, want %d", i, n, FrameSamples)
+				// Judge the second half second, well past the encoder's start-up.
+				got := toMono(decoded, tt.cfg.Channels)[SampleRate/2:]
+				if f := pcm.DominantFrequency(got, SampleRate, 50, 4000); math.Abs(f-tt.freq) > 2 {
+					t.Errorf("decoded dominant frequency %.1f Hz, want %.0f ± 2", f, tt.freq)
 				}
-				decoded = append(decoded, buf[:n*tt.cfg.Channels]...)
-			}
-			// Judge the second half second, well past the encoder's start-up.
-			got := toMono(decoded, tt.cfg.Channels)[SampleRate/2:]
-			if f := pcm.DominantFrequency(got, SampleRate, 50, 4000); math.Abs(f-tt.freq) > 2 {
-				t.Errorf("decoded dominant frequency %.1f Hz, want %.0f ± 2", f, tt.freq)
-			}
-			if a := pcm.Amplitude(got, SampleRate, tt.freq); math.Abs(a-toneAmp) > toneAmp/5 {
-				t.Errorf("decoded amplitude %.0f, want %d ± 20%%", a, toneAmp)
-			}
-			t.Logf("packets: %v, mean %d bytes", modes(packets), meanLen(packets))
-		})
+				if a := pcm.Amplitude(got, SampleRate, tt.freq); math.Abs(a-toneAmp) > toneAmp/5 {
+					t.Errorf("decoded amplitude %.0f, want %d ± 20%%", a, toneAmp)
+				}
+				t.Logf("packets: %v, mean %d bytes", modes(packets), meanLen(packets))
+			})
+		}
 	}
 }
 
@@ -171,62 +201,21 @@ func meanLen(packets [][]byte) int {
 	return total / max(len(packets), 1)
 }
 
-// An independent decoder (pion/opus, pure Go, RFC 6716) hears our
-// encoder's tone too: the packets are standard Opus, not just something
-// libopus round-trips.
-func TestIndependentDecoderHearsEncodedTone(t *testing.T) {
-	ctx := context.Background()
-	rt := newRuntime(t)
-	enc, err := rt.NewEncoder(ctx, DefaultEncoderConfig())
-	if err != nil {
-		t.Fatalf("NewEncoder: %v", err)
-	}
-	defer enc.Close(ctx)
-	const freq = 700
-	packets := encodeAll(t, enc, toneFrames(freq, 2, 50))
-
-	dec, err := pionopus.NewDecoderWithOutput(SampleRate, 2)
-	if err != nil {
-		t.Fatalf("pion NewDecoderWithOutput: %v", err)
-	}
-	var decoded []int16
-	buf := make([]int16, MaxFrameSamples*2)
-	for i, p := range packets {
-		n, err := dec.DecodeToInt16(p, buf)
-		if err != nil {
-			t.Fatalf("pion decode packet %d (%v): %v", i, modes(packets[i:i+1]), err)
-		}
-		decoded = append(decoded, buf[:n*2]...)
-	}
-	got := pcm.AppendMono(nil, decoded)[SampleRate/2:]
-	if f := pcm.DominantFrequency(got, SampleRate, 50, 4000); math.Abs(f-freq) > 2 {
-		t.Errorf("pion decoded dominant frequency %.1f Hz, want %d ± 2", f, freq)
-	}
-	t.Logf("packets: %v", modes(packets))
-}
-
 func TestDecodeLostPacketConceals(t *testing.T) {
 	ctx := context.Background()
 	rt := newRuntime(t)
-	dec, err := rt.NewDecoder(ctx, 2)
-	if err != nil {
-		t.Fatalf("NewDecoder: %v", err)
-	}
-	defer dec.Close(ctx)
-	buf := make([]int16, MaxFrameSamples*2)
-	if n, err := dec.Decode(ctx, nil, buf); err != nil || n != FrameSamples {
-		t.Errorf("Decode(lost) = %d, %v; want %d, nil", n, err, FrameSamples)
+	for _, kind := range decoderKinds(t, rt) {
+		dec := kind.make(2)
+		buf := make([]int16, MaxFrameSamples*2)
+		if n, err := dec.Decode(ctx, nil, buf); err != nil || n != FrameSamples {
+			t.Errorf("%s: Decode(lost) = %d, %v; want %d, nil", kind.name, n, err, FrameSamples)
+		}
 	}
 }
 
 func TestDecodeRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	rt := newRuntime(t)
-	dec, err := rt.NewDecoder(ctx, 2)
-	if err != nil {
-		t.Fatalf("NewDecoder: %v", err)
-	}
-	defer dec.Close(ctx)
 	enc, err := rt.NewEncoder(ctx, DefaultEncoderConfig())
 	if err != nil {
 		t.Fatalf("NewEncoder: %v", err)
@@ -246,17 +235,20 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 		{"output too small for the frame", good, 100, ErrBufferTooSmall},
 		{"no output at all", good, 0, ErrBufferTooSmall},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n, err := dec.Decode(ctx, tt.packet, make([]int16, tt.bufLen))
-			if !errors.Is(err, tt.want) {
-				t.Errorf("Decode = %d, %v; want %v", n, err, tt.want)
-			}
-		})
-	}
-	// The decoder still works after rejecting all that.
-	if n, err := dec.Decode(ctx, good, make([]int16, MaxFrameSamples*2)); err != nil || n != FrameSamples {
-		t.Errorf("Decode(good) after bad input = %d, %v", n, err)
+	for _, kind := range decoderKinds(t, rt) {
+		dec := kind.make(2)
+		for _, tt := range tests {
+			t.Run(kind.name+"/"+tt.name, func(t *testing.T) {
+				n, err := dec.Decode(ctx, tt.packet, make([]int16, tt.bufLen))
+				if !errors.Is(err, tt.want) {
+					t.Errorf("Decode = %d, %v; want %v", n, err, tt.want)
+				}
+			})
+		}
+		// The decoder still works after rejecting all that.
+		if n, err := dec.Decode(ctx, good, make([]int16, MaxFrameSamples*2)); err != nil || n != FrameSamples {
+			t.Errorf("%s: Decode(good) after bad input = %d, %v", kind.name, n, err)
+		}
 	}
 }
 
@@ -286,6 +278,9 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := rt.NewDecoder(ctx, 0); err == nil {
 		t.Error("NewDecoder(0 channels) succeeded, want an error")
+	}
+	if _, err := NewGoDecoder(3); err == nil {
+		t.Error("NewGoDecoder(3 channels) succeeded, want an error")
 	}
 	enc, err := rt.NewEncoder(ctx, base)
 	if err != nil {
@@ -354,18 +349,7 @@ func TestConcurrentCodecs(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	ctx := context.Background()
 	rt := newRuntime(f)
-	enc, err := rt.NewEncoder(ctx, DefaultEncoderConfig())
-	if err != nil {
-		f.Fatalf("NewEncoder: %v", err)
-	}
-	for _, p := range encodeAll(f, enc, toneFrames(700, 2, 3)) {
-		f.Add(p)
-	}
-	_ = enc.Close(ctx)
-	f.Add([]byte{})
-	f.Add([]byte{0x03, 0x00})
-	f.Add([]byte{0xfc, 0xff, 0xfe})
-	f.Add([]byte{0x0b, 0x83, 0x01, 0x02})
+	addSeeds(f, rt)
 
 	dec, err := rt.NewDecoder(ctx, 2)
 	if err != nil {
@@ -382,6 +366,48 @@ func FuzzDecode(f *testing.F) {
 		}
 		if size := dec.in.mem.Size(); size > memoryLimitPages*65536 {
 			t.Fatalf("decoder memory %d bytes, over the %d-page cap", size, memoryLimitPages)
+		}
+	})
+}
+
+// addSeeds seeds a decoder fuzz target with real CELT, SILK and hybrid
+// packets and a few malformed ones.
+func addSeeds(f *testing.F, rt *Runtime) {
+	ctx := context.Background()
+	voip := DefaultEncoderConfig()
+	voip.Application = ApplicationVoIP
+	for _, cfg := range []EncoderConfig{DefaultEncoderConfig(), voip} {
+		enc, err := rt.NewEncoder(ctx, cfg)
+		if err != nil {
+			f.Fatalf("NewEncoder: %v", err)
+		}
+		for _, p := range encodeAll(f, enc, toneFrames(700, 2, 5)) {
+			f.Add(p)
+		}
+		_ = enc.Close(ctx)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{0x03, 0x00})
+	f.Add([]byte{0xfc, 0xff, 0xfe})
+	f.Add([]byte{0x0b, 0x83, 0x01, 0x02})
+}
+
+// FuzzGoDecode is FuzzDecode for the pure-Go decoder: no panic escapes,
+// errors are ErrInvalidPacket, output within bounds.
+func FuzzGoDecode(f *testing.F) {
+	addSeeds(f, newRuntime(f))
+	dec, err := NewGoDecoder(2)
+	if err != nil {
+		f.Fatalf("NewGoDecoder: %v", err)
+	}
+	buf := make([]int16, MaxFrameSamples*2)
+	f.Fuzz(func(t *testing.T, packet []byte) {
+		n, err := dec.Decode(context.Background(), packet, buf)
+		if err != nil && !errors.Is(err, ErrInvalidPacket) {
+			t.Fatalf("Decode(%x) = %v, want nil or ErrInvalidPacket", packet, err)
+		}
+		if err == nil && (n <= 0 || n > MaxFrameSamples) {
+			t.Fatalf("Decode(%x) = %d samples, want 1..%d", packet, n, MaxFrameSamples)
 		}
 	})
 }
