@@ -121,12 +121,16 @@ func TestResamplersAreChunkInvariant(t *testing.T) {
 	wholeUp := NewUpsampler().AppendStereo(nil, in24)
 	for _, chunks := range [][]int{{1}, {2}, {3}, {959, 961}, {4801}, {0, 5}} {
 		if chunks[0] == 0 {
-			// An empty call in between changes nothing.
+			// Empty calls in between change nothing.
 			d := NewDownsampler()
-			out := d.Append(nil, nil)
-			out = feed(d.Append, in48, chunks[1:]...)
-			if !slices.Equal(out, whole) {
-				t.Errorf("down, empty call then %v: output differs", chunks[1:])
+			withEmpty := func(dst, src []int16) []int16 {
+				if out := d.Append(nil, nil); len(out) != 0 {
+					t.Fatalf("empty input gave %d samples", len(out))
+				}
+				return d.Append(dst, src)
+			}
+			if out := feed(withEmpty, in48, chunks[1:]...); !slices.Equal(out, whole) {
+				t.Errorf("down, empty calls between chunks of %v: output differs", chunks[1:])
 			}
 			continue
 		}
