@@ -10,7 +10,9 @@ require (
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-resty/resty/v2 v2.17.2
 	github.com/gorilla/websocket v1.5.3
+	github.com/pion/opus v0.1.0
 	github.com/spf13/cobra v1.10.2
+	github.com/tetratelabs/wazero v1.12.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )

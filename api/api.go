@@ -33,6 +33,9 @@ const (
 	MaxEpisodeSummary    = 512
 	EpisodeCardSize      = 8
 	MaxEpisodeSearch     = 32
+	// MaxRecallQuery bounds a recall query, in characters; the text bridge
+	// asks for at most the same.
+	MaxRecallQuery = 200
 )
 
 // Lanes. A bearer belongs to exactly one lane; the body never changes it.

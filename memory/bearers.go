@@ -59,6 +59,10 @@ func TokenVar(lane string) string {
 	return ""
 }
 
+// minTokenLength is the shortest token accepted from bearers.json: the
+// minimum config.Tokens.Validate applies to the variables.
+const minTokenLength = 16
+
 // Bearers recognises the four tokens. Only SHA-256 digests are kept, and
 // every comparison looks at all four fixed-length digests, so neither a
 // token's length nor which lane matched shows in the timing.
@@ -100,15 +104,37 @@ func LoadBearers(root *os.Root, env config.Tokens) (*Bearers, []string, error) {
 		}
 	}
 	bs := &Bearers{}
+	source := make([]string, len(laneVars)) // where each lane's token came from, for sentences
 	for i, l := range laneVars {
-		tok := fromEnv[l.lane]
+		tok, where := fromEnv[l.lane], l.env
 		if tok == "" {
-			tok = stored[l.lane]
+			tok, where = stored[l.lane], fmt.Sprintf("the %s entry of %s in the memory root", l.lane, BearersFile)
+			if err := checkStoredToken(tok); err != nil {
+				return nil, nil, fmt.Errorf("%s in the memory root holds an unusable token for the %s lane: it %v; fix that entry, or remove it to have a new token minted", BearersFile, l.lane, err)
+			}
 		}
 		bs.digests[i] = sha256.Sum256([]byte(tok))
 		bs.lanes[i] = l.lane
+		source[i] = where
+		for j := range i {
+			if bs.digests[j] == bs.digests[i] {
+				return nil, nil, fmt.Errorf("the %s token (%s) and the %s token (%s) are the same; every lane needs its own token, or one bearer would act as another", laneVars[j].lane, source[j], l.lane, where)
+			}
+		}
 	}
 	return bs, minted, nil
+}
+
+// checkStoredToken applies the variables' rule (config.Tokens.Validate) to
+// a token read from bearers.json. The sentence never holds the token.
+func checkStoredToken(tok string) error {
+	if len(tok) < minTokenLength {
+		return fmt.Errorf("is shorter than %d characters", minTokenLength)
+	}
+	if strings.ContainsAny(tok, " \t\r\n") {
+		return fmt.Errorf("contains whitespace")
+	}
+	return nil
 }
 
 func mintToken() string {

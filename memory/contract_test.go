@@ -201,8 +201,8 @@ func (c *contractClient) do(ex contractExchange) []byte {
 	if resp.StatusCode == http.StatusUnauthorized {
 		var e api.Error
 		_ = json.Unmarshal(body, &e)
-		if !strings.Contains(e.Message, "CLANKIE_") || !strings.Contains(e.Message, BearersFile) {
-			c.t.Errorf("%s: a 401 must say which credential is needed and where it comes from: %s", where, body)
+		if !strings.Contains(e.Message, "CLANKIE_") || !strings.Contains(e.Message, "minted") || strings.Contains(e.Message, BearersFile) || strings.Contains(e.Message, "/") {
+			c.t.Errorf("%s: a 401 must say which credential is needed and where it comes from, and nothing of the server's files: %s", where, body)
 		}
 	}
 
@@ -599,6 +599,18 @@ func TestContractScenario(t *testing.T) {
 	c.do(contractExchange{name: "propose 70 KiB", method: "POST", path: proposals, token: textTok, body: huge, want: 413, docRejects: true})
 	c.do(contractExchange{name: "propose 70 KiB chunked", method: "POST", path: proposals, token: textTok, body: huge, chunked: true, want: 413, docRejects: true})
 
+	// A person whose 128 facts are all operator-only: a Discord proposal may
+	// not make room among them and is refused with 422.
+	for i := range api.MaxFactsPerPerson {
+		hidden := proposal(fmt.Sprintf("prop-full-%03d", i), "", "", "operator note", api.Visibility{Scope: api.ScopeOperatorPrivate})
+		hidden.Fact.Subject.UserID = "1009"
+		c.do(contractExchange{name: "fill with operator notes", method: "POST", path: proposals, token: opTok, body: hidden, want: 201})
+	}
+	full := proposal("prop-full-discord", "1009", general, "likes tea", guildVis)
+	full.Fact.Subject.UserID = "1009"
+	c.do(contractExchange{name: "propose over operator-only notes", method: "POST", path: proposals, token: textTok, body: full, want: 422})
+	c.do(contractExchange{name: "forget the full person", method: "DELETE", path: "/v1/memory/discord-people/" + guild + "/1009", token: opTok, want: 200})
+
 	// More facts: a channel fact reported by another member that expires, an
 	// operator_private one, and supersedes that do and do not apply.
 	expiring := proposal("prop-2", bob, quiet, "is learning the cello", api.Visibility{Scope: api.ScopeChannel, ChannelID: quiet})
@@ -640,6 +652,7 @@ func TestContractScenario(t *testing.T) {
 	c.do(contractExchange{name: "recall without channel", method: "GET", path: person, token: textTok, want: 400})
 	c.do(contractExchange{name: "recall limit 0", method: "GET", path: person + "?channelId=" + general + "&limit=0", token: textTok, want: 400, docRejects: true})
 	c.do(contractExchange{name: "recall limit 129", method: "GET", path: person + "?channelId=" + general + "&limit=129", token: textTok, want: 400, docRejects: true})
+	c.do(contractExchange{name: "recall query over 200 characters", method: "GET", path: person + "?channelId=" + general + "&query=" + strings.Repeat("t", api.MaxRecallQuery+1), token: textTok, want: 400, docRejects: true})
 	c.do(contractExchange{name: "recall from gameplay", method: "GET", path: person + "?channelId=" + general, token: gameTok, want: 403})
 	c.do(contractExchange{name: "recall without bearer", method: "GET", path: person + "?channelId=" + general, want: 401, docRejects: true})
 	c.do(contractExchange{name: "recall unknown person", method: "GET", path: "/v1/memory/discord-people/" + guild + "/4242?channelId=" + general, token: textTok, want: 200})

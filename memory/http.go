@@ -36,9 +36,11 @@ func (a access) allows(lane string) bool {
 	return false
 }
 
-// credentialSentence names the credential a route needs and where it comes from.
-func (a access) credentialSentence(root string) string {
-	where := fmt.Sprintf("set it in the environment, or leave it unset to use the one minted into %s/%s", root, BearersFile)
+// credentialSentence names the credential a route needs and where it comes
+// from, by variable only: an unauthenticated caller learns nothing of the
+// server's filesystem.
+func (a access) credentialSentence() string {
+	const where = "set it in the environment of the caller, or leave it unset on the memory service's host to use the one the service minted on first start"
 	switch {
 	case len(a) == 1 && a[0] == api.LaneOperator:
 		return "This route needs the operator credential: send Authorization: Bearer <CLANKIE_OPERATOR_TOKEN>; " + where + "."
@@ -64,7 +66,7 @@ func (s *Service) route(a access, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, ok := s.bearers.Authenticate(r.Header.Get("Authorization"))
 		if !ok {
-			writeError(w, http.StatusUnauthorized, "unauthorized", a.credentialSentence(s.rootPath))
+			writeError(w, http.StatusUnauthorized, "unauthorized", a.credentialSentence())
 			return
 		}
 		if !a.allows(who.Lane) {
@@ -121,6 +123,8 @@ func faultStatus(k fault.Kind) int {
 		return http.StatusNotFound
 	case fault.Conflict:
 		return http.StatusConflict
+	case fault.Unprocessable:
+		return http.StatusUnprocessableEntity
 	}
 	return http.StatusBadRequest
 }

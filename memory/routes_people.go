@@ -2,8 +2,8 @@ package memory
 
 import (
 	"net/http"
-	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -79,6 +79,9 @@ func (s *Service) recall(r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
+		return 0, nil, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
+	}
 	resp, err := s.people.Recall(subjectOf(r), people.RecallQuery{Scope: scope, Query: q.Get("query"), Limit: limit})
 	return http.StatusOK, resp, err
 }
@@ -129,7 +132,7 @@ func (s *Service) briefing(r *request) (int, any, error) {
 	if req.CorrelationID != "" && isToken(req.CorrelationID) {
 		r.correlationID = req.CorrelationID
 	}
-	text, counts, err := s.people.Briefing(req, cardLines(s.episodes.VoiceCard()))
+	text, counts, err := s.people.Briefing(req, s.episodes.VoiceNotes())
 	s.receipt(r, "voice.briefing", err, start,
 		zap.Int("consentedUsers", counts.ConsentedUsers), zap.Int("usersWithFacts", counts.UsersWithFacts),
 		zap.Int("facts", counts.Facts), zap.Int("episodes", counts.Episodes), zap.Int("briefingLength", len(text)))
@@ -137,17 +140,4 @@ func (s *Service) briefing(r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusOK, api.BriefingResponse{SchemaVersion: api.SchemaVersion, Briefing: text, Counts: counts, RefreshedAt: s.now().UTC()}, nil
-}
-
-// cardLines answers a card's episode lines without its header: the briefing
-// gives them a heading of its own.
-func cardLines(c api.Card) []string {
-	if c.Count == 0 {
-		return nil
-	}
-	lines := strings.Split(c.Card, "\n")
-	if len(lines) < c.Count {
-		return lines
-	}
-	return lines[len(lines)-c.Count:]
 }

@@ -81,9 +81,14 @@ func limitBody(next http.Handler) http.Handler {
 	})
 }
 
+// readyz proves the root writable by creating and removing a temp file. Each
+// probe uses a name of its own, so concurrent probes never remove each
+// other's file; a killed probe's file is swept at the next start.
 func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
-	name := durable.TempPrefix + "readyz"
-	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := durable.TempPrefix + "readyz-" + hex.EncodeToString(b[:])
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err == nil {
 		f.Close()
 		err = s.root.Remove(name)

@@ -299,7 +299,7 @@ func TestBearerDecidesAndRefuses(t *testing.T) {
 		}
 	}
 	r := h.do("", "GET", "/v1/memory", nil)
-	if !strings.Contains(string(r.body), "CLANKIE_OPERATOR_TOKEN") || !strings.Contains(string(r.body), BearersFile) {
+	if !strings.Contains(string(r.body), "CLANKIE_OPERATOR_TOKEN") || strings.Contains(string(r.body), BearersFile) || strings.Contains(string(r.body), h.dir) {
 		t.Fatalf("401 does not name the credential: %s", r.body)
 	}
 	p := h.propose(op, priv)
@@ -474,6 +474,15 @@ func TestLogsHoldNoContent(t *testing.T) {
 	h.do(voice, "POST", "/v1/discord/voice-briefing", api.BriefingRequest{SchemaVersion: 1, GuildID: "10", ChannelID: "30", ConsentedUserIDs: []string{"20"}})
 	h.do(txt, "POST", "/v1/memory/captain-episodes", api.EpisodeRequest{SchemaVersion: 1, Lane: api.LaneDiscordPresence, Room: "room", Summary: "saw " + secret, OccurredAt: time.Now()})
 	h.do(txt, "GET", "/v1/memory/captain-episodes?q="+secret, nil)
+	// The briefing again, now quoting the note, and cutting a fact too long for its share.
+	h.propose(txt, fact("l2", "10", "21", "21", "30", secret+strings.Repeat("\u200b", 2000)))
+	h.do(voice, "POST", "/v1/discord/voice-briefing", api.BriefingRequest{SchemaVersion: 1, GuildID: "10", ChannelID: "30", ConsentedUserIDs: []string{"20", "21"}})
+	// A Discord proposal refused because only operator-only notes could make room.
+	for i := range 128 {
+		h.propose(op, privateFact(fmt.Sprintf("lp%03d", i), "10", "22", "note "+secret))
+	}
+	h.do(txt, "POST", "/v1/memory/discord-people/proposals", fact("l3", "10", "22", "22", "30", "refused "+secret))
+	h.do(txt, "GET", "/v1/memory/discord-people/10/20?channelId=30&query="+strings.Repeat(secret, 20), nil)
 	h.do(txt, "POST", "/v1/memory/discord-people/proposals", `{"schemaVersion":1,"proposalId":"`+secret+`"`)
 	h.do("wrong-"+secret, "GET", "/v1/memory", nil)
 	var exp api.RecallResponse

@@ -3,9 +3,9 @@ package durable
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,14 +46,19 @@ var ErrLocked = errors.New("memory root is locked")
 
 // AcquireLock takes an exclusive, non-blocking flock on <root>/LOCK and writes
 // our pid into it. The lock lives as long as the process (or until Release).
+//
+// LOCK is only ever a plain file this service created: a symlink (even one
+// pointing inside the root), a hard link to another file or anything that is
+// not a regular file is refused with a sentence, so taking the lock can never
+// create, truncate or overwrite a file it does not own.
 func AcquireLock(root *os.Root, rootPath string) (*Lock, error) {
-	f, err := root.OpenFile(LockName, os.O_RDWR|os.O_CREATE, FileMode)
+	f, err := openLockFile(root, rootPath)
 	if err != nil {
-		return nil, fmt.Errorf("open lock file in %s: %w", rootPath, err)
+		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := "unknown"
-		if b, rerr := os.ReadFile(filepath.Join(rootPath, LockName)); rerr == nil {
+		if b, rerr := io.ReadAll(io.LimitReader(f, 32)); rerr == nil {
 			if pid := strings.TrimSpace(string(b)); pid != "" {
 				holder = pid
 			}
@@ -69,6 +74,51 @@ func AcquireLock(root *os.Root, rootPath string) (*Lock, error) {
 		_ = f.Sync()
 	}
 	return &Lock{f: f}, nil
+}
+
+// openLockFile opens LOCK without following a symlink and checks that what
+// it opened is the plain, singly linked file it looked at: os.Root resolves
+// a symlink that stays inside the root, so the check compares the entry
+// (Lstat) with the open file (Stat) rather than trusting the open.
+func openLockFile(root *os.Root, rootPath string) (*os.File, error) {
+	notOurs := func() error {
+		return fmt.Errorf("the lock file %s in the memory root %s is not a plain file of its own (a symlink, a hard link or another kind of file); remove it and start again", LockName, rootPath)
+	}
+	entry, err := root.Lstat(LockName)
+	if errors.Is(err, fs.ErrNotExist) {
+		// O_CREATE|O_EXCL never follows a symlink: if one appeared meanwhile
+		// the open fails rather than creating its target.
+		f, cerr := root.OpenFile(LockName, os.O_RDWR|os.O_CREATE|os.O_EXCL, FileMode)
+		if cerr == nil {
+			return f, nil
+		}
+		if !errors.Is(cerr, fs.ErrExist) {
+			return nil, fmt.Errorf("create lock file in %s: %w", rootPath, cerr)
+		}
+		// Another service created it meanwhile: check what is there now.
+		entry, err = root.Lstat(LockName)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open lock file in %s: %w", rootPath, err)
+	}
+	if !entry.Mode().IsRegular() {
+		return nil, notOurs()
+	}
+	f, err := root.OpenFile(LockName, os.O_RDWR, FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file in %s: %w", rootPath, err)
+	}
+	opened, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open lock file in %s: %w", rootPath, err)
+	}
+	st, ok := opened.Sys().(*syscall.Stat_t)
+	if !os.SameFile(entry, opened) || !opened.Mode().IsRegular() || !ok || st.Nlink != 1 {
+		f.Close()
+		return nil, notOurs()
+	}
+	return f, nil
 }
 
 // Release drops the lock. The pid is left behind; it is only read while the

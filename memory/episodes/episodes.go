@@ -326,8 +326,10 @@ func (s *Store) replay(old *rec, n note) (api.EpisodeResponse, RecordInfo, error
 		asked = n.retain
 	}
 	if !sameRecord(old.ep, asked, n) {
+		// One sentence for every reused id, whoever holds it, and never the
+		// id: a lane learns nothing of a note it cannot see.
 		return api.EpisodeResponse{}, RecordInfo{}, fault.New(fault.Conflict, "episode_conflict",
-			"episode %s already holds a different memory; recording only adds, so nothing was changed", old.ep.EpisodeID)
+			"that episodeId already holds a different memory; recording only adds, so nothing was changed")
 	}
 	resp := api.EpisodeResponse{Episode: detach(old.ep), Retained: old.ep.Retained}
 	if n.retain && !old.ep.Retained {
@@ -505,9 +507,24 @@ func (s *Store) Card(lane string) api.Card {
 	return renderCard(cardHeader, s.newest(lane, nil, api.EpisodeCardSize))
 }
 
-// VoiceCard is the discord_voice lane's card for the voice briefing: only
-// shareable notes, and "" when there are none so the briefing omits it.
+// VoiceCard is the card of the notes visible to the discord_voice lane:
+// shareable notes of every lane, and "" when there are none.
 func (s *Store) VoiceCard() api.Card { return s.Card(api.LaneDiscordVoice) }
+
+// VoiceNotes are the notes of the voice briefing: the newest 8 visible to
+// the discord_voice lane (shareable notes of every lane), newest first, as
+// records so the briefing can quote each summary and room as data. Empty
+// when there are none, so the briefing omits them.
+func (s *Store) VoiceNotes() []api.Episode {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	recs := s.newest(api.LaneDiscordVoice, nil, api.EpisodeCardSize)
+	out := make([]api.Episode, len(recs))
+	for i, r := range recs {
+		out[i] = detach(r.ep)
+	}
+	return out
+}
 
 // Search is recall past the card: every whitespace-separated term of q must
 // appear, case-insensitively, in a note's summary or room; matches come

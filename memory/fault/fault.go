@@ -20,6 +20,10 @@ const (
 	Forbidden                 // 403
 	NotFound                  // 404
 	Conflict                  // 409
+	// Unprocessable is a valid request the state refuses (422), such as a
+	// Discord proposal for a person whose memory only an operator can make
+	// room in. Clients show its sentence.
+	Unprocessable // 422
 )
 
 // Error is a client-caused outcome with a machine code and a sentence.

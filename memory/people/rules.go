@@ -50,6 +50,11 @@ func Visible(f api.Fact, r ReadScope, now time.Time) bool {
 	return false
 }
 
+// ReasonNoSuchFact is the reason a proposal gives when its supersedesFactId
+// names no fact the caller's lane can see: a hidden fact answers exactly as
+// a missing one.
+const ReasonNoSuchFact = "no fact with that id is kept about this person, so nothing was replaced"
+
 // MaySupersede is the authority rule of a correction: the operator may
 // supersede any fact of the subject; a Discord proposer only one visible in
 // the proposing channel that they proposed themselves or that is about them.
@@ -57,6 +62,9 @@ func Visible(f api.Fact, r ReadScope, now time.Time) bool {
 func MaySupersede(c Caller, old api.Fact, proposerUserID, channelID string, now time.Time) (bool, string) {
 	if c.Operator {
 		return true, ""
+	}
+	if !LaneVisible(c, old) {
+		return false, ReasonNoSuchFact
 	}
 	if !Visible(old, ReadScope{ChannelID: channelID}, now) {
 		return false, "the fact named in supersedesFactId is not visible in this channel, so nothing was replaced"
@@ -75,16 +83,23 @@ func MayForget(f api.Fact, requesterUserID string) bool {
 }
 
 // Evict keeps a person at the bound: while there are more than max facts it
-// removes expired facts first (oldest first), then the oldest. It answers the
-// facts kept, in their original order, and how many were removed.
-func Evict(facts []api.Fact, max int, now time.Time) ([]api.Fact, int) {
+// removes, of the facts mayEvict allows, expired ones first (oldest first),
+// then the oldest. It answers the facts kept, in their original order, and
+// how many were removed; ok is false, and facts are returned unchanged, when
+// the allowed facts are too few to get back to the bound.
+func Evict(facts []api.Fact, max int, now time.Time, mayEvict func(api.Fact) bool) (kept []api.Fact, evicted int, ok bool) {
 	over := len(facts) - max
 	if over <= 0 {
-		return facts, 0
+		return facts, 0, true
 	}
-	order := make([]int, len(facts))
-	for i := range order {
-		order[i] = i
+	order := make([]int, 0, len(facts))
+	for i, f := range facts {
+		if mayEvict(f) {
+			order = append(order, i)
+		}
+	}
+	if len(order) < over {
+		return facts, 0, false
 	}
 	sort.SliceStable(order, func(a, b int) bool {
 		fa, fb := facts[order[a]], facts[order[b]]
@@ -98,13 +113,22 @@ func Evict(facts []api.Fact, max int, now time.Time) ([]api.Fact, int) {
 	for _, i := range order[:over] {
 		drop[i] = true
 	}
-	kept := make([]api.Fact, 0, max)
+	kept = make([]api.Fact, 0, max)
 	for i, f := range facts {
 		if !drop[i] {
 			kept = append(kept, f)
 		}
 	}
-	return kept, over
+	return kept, over, true
+}
+
+// LaneVisible reports whether a fact is visible to the caller's lane at all,
+// in some room: the operator sees every fact, a Discord lane every fact that
+// is not operator_private (what the subject's own view shows, expired ones
+// included). A Discord lane may evict, supersede, forget, count or name only
+// such facts.
+func LaneVisible(c Caller, f api.Fact) bool {
+	return c.Operator || f.Visibility.Scope != api.ScopeOperatorPrivate
 }
 
 // NewestFirst orders facts by creation, newest first, ties by id.

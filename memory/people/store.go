@@ -23,6 +23,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,7 +153,7 @@ func (s *Store) load(name string) (*personFile, int, error) {
 	if err := json.Unmarshal(b, &pf); err == nil && FileName(pf.Subject) == name {
 		return &pf, len(b), nil
 	}
-	aside := name + ".corrupt-" + strconv.FormatInt(s.now().Unix(), 10)
+	aside := name + corruptSuffix + strconv.FormatInt(s.now().Unix(), 10)
 	if err := durable.Rename(s.root, path.Join(Dir, name), path.Join(Dir, aside)); err != nil {
 		return nil, 0, fmt.Errorf("move unreadable person file aside: %w", err)
 	}
@@ -282,7 +283,9 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 		}
 		info.Replayed = true
 		resp.Replayed = true
-		if i := indexOf(pf.Facts, p.FactID); i >= 0 {
+		// A replay answers only what the caller may see now: a fact the
+		// operator has since made operator_private answers as a replaced one.
+		if i := indexOf(pf.Facts, p.FactID); i >= 0 && LaneVisible(c, pf.Facts[i]) {
 			f := pf.Facts[i]
 			resp.Fact = &f
 		} else {
@@ -305,7 +308,7 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 	}
 	if in.SupersedesFactID != "" {
 		if i := indexOf(pf.Facts, in.SupersedesFactID); i < 0 {
-			resp.Reason = "no fact with that id is kept about this person, so nothing was replaced"
+			resp.Reason = ReasonNoSuchFact
 		} else if ok, why := MaySupersede(c, pf.Facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
 			resp.Reason = why
 		} else {
@@ -317,7 +320,18 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 		}
 	}
 	pf.Facts = append(pf.Facts, fact)
-	pf.Facts, resp.Evicted = Evict(pf.Facts, api.MaxFactsPerPerson, now)
+	// A Discord proposal makes room only among the facts its lane can see:
+	// operator-only notes are never evicted, counted or named to it. When
+	// only such notes could make room the proposal is refused and nothing
+	// is written.
+	kept, evicted, ok := Evict(pf.Facts, api.MaxFactsPerPerson, now, func(f api.Fact) bool {
+		return f.FactID != fact.FactID && LaneVisible(c, f)
+	})
+	if !ok {
+		return api.ProposalResponse{}, ProposeInfo{}, fault.New(fault.Unprocessable, "person_at_capacity",
+			"This person's memory is full (at most %d facts are kept per person), so nothing was stored; an operator can make room.", api.MaxFactsPerPerson)
+	}
+	pf.Facts, resp.Evicted = kept, evicted
 	info.Evicted = resp.Evicted
 	pf.Proposals = pruneProposals(append(pf.Proposals, proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}), pf.Facts)
 	if err := s.write(name, pf); err != nil {
@@ -612,7 +626,43 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 		return nil, err
 	}
 	s.setCount(name, subject, 0)
+	if err := s.removeCorruptCopies(name); err != nil {
+		return nil, err
+	}
 	return ids, nil
+}
+
+// corruptSuffix follows a person file's name when load moves an unreadable
+// copy aside: <name>.corrupt-<unix seconds>.
+const corruptSuffix = ".corrupt-"
+
+// removeCorruptCopies deletes every copy of name that load moved aside: they
+// may hold what was kept about the person, so forgetting the person removes
+// them too. It is called under the person's lock.
+func (s *Store) removeCorruptCopies(name string) error {
+	d, err := s.root.Open(Dir)
+	if err != nil {
+		return fmt.Errorf("list the people directory: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("list the people directory: %w", err)
+	}
+	removed := false
+	for _, n := range names {
+		if !strings.HasPrefix(n, name+corruptSuffix) {
+			continue
+		}
+		if err := s.root.Remove(path.Join(Dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove a corrupt copy of a person file: %w", err)
+		}
+		removed = true
+	}
+	if removed {
+		return durable.SyncDir(s.root, Dir)
+	}
+	return nil
 }
 
 // List answers one page of people with their fact counts, ordered by file

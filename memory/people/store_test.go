@@ -319,7 +319,7 @@ func TestBriefingBoundsAndMarks(t *testing.T) {
 	chanOnly.Fact.Visibility = api.Visibility{Scope: api.ScopeChannel, ChannelID: "8"}
 	mustPropose(t, s, text, chanOnly)
 
-	text, counts, err := s.Briefing(api.BriefingRequest{SchemaVersion: 1, GuildID: "7", ChannelID: "9", ConsentedUserIDs: ids}, []string{"- note one"})
+	text, counts, err := s.Briefing(api.BriefingRequest{SchemaVersion: 1, GuildID: "7", ChannelID: "9", ConsentedUserIDs: ids}, []api.Episode{{EpisodeID: "ep-1", Lane: api.LaneDiscordVoice, Room: "voice", Summary: "note one", OccurredAt: c.t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,9 +328,6 @@ func TestBriefingBoundsAndMarks(t *testing.T) {
 	}
 	if strings.Contains(text, "only in text channel 8") {
 		t.Fatal("a channel fact from another channel reached the voice briefing")
-	}
-	if !strings.Contains(text, "said about themselves") || !strings.Contains(text, "reported by another member") {
-		t.Fatal("facts are not marked self-stated or reported")
 	}
 	lines := strings.Split(text, "\n")
 	facts := 0
@@ -349,9 +346,16 @@ func TestBriefingBoundsAndMarks(t *testing.T) {
 		t.Fatalf("counts %+v", counts)
 	}
 	// A small briefing holds every fact, 8 per person.
-	_, small, _ := s.Briefing(api.BriefingRequest{SchemaVersion: 1, GuildID: "7", ChannelID: "9", ConsentedUserIDs: ids[:2]}, nil)
+	smallText, small, _ := s.Briefing(api.BriefingRequest{SchemaVersion: 1, GuildID: "7", ChannelID: "9", ConsentedUserIDs: ids[:2]}, nil)
 	if small.Facts != 16 || small.UsersWithFacts != 2 || small.Episodes != 0 {
 		t.Fatalf("small briefing counts %+v", small)
+	}
+	if !strings.Contains(smallText, "said about themselves") || !strings.Contains(smallText, "reported by another member") {
+		t.Fatal("facts are not marked self-stated or reported")
+	}
+	// The full briefing shares the bound: every speaker is in it.
+	if counts.UsersWithFacts != 25 {
+		t.Fatalf("%d of 25 speakers made it into the briefing", counts.UsersWithFacts)
 	}
 }
 
@@ -398,5 +402,31 @@ func TestProposalRecordsStayBounded(t *testing.T) {
 	resp, info, err = s.Propose(text, proposal("r150", "g", "u", "u", "c", "fact 150"))
 	if err != nil || !info.Replayed || resp.Fact != nil || resp.Reason == "" {
 		t.Fatalf("retry of an evicted fact: %+v %+v %v", resp, info, err)
+	}
+}
+
+func TestFairSharesAreMaxMin(t *testing.T) {
+	for _, tc := range []struct {
+		demands []int
+		budget  int
+		want    []int
+	}{
+		{[]int{10, 20}, 100, []int{10, 20}},
+		{[]int{9000, 100, 100}, 1000, []int{800, 100, 100}},
+		{[]int{9000, 9000}, 1001, []int{500, 501}},
+		{[]int{300, 50, 9000, 200}, 1000, []int{300, 50, 450, 200}},
+		{nil, 100, []int{}},
+	} {
+		got := fairShares(tc.demands, tc.budget)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("fairShares(%v, %d) = %v, want %v", tc.demands, tc.budget, got, tc.want)
+		}
+		sum := 0
+		for _, s := range got {
+			sum += s
+		}
+		if sum > tc.budget {
+			t.Errorf("fairShares(%v, %d) hands out %d", tc.demands, tc.budget, sum)
+		}
 	}
 }
