@@ -80,8 +80,12 @@ func takeRefusals(t *testing.T, f *discordtest.Fake, n int) {
 	}
 }
 
+// timeout bounds a test's waits. TestInteractions shares one bound across
+// its subtests, and every request is checked against Discord's description
+// (tens of milliseconds each under -race), so it is generous: it only
+// decides how long a broken test takes to fail.
 func timeout(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
