@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -378,4 +379,48 @@ func TestVoiceBotMovedBySomeoneElseEndsTheSession(t *testing.T) {
 	waitFor(t, 5*time.Second, "the session to end", func() bool {
 		return strings.Contains(e.voice(mover, "status"), "no voice session")
 	})
+}
+
+// TestVoiceConsentDroppedWhenARosterRebuiltAfterAReconnectMissesThem
+// (issue 10, item 2): under explicit, a person who opted in and left while
+// the bot's gateway re-identified is not in the GUILD_CREATE that rebuilds
+// the roster; no VOICE_STATE_UPDATE ever says they left. Rejoining without
+// opting in must not brief them again: the rebuilt roster drops their
+// consent through the same path as a leave.
+func TestVoiceConsentDroppedWhenARosterRebuiltAfterAReconnectMissesThem(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, true, inVoice(mover, alice)...)
+	e.seed(alice, alice, textA, "alice likes tea", api.ScopeGuild)
+	e.voice(mover, "join")
+	e.rt.waitItems(t, 1)
+	e.voice(alice, "consent", str("action", "opt-in"))
+	if items := e.rt.waitItems(t, 2); !strings.Contains(items[1], "alice likes tea") {
+		t.Fatalf("briefing after alice opted in %q", items[1])
+	}
+
+	// The gateway session is invalidated; alice leaves while the bot
+	// re-identifies, so the only news of it is the GUILD_CREATE that follows.
+	identifies := len(e.fake.Identifies())
+	e.fake.InvalidateSessions()
+	e.fake.GuildCreate(testGuild(inVoice(mover, e.fake.BotID())...))
+	waitFor(t, 5*time.Second, "the bot to identify again", func() bool { return len(e.fake.Identifies()) > identifies })
+	waitFor(t, 5*time.Second, "the session to count one consented speaker", func() bool {
+		return strings.Contains(e.voice(mover, "status"), "1 speaker has consented")
+	})
+
+	// alice comes back without opting in.
+	e.move(alice, voiceRoom)
+	time.Sleep(150 * time.Millisecond) // longer than the debounce
+	if got := e.voice(mover, "status"); !strings.Contains(got, "1 speaker has consented") {
+		t.Fatalf("status after alice rejoined: %q", got)
+	}
+	reqs := e.rec.all()
+	last := reqs[len(reqs)-1]
+	if slices.Contains(last.ConsentedUserIDs, alice) {
+		t.Fatalf("alice is briefed again without opting in: %+v", last.ConsentedUserIDs)
+	}
+	for _, it := range e.rt.items()[2:] {
+		if strings.Contains(it, "alice likes tea") {
+			t.Fatalf("a briefing after the rebuild holds alice's fact")
+		}
+	}
 }

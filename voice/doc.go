@@ -4,6 +4,10 @@
 // and its connection to the realtime voice model.
 //
 // Each rule lives in one function here, with its test beside it:
+//   - consent is dropped whenever a person stops being in the session's
+//     channel, whatever told us (a leave or move in a VOICE_STATE_UPDATE, a
+//     roster rebuilt from GUILD_CREATE after a reconnect):
+//     Manager.departedLocked;
 //   - consent lives in memory only, so a restart drops it, and ending a
 //     session (leave, last human gone, the bot moved by someone else) drops
 //     it with the session: Manager.endLocked;

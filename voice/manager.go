@@ -83,12 +83,21 @@ func (m *Manager) OnReady(_ *discordgo.Session, r *discordgo.Ready) {
 	}
 }
 
-// OnGuildCreate loads a server's voice states.
+// OnGuildCreate replaces a server's voice states (on joining it and after
+// every re-identify). Whoever the rebuilt roster no longer places in the
+// session's channel has left it, and loses their consent like any leave.
 func (m *Manager) OnGuildCreate(_ *discordgo.Session, g *discordgo.GuildCreate) {
 	if g.Guild == nil {
 		return
 	}
-	m.roster.load(g.ID, g.VoiceStates, g.Members)
+	moved := m.roster.load(g.ID, g.VoiceStates, g.Members)
+	m.mu.Lock()
+	for _, mv := range moved {
+		if mv.userID != m.botID {
+			m.departedLocked(g.ID, mv.userID, mv.from, mv.to)
+		}
+	}
+	m.mu.Unlock()
 	m.reconcile(g.ID)
 }
 
@@ -104,11 +113,20 @@ func (m *Manager) OnVoiceStateUpdate(_ *discordgo.Session, u *discordgo.VoiceSta
 		m.mu.Unlock()
 		return
 	}
-	if s := m.sessions[u.GuildID]; s != nil && before == s.channelID && u.ChannelID != s.channelID {
-		s.consent.left(u.UserID) // leaving or moving drops their opt-in
-	}
+	m.departedLocked(u.GuildID, u.UserID, before, u.ChannelID)
 	m.mu.Unlock()
 	m.reconcile(u.GuildID)
+}
+
+// departedLocked is the one rule for a person who stops being in a
+// session's channel, however we learn it (a leave or a move in a
+// VOICE_STATE_UPDATE, a roster rebuilt from GUILD_CREATE): their opt-in is
+// dropped, so coming back counts as consented only after a new opt-in. An
+// opt-out stays. m.mu is held.
+func (m *Manager) departedLocked(guildID, userID, from, to string) {
+	if s := m.sessions[guildID]; s != nil && from == s.channelID && to != s.channelID {
+		s.consent.left(userID)
+	}
 }
 
 // botMovedLocked handles a voice state update for the bot itself. Discord
