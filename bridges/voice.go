@@ -46,7 +46,8 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 	}
 	var opener voice.ModelOpener
 	if cfg.RealtimeURL != "" {
-		rc := realtime.Config{URL: cfg.RealtimeURL, APIKey: cfg.RealtimeAPIKey, Model: cfg.RealtimeModel, Instructions: realtimeInstructions}
+		rc := realtime.Config{URL: cfg.RealtimeURL, APIKey: cfg.RealtimeAPIKey, Auth: realtime.Auth(cfg.RealtimeAuth),
+			Model: cfg.RealtimeModel, Voice: cfg.RealtimeVoice, TurnDetection: cfg.RealtimeTurns, Instructions: realtimeInstructions}
 		rlog := log.Named("realtime")
 		opener = func(ctx context.Context) (voice.Model, error) { return realtime.Start(ctx, rc, rlog) }
 	}

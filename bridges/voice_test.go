@@ -84,8 +84,8 @@ func startVoice(t *testing.T, policy string, withRealtime bool, states ...discor
 	if withRealtime {
 		e.rt = newFakeRealtime(t)
 		cfg.RealtimeURL = e.rt.url()
-		cfg.RealtimeAPIKey = "sk-realtime-secret-key-77"
-		cfg.RealtimeModel = "voice-model-1"
+		cfg.RealtimeAPIKey = realtimeKey
+		cfg.RealtimeModel = realtimeModel
 	}
 	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"))
 	if err != nil {
@@ -160,10 +160,7 @@ func TestVoiceJoinBriefsTheConsentedSpeaker(t *testing.T) {
 	if len(reqs) != 1 || strings.Join(reqs[0].ConsentedUserIDs, ",") != mover || reqs[0].ChannelID != voiceRoom {
 		t.Fatalf("briefing requests %+v", reqs)
 	}
-	e.rt.mu.Lock()
-	auth := e.rt.auth[0]
-	e.rt.mu.Unlock()
-	if auth != "Bearer sk-realtime-secret-key-77" {
+	if auth := e.rt.Conn(1).Header.Get("Authorization"); auth != "Bearer "+realtimeKey {
 		t.Fatalf("realtime auth header %q", auth)
 	}
 }
@@ -338,7 +335,7 @@ func TestVoiceLogsHoldNoUserIDsOrContent(t *testing.T) {
 		}
 	}
 	e.run.stop()
-	e.l.assertClean(t, secret, mover, alice, items[0], items[1], "sk-realtime-secret-key-77",
+	e.l.assertClean(t, secret, mover, alice, items[0], items[1], realtimeKey,
 		tokens.VoiceBridge, tokens.TextBridge, tokens.Operator, e.fake.Token())
 }
 

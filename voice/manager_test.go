@@ -58,12 +58,6 @@ func (b *brieferRec) last() []string {
 	return b.reqs[len(b.reqs)-1]
 }
 
-func (b *brieferRec) count() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.reqs)
-}
-
 func voiceStates(channel string, users ...string) []*discordgo.VoiceState {
 	var out []*discordgo.VoiceState
 	for _, u := range users {

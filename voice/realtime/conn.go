@@ -2,8 +2,11 @@ package realtime
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -16,13 +19,15 @@ import (
 )
 
 // run is the session's background loop: connect, serve the connection until
-// it ends, pause, connect again, until the session's context ends. It is the
-// only goroutine that dials or writes data frames, which gives gorilla its
-// single writer and keeps session.update ahead of any briefing on every
-// connection without a write lock.
+// it ends, pause, connect again, until the session's context ends or the
+// endpoint refuses the session for good. It is the only goroutine that
+// dials or writes data frames, which gives gorilla its single writer and
+// keeps session.update ahead of any briefing or audio on every connection
+// without a write lock.
 func (s *Session) run() {
 	defer close(s.done)
 	defer s.cancel()
+	defer s.setPhase(Closed, 0)
 	failures := 0
 	for {
 		conn, resp, err := s.dial()
@@ -30,29 +35,153 @@ func (s *Session) run() {
 			if s.ctx.Err() != nil {
 				return
 			}
+			if r := handshakeRefusal(resp, err); r != nil {
+				s.refuse(*r)
+				return
+			}
 			failures++
 			s.noteDialFailure(failures, resp, err)
+			s.setPhase(Reconnecting, failures+1)
 			if !s.sleep(s.backoff(failures)) {
 				return
 			}
 			continue
 		}
 		started := time.Now()
-		s.serve(conn)
+		out := s.serve(conn, failures)
 		if s.ctx.Err() != nil {
 			return
 		}
-		// A connection that lived a while resets the backoff. One the server
-		// drops at once does not, so a server that accepts and then hangs up
-		// is not hammered at the minimum pause.
-		if time.Since(started) >= s.cfg.MaxBackoff {
+		if out.refusal != nil {
+			s.refuse(*out.refusal)
+			return
+		}
+		// A connection that was ready for a while resets the backoff. One
+		// the server drops at once does not, so a server that accepts and
+		// then hangs up is not hammered at the minimum pause.
+		if out.ready && time.Since(started) >= s.cfg.MaxBackoff {
 			failures = 0
 		}
 		failures++
+		s.setPhase(Reconnecting, failures+1)
 		if !s.sleep(s.backoff(failures)) {
 			return
 		}
 	}
+}
+
+// refusal is a permanent failure: why, and the code to log and show.
+type refusal struct {
+	reason Reason
+	code   string
+}
+
+// refuse ends the session for good and logs one line with the code.
+func (s *Session) refuse(r refusal) {
+	s.mu.Lock()
+	s.state = State{Phase: Refused, Reason: r.reason, Code: r.code}
+	s.ready.Store(false)
+	s.mu.Unlock()
+	s.log.Error("realtime endpoint refused the session; not reconnecting",
+		zap.String("host", s.host), zap.String("code", r.code), zap.String("reason", r.reason.String()))
+}
+
+// String names a reason for logs.
+func (r Reason) String() string {
+	switch r {
+	case ReasonKey:
+		return "key"
+	case ReasonModel:
+		return "model"
+	case ReasonNotFound:
+		return "not_found"
+	case ReasonShape:
+		return "request_shape"
+	case ReasonNotRealtime:
+		return "not_realtime"
+	case ReasonQuota:
+		return "quota"
+	}
+	return "unknown"
+}
+
+// handshakeRefusal classifies a failed handshake: nil when retrying can
+// help (network errors, 5xx, 429 rate limits), else why not. Only the
+// error code of a JSON body is read, never its message.
+func handshakeRefusal(resp *http.Response, err error) *refusal {
+	if resp == nil {
+		return nil // no HTTP answer: the network, retry
+	}
+	code := bodyCode(resp)
+	switch st := resp.StatusCode; {
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		return &refusal{ReasonKey, orStatus(code, st)}
+	case st == http.StatusNotFound:
+		return &refusal{ReasonNotFound, orStatus(code, st)}
+	case st == http.StatusTooManyRequests:
+		if code == "insufficient_quota" {
+			return &refusal{ReasonQuota, code}
+		}
+		return nil
+	case st >= 500:
+		return nil
+	case st >= 400:
+		if r := codeRefusal(code); r != nil {
+			return r
+		}
+		return &refusal{ReasonShape, orStatus(code, st)}
+	default:
+		// 1xx other than 101, 2xx, 3xx: something answered, but not as a
+		// WebSocket.
+		return &refusal{ReasonNotRealtime, fmt.Sprintf("http_%d", st)}
+	}
+}
+
+func orStatus(code string, status int) string {
+	if code != "" && code != "none" && code != "unrecognized" {
+		return code
+	}
+	return fmt.Sprintf("http_%d", status)
+}
+
+// bodyCode reads error.code from a JSON error body (as OpenAI and Azure
+// send), or "" when there is none.
+func bodyCode(resp *http.Response) string {
+	if resp.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var body struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return ""
+	}
+	if c, ok := body.Error.Code.(string); ok {
+		return safeToken(strings.ToLower(c))
+	}
+	return ""
+}
+
+// permanentCodes are the error codes retrying cannot fix.
+var permanentCodes = map[string]Reason{
+	"invalid_api_key":            ReasonKey,
+	"model_not_found":            ReasonModel,
+	"invalid_model":              ReasonModel,
+	"beta_api_shape_disabled":    ReasonShape,
+	"unknown_parameter":          ReasonShape,
+	"missing_required_parameter": ReasonShape,
+	"invalid_type":               ReasonShape,
+	"insufficient_quota":         ReasonQuota,
+}
+
+func codeRefusal(code string) *refusal {
+	if r, ok := permanentCodes[code]; ok {
+		return &refusal{r, code}
+	}
+	return nil
 }
 
 // dial makes one connection attempt, bounded by the session's context so
@@ -64,9 +193,13 @@ func (s *Session) run() {
 func (s *Session) dial() (*websocket.Conn, *http.Response, error) {
 	h := http.Header{}
 	if s.cfg.APIKey != "" {
-		h.Set("Authorization", "Bearer "+s.cfg.APIKey)
+		switch s.cfg.auth() {
+		case AuthAPIKey:
+			h.Set("api-key", s.cfg.APIKey)
+		default:
+			h.Set("Authorization", "Bearer "+s.cfg.APIKey)
+		}
 	}
-	h.Set("OpenAI-Beta", "realtime=v1")
 
 	var (
 		mu  sync.Mutex
@@ -151,28 +284,36 @@ func (s *Session) sleep(d time.Duration) bool {
 	}
 }
 
-// reader is the outcome of a connection's read loop: done is closed when it
-// has returned, after err is set.
+// reader delivers a connection's server events in order on events, which
+// it closes when the connection fails, after setting err.
 type reader struct {
-	done chan struct{}
-	err  error
+	events chan serverEvent
+	err    error
+}
+
+// outcome is how a connection ended.
+type outcome struct {
+	ready   bool     // it became ready at some point
+	refusal *refusal // non-nil: permanently refused
 }
 
 // serve runs one connection from just after the handshake until it is gone,
 // and returns only when every goroutine it started has ended.
-func (s *Session) serve(conn *websocket.Conn) {
+func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	conn.SetReadLimit(maxEventBytes)
 	s.mu.Lock()
-	s.stats.Connects++
-	if s.stats.Connects > 1 {
-		s.stats.Reconnects++
-	}
-	connects := s.stats.Connects
-	s.connGen = 0
+	s.connGen, s.ackedGen = 0, 0
 	s.mu.Unlock()
+	for len(s.audio) > 0 { // audio from before the outage is stale
+		<-s.audio
+	}
 
-	rd := &reader{done: make(chan struct{})}
-	go s.readLoop(conn, rd)
+	rd := &reader{events: make(chan serverEvent, 64)}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		s.readLoop(conn, rd)
+	}()
 
 	// Backstop for Close: if a write is stuck on a server that stopped
 	// reading, drop the socket rather than wait out the write timeout.
@@ -192,42 +333,73 @@ func (s *Session) serve(conn *websocket.Conn) {
 		}
 	}()
 
-	err := s.converse(conn, rd, connects)
+	c := &converse{s: s, conn: conn, rd: rd, items: map[string]uint64{}}
+	err := c.run()
 	_ = conn.Close()
-	<-rd.done
+	<-readDone
 	close(connDone)
 	<-watchDone
 
+	s.setPhase(Reconnecting, failures+2) // the run loop's next attempt
 	s.mu.Lock()
-	s.stats.Connected = false
-	s.connGen = 0
+	s.connGen, s.ackedGen = 0, 0
 	s.mu.Unlock()
+	out := outcome{ready: c.ready, refusal: c.refused}
 	if s.ctx.Err() != nil {
-		s.log.Info("realtime session closed", zap.String("host", s.host), zap.Int("connects", connects))
-		return
+		s.log.Info("realtime session closed", zap.String("host", s.host), zap.Int("connects", s.Stats().Connects))
+		return out
+	}
+	if out.refusal != nil {
+		return out
 	}
 	if err == nil {
 		err = rd.err
 	}
-	s.log.Warn("realtime connection lost; reconnecting", append([]zap.Field{zap.String("host", s.host)}, s.describe(err)...)...)
+	fields := append([]zap.Field{zap.String("host", s.host), zap.Bool("was_ready", c.ready)}, s.describe(err)...)
+	// One warning per outage: losing a ready connection, or the first
+	// failure ever; the retries that follow are debug lines.
+	if failures == 0 || c.ready {
+		s.log.Warn("realtime connection lost; reconnecting", fields...)
+	} else {
+		s.log.Debug("realtime connection lost; reconnecting", fields...)
+	}
+	return out
 }
 
-// converse seeds a fresh connection (session.update, then the latest
-// briefing if any) and then writes briefings and pings as they come due.
-// It returns when the connection fails (with why) or the session closes (nil,
-// after a normal-closure handshake).
-func (s *Session) converse(conn *websocket.Conn, rd *reader, connects int) error {
+// converse is one connection's conversation.
+type converse struct {
+	s     *Session
+	conn  *websocket.Conn
+	rd    *reader
+	ready bool
+	// created: the server's first event was session.created, so it speaks
+	// the protocol.
+	created bool
+	refused *refusal
+	// items maps the ids of briefing items written here to their gen.
+	items map[string]uint64
+	// itemEvents maps the event ids of those writes to their gen, to tell
+	// an error about a briefing from others.
+	itemEvents map[string]uint64
+}
+
+// run seeds a fresh connection (session.update; once the server answers
+// session.updated, the latest briefing) and then writes briefings, audio,
+// control events and pings as they come due. It returns when the
+// connection fails (with why), is refused (c.refused set), or the session
+// closes (nil, after a normal-closure handshake).
+func (c *converse) run() error {
+	s := c.s
 	msg, err := sessionUpdate(s.cfg)
 	if err != nil {
 		return err
 	}
-	if err := s.write(conn, msg); err != nil {
+	if err := c.write(msg); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.stats.Connected = true
-	s.mu.Unlock()
-	s.log.Info("realtime connected", zap.String("host", s.host), zap.Int("connects", connects))
+	c.itemEvents = map[string]uint64{}
+	readyBy := time.NewTimer(s.cfg.ReadyTimeout)
+	defer readyBy.Stop()
 
 	var ping <-chan time.Time
 	if s.cfg.PingInterval > 0 {
@@ -236,35 +408,149 @@ func (s *Session) converse(conn *websocket.Conn, rd *reader, connects int) error
 		ping = t.C
 	}
 	for {
-		if err := s.flush(conn); err != nil {
-			return err
-		}
-		select {
-		case <-s.kick:
-		case <-ping:
-			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
+		if c.ready {
+			if err := c.flush(); err != nil {
 				return err
 			}
-		case <-rd.done:
-			return rd.err
+		}
+		var audio <-chan []byte
+		var ctrl <-chan []byte
+		if c.ready {
+			audio, ctrl = s.audio, s.ctrl
+		}
+		select {
+		case ev, ok := <-c.rd.events:
+			if !ok {
+				return c.rd.err
+			}
+			if stop := c.handle(ev); stop {
+				return nil
+			}
+		case <-s.kick:
+		case pcm := <-audio:
+			msg, err := audioAppend(pcm)
+			if err != nil {
+				return err
+			}
+			if err := c.write(msg); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			s.stats.AudioBytesSent += int64(len(pcm))
+			s.mu.Unlock()
+		case msg := <-ctrl:
+			if err := c.write(msg); err != nil {
+				return err
+			}
+		case <-readyBy.C:
+			if !c.ready {
+				return errReadyTimeout
+			}
+		case <-ping:
+			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
+				return err
+			}
 		case <-s.ctx.Done():
-			_ = conn.WriteControl(websocket.CloseMessage,
+			_ = c.conn.WriteControl(websocket.CloseMessage,
 				websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeGrace))
 			t := time.NewTimer(closeGrace)
 			defer t.Stop()
-			select {
-			case <-rd.done: // the server answered the close frame
-			case <-t.C:
+			for {
+				select {
+				case _, ok := <-c.rd.events: // until the server answers the close frame
+					if !ok {
+						return nil
+					}
+				case <-t.C:
+					return nil
+				}
 			}
-			return nil
 		}
 	}
 }
 
+var (
+	errReadyTimeout = errors.New("no session.updated in time")
+)
+
+// handle acts on one server event; it reports whether the connection must
+// end (a refusal).
+func (c *converse) handle(ev serverEvent) (stop bool) {
+	s := c.s
+	if !c.created && ev.Type != "session.created" && ev.Type != "error" {
+		// Garbage, or something that is not a Realtime endpoint.
+		c.refused = &refusal{ReasonNotRealtime, "not_realtime"}
+		return true
+	}
+	switch ev.Type {
+	case "session.created":
+		c.created = true
+	case "session.updated":
+		if !c.ready {
+			c.ready = true
+			s.mu.Lock()
+			s.stats.Connects++
+			if s.stats.Connects > 1 {
+				s.stats.Reconnects++
+			}
+			connects := s.stats.Connects
+			s.mu.Unlock()
+			s.setPhase(Ready, 0)
+			s.log.Info("realtime ready", zap.String("host", s.host), zap.Int("connects", connects))
+		}
+	case "conversation.item.added", "conversation.item.done":
+		if ev.Item != nil {
+			c.ack(ev.Item.ID)
+		}
+	case "error":
+		var typ, code, eventID string
+		if ev.Error != nil {
+			typ, code, eventID = safeToken(ev.Error.Type), safeToken(ev.Error.Code), ev.Error.EventID
+		}
+		if r := codeRefusal(code); r != nil {
+			c.refused = r
+			return true
+		}
+		if !c.ready && typ == "invalid_request_error" {
+			// The session setup was refused: our request's shape.
+			c.refused = &refusal{ReasonShape, code}
+			return true
+		}
+		_, aboutBriefing := c.itemEvents[eventID]
+		s.log.Warn("realtime server reported an error",
+			zap.String("error_type", typ), zap.String("code", code), zap.Bool("about_briefing", aboutBriefing))
+	}
+	return false
+}
+
+// ack records the server's acknowledgement of a briefing item.
+func (c *converse) ack(itemID string) {
+	gen, ok := c.items[itemID]
+	if !ok {
+		return
+	}
+	delete(c.items, itemID)
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.ItemsAcked++
+	if gen > s.ackedGen {
+		s.ackedGen = gen
+	}
+	if !s.delivered[gen] {
+		s.delivered[gen] = true
+		s.stats.BriefingsDelivered++
+	}
+	if s.latest.gen == gen {
+		s.latest.delivered = true
+	}
+}
+
 // flush writes the latest briefing if this connection has not had it yet.
-// A briefing already delivered on an earlier connection is a re-seed and
+// A briefing already acknowledged on an earlier connection is a re-seed and
 // gets ReseedPrefix; one the caller marked as a refresh gets RefreshPrefix.
-func (s *Session) flush(conn *websocket.Conn) error {
+func (c *converse) flush() error {
+	s := c.s
 	s.mu.Lock()
 	b := s.latest
 	due := b.gen != 0 && b.gen != s.connGen
@@ -279,18 +565,18 @@ func (s *Session) flush(conn *websocket.Conn) error {
 	case b.refresh:
 		text, kind = RefreshPrefix+text, "refresh"
 	}
-	msg, err := briefingItem(text)
+	id := newItemID()
+	msg, eventID, err := briefingItem(id, text)
 	if err != nil {
 		return err
 	}
-	if err := s.write(conn, msg); err != nil {
+	c.items[id] = b.gen
+	c.itemEvents[eventID] = b.gen
+	if err := c.write(msg); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	s.connGen = b.gen
-	if s.latest.gen == b.gen {
-		s.latest.delivered = true
-	}
 	s.stats.ItemsSent++
 	s.mu.Unlock()
 	s.log.Debug("realtime briefing sent", zap.String("kind", kind), zap.Int("length", len(text)))
@@ -298,19 +584,20 @@ func (s *Session) flush(conn *websocket.Conn) error {
 }
 
 // write sends one text frame. Only the serve goroutine calls it.
-func (s *Session) write(conn *websocket.Conn, msg []byte) error {
-	if err := conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+func (c *converse) write(msg []byte) error {
+	if err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
 		return err
 	}
-	return conn.WriteMessage(websocket.TextMessage, msg)
+	return c.conn.WriteMessage(websocket.TextMessage, msg)
 }
 
-// readLoop reads server events until the connection fails. Events are
-// discarded; only their type is logged. With pings on, a connection that
-// yields neither an event nor a pong for two ping intervals times out here.
+// readLoop reads server events until the connection fails, hands output
+// audio and speech events to the Listener at once, and queues the rest for
+// the conversation in order. With pings on, a connection that yields
+// neither an event nor a pong for two ping intervals times out here.
 // Server pings are answered by gorilla's default handler.
 func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
-	defer close(rd.done)
+	defer close(rd.events)
 	extend := func() {}
 	if iv := s.cfg.PingInterval; iv > 0 {
 		extend = func() { _ = conn.SetReadDeadline(time.Now().Add(2 * iv)) }
@@ -324,33 +611,61 @@ func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
 			return
 		}
 		extend()
-		s.noteEvent(data)
-	}
-}
-
-// noteEvent logs a server event's type at debug level, and an error event's
-// kind and code at warn level. Payloads and messages are never logged: a
-// server may echo the briefing back.
-func (s *Session) noteEvent(data []byte) {
-	var ev serverEvent
-	if err := json.Unmarshal(data, &ev); err != nil {
-		s.log.Debug("realtime event", zap.String("type", "unparseable"), zap.Int("bytes", len(data)))
-		return
-	}
-	if ev.Type == "error" {
-		var kind, code string
-		if ev.Error != nil {
-			kind, code = ev.Error.Type, ev.Error.Code
+		var ev serverEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			s.log.Debug("realtime event", zap.String("type", "unparseable"), zap.Int("bytes", len(data)))
+			ev = serverEvent{Type: "unparseable"}
+		} else if s.hear(ev) {
+			continue
+		} else if ev.Type != "error" {
+			s.log.Debug("realtime event", zap.String("type", safeToken(ev.Type)))
 		}
-		s.log.Warn("realtime server reported an error",
-			zap.String("error_type", safeToken(kind)), zap.String("code", safeToken(code)))
-		return
+		select {
+		case rd.events <- ev:
+		case <-s.ctx.Done():
+			// The conversation is closing; keep reading until the close
+			// handshake ends the connection.
+		}
 	}
-	s.log.Debug("realtime event", zap.String("type", safeToken(ev.Type)))
 }
 
-// noteDialFailure counts a failed attempt and logs it: at warn for the first
-// and every tenth, at debug otherwise, so a long outage does not flood logs.
+// hear hands audio-path events to the Listener and reports whether the
+// event was one of them. Transcripts are dropped unread: they are content.
+func (s *Session) hear(ev serverEvent) bool {
+	l := s.cfg.Listener
+	switch ev.Type {
+	case "response.output_audio.delta":
+		pcm, err := base64.StdEncoding.DecodeString(ev.Delta)
+		if err != nil {
+			s.log.Debug("realtime event", zap.String("type", "undecodable_audio"))
+			return true
+		}
+		s.mu.Lock()
+		s.stats.AudioBytesReceived += int64(len(pcm))
+		s.mu.Unlock()
+		if l != nil {
+			l.OutputAudio(ev.ResponseID, ev.ItemID, pcm)
+		}
+		return true
+	case "input_audio_buffer.speech_started":
+		if l != nil {
+			l.SpeechStarted(ev.AudioStartMs)
+		}
+		return true
+	case "input_audio_buffer.speech_stopped":
+		if l != nil {
+			l.SpeechStopped(ev.AudioEndMs)
+		}
+		return true
+	case "response.output_audio_transcript.delta", "response.output_audio_transcript.done":
+		return true
+	}
+	return false
+}
+
+// noteDialFailure counts a failed attempt and logs it: at warn for the
+// first of an outage, at debug for the retries, so a long outage is one
+// line (the status says the attempt).
 func (s *Session) noteDialFailure(n int, resp *http.Response, err error) {
 	s.mu.Lock()
 	s.stats.DialFailures++
@@ -358,14 +673,11 @@ func (s *Session) noteDialFailure(n int, resp *http.Response, err error) {
 	fields := []zap.Field{zap.String("host", s.host), zap.Int("attempt", n)}
 	if resp != nil {
 		fields = append(fields, zap.Int("status", resp.StatusCode))
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			fields = append(fields, zap.String("hint", "check CLANKIE_REALTIME_API_KEY"))
-		}
 	} else {
 		fields = append(fields, zap.String("error", s.redact(err.Error())))
 	}
 	const msg = "realtime connect failed; retrying"
-	if n == 1 || n%10 == 0 {
+	if n == 1 {
 		s.log.Warn(msg, fields...)
 	} else {
 		s.log.Debug(msg, fields...)
@@ -381,6 +693,8 @@ func (s *Session) describe(err error) []zap.Field {
 	switch {
 	case err == nil:
 		return []zap.Field{zap.String("reason", "unknown")}
+	case errors.Is(err, errReadyTimeout):
+		return []zap.Field{zap.String("reason", "no_session_updated")}
 	case errors.As(err, &ce):
 		return []zap.Field{zap.String("reason", "closed"), zap.Int("close_code", ce.Code)}
 	case errors.As(err, &ne) && ne.Timeout():

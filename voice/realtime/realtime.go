@@ -1,21 +1,35 @@
-// Package realtime is the voice bridge's client for one session with an
-// OpenAI Realtime-compatible voice model over a WebSocket.
+// Package realtime is the voice bridge's client for one session with a
+// voice model that speaks the OpenAI Realtime GA protocol over a WebSocket
+// (OpenAI's endpoint, Azure OpenAI's GA endpoint, or another that follows
+// it). Every client event it can send validates strictly against OpenAI's
+// published GA schemas; the retired beta interface is not spoken at all.
 //
 // It exists to hand the model its briefing (what consented speakers told
-// Clankie about themselves) without letting the realtime endpoint slow down
-// or leak anything from the Discord side:
+// Clankie about themselves), and to carry audio both ways for the audio
+// work, without letting the endpoint slow down or leak anything from the
+// Discord side:
 //
-//   - Non-blocking: Start returns at once and connects in the background, so a
-//     Discord interaction is never answered late because the endpoint is slow
-//     or down. Brief keeps the latest briefing and delivers it as soon as a
-//     connection is up.
-//   - Self-healing: when the connection drops, the session reconnects with
-//     jittered exponential backoff and re-seeds the new server session
-//     (session.update, then the latest briefing again, marked as a refresh),
-//     because a fresh server session remembers nothing of the old one.
-//   - Private: briefings are memory content and the API key is a secret.
-//     Neither appears in a log line, an error string or a panic; logs carry
-//     the endpoint's host, counts, close codes and server event types only.
+//   - Non-blocking: Start returns at once and connects in the background, so
+//     a Discord interaction is never answered late because the endpoint is
+//     slow or down. Brief keeps the latest briefing and delivers it as soon
+//     as a connection is ready; AppendAudio drops rather than waits.
+//   - Honest: a connection is ready only after the server answered
+//     session.update with session.updated, and a briefing counts as
+//     delivered only when the server acknowledged its item
+//     (conversation.item.added). State says which of connecting, ready,
+//     reconnecting (attempt n) or refused (why) the session is in.
+//   - Self-healing where healing can work: a transient failure (network,
+//     5xx, rate limit, a dropped connection) reconnects with jittered
+//     exponential backoff and re-seeds the new server session
+//     (session.update, then the latest briefing again, marked as a
+//     refresh). A permanent one (the endpoint refused the key, the model or
+//     the request shape, or is not a Realtime endpoint at all) stops
+//     reconnecting at once: retrying would only hammer it.
+//   - Private: briefings, transcripts and audio are content and the API key
+//     is a secret. None appears in a log line, an error string or a panic;
+//     logs carry the endpoint's host, counts, close codes, server event
+//     types and error codes only (never an error's message, which a server
+//     may fill with what it was sent).
 package realtime
 
 import (
@@ -26,6 +40,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -36,11 +51,14 @@ import (
 // Defaults for the zero values in Config. The backoff bounds keep a dead
 // endpoint at one attempt every few seconds while a blip heals in well under
 // a second; the ping interval is short enough to notice a silently dead
-// connection within a minute and long enough to cost nothing.
+// connection within a minute and long enough to cost nothing. The ready
+// timeout bounds how long a connection may take from the handshake to
+// session.updated before it is replaced.
 const (
 	DefaultMinBackoff   = 200 * time.Millisecond
 	DefaultMaxBackoff   = 5 * time.Second
 	DefaultPingInterval = 20 * time.Second
+	DefaultReadyTimeout = 15 * time.Second
 )
 
 const (
@@ -55,6 +73,11 @@ const (
 	// maxEventBytes bounds one server event we must buffer before discarding
 	// it. Audio deltas are far smaller; a larger frame means a broken server.
 	maxEventBytes = 16 << 20
+	// audioQueue is how many input audio chunks may wait for the socket
+	// (50 × 20 ms = 1 s); beyond that, chunks are dropped and counted.
+	audioQueue = 50
+	// SampleRate is the rate of the PCM16 mono audio both ways.
+	SampleRate = 24000
 )
 
 // Prefixes that mark a briefing that is not the first one the model sees.
@@ -75,14 +98,34 @@ const (
 // caller may log them as they are.
 var (
 	// ErrConfig: Start was given a configuration it cannot use (no URL, not
-	// ws:// or wss://, no host, or user info in the URL).
+	// ws:// or wss://, no host, user info in the URL, an unknown auth mode
+	// or turn detection).
 	ErrConfig = errors.New("realtime: invalid configuration")
 	// ErrClosed: the session was closed (Close, or the context given to
 	// Start ended); nothing more will be sent.
 	ErrClosed = errors.New("realtime: session closed")
+	// ErrRefused: the endpoint refused the session for good (State says
+	// why); nothing more will be sent.
+	ErrRefused = errors.New("realtime: the endpoint refused the session")
 	// ErrEmptyBriefing: Brief was given an empty or blank text. An empty
 	// item would tell the model nothing, and would replace a real briefing.
 	ErrEmptyBriefing = errors.New("realtime: empty briefing")
+)
+
+// Auth says how the key is presented at the handshake.
+type Auth string
+
+const (
+	// AuthBearer sends "Authorization: Bearer <key>" (OpenAI).
+	AuthBearer Auth = "bearer"
+	// AuthAPIKey sends "api-key: <key>" (Azure OpenAI).
+	AuthAPIKey Auth = "api-key"
+)
+
+// Turn detection modes the session asks the server for.
+const (
+	ServerVAD   = "server_vad"
+	SemanticVAD = "semantic_vad"
 )
 
 // Config configures one realtime session. It mirrors the CLANKIE_REALTIME_*
@@ -91,15 +134,23 @@ var (
 // Config holds the API key, so it redacts itself when printed with fmt or
 // logged with zap (zap.Any / zap.Object); do not encode it any other way.
 type Config struct {
-	// URL is the ws:// or wss:// endpoint (CLANKIE_REALTIME_URL).
+	// URL is the ws:// or wss:// endpoint (CLANKIE_REALTIME_URL), without
+	// the model parameter.
 	URL string
-	// APIKey (CLANKIE_REALTIME_API_KEY) is sent as "Authorization: Bearer
-	// <key>" when set, and nowhere else.
+	// APIKey (CLANKIE_REALTIME_API_KEY) is sent as Auth says, when set, and
+	// nowhere else.
 	APIKey string
-	// Model (CLANKIE_REALTIME_MODEL), when set, is added to the URL as the
-	// model query parameter (and repeated in session.update, which is
-	// harmless and helps servers that read it there).
+	// Auth is how the key is sent (CLANKIE_REALTIME_AUTH; default bearer).
+	Auth Auth
+	// Model (CLANKIE_REALTIME_MODEL) is added to the URL as the model query
+	// parameter. In GA the URL fixes the model; session.update never
+	// carries it.
 	Model string
+	// Voice (CLANKIE_REALTIME_VOICE), when set, is the model's output voice.
+	Voice string
+	// TurnDetection is server_vad (default) or semantic_vad
+	// (CLANKIE_REALTIME_TURN_DETECTION).
+	TurnDetection string
 	// Instructions are the system instructions sent in every session.update.
 	Instructions string
 	// MinBackoff and MaxBackoff bound the pause between connection attempts
@@ -110,17 +161,37 @@ type Config struct {
 	// with no frame or pong for two intervals is treated as dead and
 	// replaced. Zero means DefaultPingInterval; negative disables pings.
 	PingInterval time.Duration
+	// ReadyTimeout bounds the wait from the handshake to session.updated
+	// (default 15 s); a connection that takes longer is replaced.
+	ReadyTimeout time.Duration
 	// Dialer, when set, is used for every connection attempt (TLS settings,
 	// proxies, timeouts). Nil means a dialer that honours the proxy
 	// environment with a 10 s handshake timeout.
 	Dialer *websocket.Dialer
+	// Listener, when set, hears the model's audio and the server's speech
+	// detection (for the audio path). Nil: those events are discarded.
+	Listener Listener
+}
+
+// Listener hears what the model sends back besides acknowledgements. Its
+// methods run on the connection's read goroutine, in order, and must not
+// block. Transcripts are never handed on: nothing here may log or keep them.
+type Listener interface {
+	// OutputAudio is one response.output_audio.delta: PCM16 mono at
+	// SampleRate, decoded.
+	OutputAudio(responseID, itemID string, pcm []byte)
+	// SpeechStarted is input_audio_buffer.speech_started: someone began
+	// talking (the cue for barge-in).
+	SpeechStarted(audioStartMs int)
+	// SpeechStopped is input_audio_buffer.speech_stopped.
+	SpeechStopped(audioEndMs int)
 }
 
 // String describes the configuration without the key or the URL's query, so
 // that printing a Config by mistake leaks nothing.
 func (c Config) String() string {
-	return fmt.Sprintf("realtime.Config{host:%q model:%q key_set:%t instructions_len:%d}",
-		hostOf(c.URL), c.Model, c.APIKey != "", len(c.Instructions))
+	return fmt.Sprintf("realtime.Config{host:%q model:%q auth:%q key_set:%t instructions_len:%d}",
+		hostOf(c.URL), c.Model, c.auth(), c.APIKey != "", len(c.Instructions))
 }
 
 // GoString is String, so %#v cannot print the key either.
@@ -131,28 +202,98 @@ func (c Config) GoString() string { return c.String() }
 func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("host", hostOf(c.URL))
 	enc.AddString("model", c.Model)
+	enc.AddString("auth", string(c.auth()))
 	enc.AddBool("key_set", c.APIKey != "")
 	enc.AddInt("instructions_len", len(c.Instructions))
 	return nil
 }
 
+func (c Config) auth() Auth {
+	if c.Auth == "" {
+		return AuthBearer
+	}
+	return c.Auth
+}
+
+// Phase is where a session stands.
+type Phase int
+
+const (
+	// Connecting: the first connection is being made or set up.
+	Connecting Phase = iota
+	// Ready: the server answered session.update; briefings and audio flow.
+	Ready
+	// Reconnecting: a connection failed or was lost; another is underway.
+	Reconnecting
+	// Refused: the endpoint refused the session for good.
+	Refused
+	// Closed: Close was called or the context ended.
+	Closed
+)
+
+// Reason is why an endpoint refused a session.
+type Reason int
+
+const (
+	// ReasonKey: the key was rejected (401/403, invalid_api_key).
+	ReasonKey Reason = iota + 1
+	// ReasonModel: the endpoint does not offer the model.
+	ReasonModel
+	// ReasonNotFound: the endpoint answered 404 (a wrong path, or an Azure
+	// deployment that does not exist).
+	ReasonNotFound
+	// ReasonShape: the endpoint rejected the request's shape
+	// (unknown_parameter, missing_required_parameter, beta_api_shape_disabled, …).
+	ReasonShape
+	// ReasonNotRealtime: the URL does not answer as a Realtime WebSocket
+	// (a web page, garbage instead of session.created).
+	ReasonNotRealtime
+	// ReasonQuota: the account has no quota left.
+	ReasonQuota
+)
+
+// State is a content-free snapshot of where a session stands.
+type State struct {
+	Phase Phase
+	// Attempt is the connection attempt underway while Reconnecting (2 is
+	// the first retry).
+	Attempt int
+	// Reason and Code say why, when Refused. Code is the server's error
+	// code or "http_<status>", checked to be a plain protocol token.
+	Reason Reason
+	Code   string
+}
+
 // Stats are counts about a session, content-free by construction, for
 // `/voice status` and receipts.
 type Stats struct {
-	// Connects counts successful connections, the first one included.
+	// Connects counts connections that became ready, the first included.
 	Connects int
-	// Reconnects counts successful connections after the first.
+	// Reconnects counts connections that became ready after the first.
 	Reconnects int
-	// DialFailures counts connection attempts that failed.
+	// DialFailures counts connection attempts that failed before the
+	// handshake completed.
 	DialFailures int
 	// ItemsSent counts briefing items written to a connection (re-seeds
 	// included).
 	ItemsSent int
-	// Connected says a connection is up and has been sent session.update.
+	// ItemsAcked counts briefing items the server acknowledged.
+	ItemsAcked int
+	// BriefingsDelivered counts distinct briefings the server acknowledged
+	// at least once (a re-seed of one already counted does not count again).
+	BriefingsDelivered int
+	// Connected says a connection is ready.
 	Connected bool
-	// Pending says the latest briefing has not been written to the current
-	// connection yet (it will be once one is up).
+	// Pending says the latest briefing has not been acknowledged on the
+	// current connection yet.
 	Pending bool
+	// AudioBytesSent counts input audio bytes written to the model.
+	AudioBytesSent int64
+	// AudioChunksDropped counts input audio chunks dropped: not ready, or
+	// the queue to the socket was full.
+	AudioChunksDropped int
+	// AudioBytesReceived counts decoded output audio bytes.
+	AudioBytesReceived int64
 }
 
 // briefing is the latest text handed to Brief. Only the latest matters: a
@@ -161,8 +302,8 @@ type briefing struct {
 	text    string
 	refresh bool
 	gen     uint64 // 0: no briefing yet
-	// delivered: written to some connection, so sending it again on a new
-	// connection is a re-seed.
+	// delivered: acknowledged by some connection's server, so sending it
+	// again on a new connection is a re-seed.
 	delivered bool
 }
 
@@ -180,19 +321,26 @@ type Session struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the background loop has returned
 	kick   chan struct{} // capacity 1: "a new briefing is waiting"
+	audio  chan []byte   // input audio chunks for the socket
+	ctrl   chan []byte   // prebuilt control events (response.cancel, truncate)
+	ready  atomic.Bool   // mirrors state.Phase == Ready, read per audio chunk
 
-	mu      sync.Mutex
-	gen     uint64
-	latest  briefing
-	connGen uint64 // gen of the briefing written on the current connection
-	stats   Stats
+	mu        sync.Mutex
+	gen       uint64
+	latest    briefing
+	connGen   uint64 // gen of the briefing written on the current connection
+	ackedGen  uint64 // gen of the briefing acknowledged on the current connection
+	delivered map[uint64]bool
+	stats     Stats
+	state     State
 }
 
 // Start validates cfg and starts a session that connects in the background;
 // it never waits for the network. It is non-blocking (rather than an Open
 // that dials first) because the voice bridge starts sessions while answering
 // a Discord interaction, which must be acknowledged within 3 s whatever the
-// realtime endpoint does; Brief queues the briefing until a connection is up.
+// realtime endpoint does; Brief queues the briefing until a connection is
+// ready.
 //
 // ctx bounds the session's whole life (use the bridge's run context, not an
 // interaction's): when it ends the session closes as with Close. The only
@@ -201,6 +349,18 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
 	u, err := checkURL(cfg.URL)
 	if err != nil {
 		return nil, err
+	}
+	switch cfg.Auth {
+	case "", AuthBearer, AuthAPIKey:
+	default:
+		return nil, fmt.Errorf("%w: auth must be bearer or api-key", ErrConfig)
+	}
+	switch cfg.TurnDetection {
+	case "":
+		cfg.TurnDetection = ServerVAD
+	case ServerVAD, SemanticVAD:
+	default:
+		return nil, fmt.Errorf("%w: turn detection must be server_vad or semantic_vad", ErrConfig)
 	}
 	if cfg.Model != "" {
 		q := u.Query()
@@ -219,6 +379,9 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
 	if cfg.PingInterval == 0 {
 		cfg.PingInterval = DefaultPingInterval
 	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -227,13 +390,16 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
 		dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: handshakeTimeout}
 	}
 	s := &Session{
-		cfg:     cfg,
-		dialURL: u.String(),
-		host:    u.Host,
-		dialer:  dialer,
-		log:     log,
-		done:    make(chan struct{}),
-		kick:    make(chan struct{}, 1),
+		cfg:       cfg,
+		dialURL:   u.String(),
+		host:      u.Host,
+		dialer:    dialer,
+		log:       log,
+		done:      make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		audio:     make(chan []byte, audioQueue),
+		ctrl:      make(chan []byte, 16),
+		delivered: map[uint64]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	go s.run()
@@ -278,13 +444,15 @@ func hostOf(raw string) string {
 //
 // Brief never waits on the network, for the same reason Start does not: a nil
 // error means the session has the briefing and will write it as soon as a
-// connection is up (at once if one is), and again after every reconnect until
-// a newer briefing replaces it. Stats().Pending tells whether it is still
-// waiting. Only the latest briefing is kept: one queued while disconnected is
-// replaced, not followed, by a newer one. ctx is checked before anything is
-// kept, so a caller that gave up sends nothing.
+// connection is ready (at once if one is), and again after every reconnect
+// until a newer briefing replaces it. Stats().Pending tells whether it is
+// still waiting for the server's acknowledgement. Only the latest briefing
+// is kept: one queued while disconnected is replaced, not followed, by a
+// newer one. ctx is checked before anything is kept, so a caller that gave
+// up sends nothing.
 //
-// Errors: ctx's error, ErrEmptyBriefing or ErrClosed; none holds the text.
+// Errors: ctx's error, ErrEmptyBriefing, ErrRefused or ErrClosed; none
+// holds the text.
 func (s *Session) Brief(ctx context.Context, text string, refresh bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -293,9 +461,9 @@ func (s *Session) Brief(ctx context.Context, text string, refresh bool) error {
 		return ErrEmptyBriefing
 	}
 	s.mu.Lock()
-	if s.ctx.Err() != nil {
+	if err := s.endedLocked(); err != nil {
 		s.mu.Unlock()
-		return ErrClosed
+		return err
 	}
 	s.gen++
 	s.latest = briefing{text: text, refresh: refresh, gen: s.gen}
@@ -307,15 +475,77 @@ func (s *Session) Brief(ctx context.Context, text string, refresh bool) error {
 	return nil
 }
 
+// endedLocked answers ErrRefused or ErrClosed once the session can send
+// nothing more. s.mu is held.
+func (s *Session) endedLocked() error {
+	if s.state.Phase == Refused {
+		return ErrRefused
+	}
+	if s.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// AppendAudio queues one chunk of input audio (PCM16 mono at SampleRate,
+// little-endian) for input_audio_buffer.append. It never blocks and never
+// queues while no connection is ready (audio is paused, not buffered, across
+// a reconnect): it reports whether the chunk was queued, and counts it as
+// dropped when not. The caller must not modify pcm afterwards.
+func (s *Session) AppendAudio(pcm []byte) bool {
+	if len(pcm) == 0 {
+		return false
+	}
+	if s.ready.Load() {
+		select {
+		case s.audio <- pcm:
+			return true
+		default:
+		}
+	}
+	s.mu.Lock()
+	s.stats.AudioChunksDropped++
+	s.mu.Unlock()
+	return false
+}
+
+// CancelResponse asks the model to stop the response in progress
+// (response.cancel), for barge-in. responseID may be empty (the current
+// one). It never blocks; it reports whether the event was queued (only
+// while ready).
+func (s *Session) CancelResponse(responseID string) bool {
+	msg, err := responseCancel(responseID)
+	return err == nil && s.control(msg)
+}
+
+// Truncate tells the model how much of an assistant audio item was
+// actually played (conversation.item.truncate), so its memory of what it
+// said matches what people heard. It never blocks; it reports whether the
+// event was queued (only while ready).
+func (s *Session) Truncate(itemID string, contentIndex, audioEndMs int) bool {
+	msg, err := itemTruncate(itemID, contentIndex, audioEndMs)
+	return err == nil && s.control(msg)
+}
+
+func (s *Session) control(msg []byte) bool {
+	if !s.ready.Load() {
+		return false
+	}
+	select {
+	case s.ctrl <- msg:
+		return true
+	default:
+		return false
+	}
+}
+
 // Close ends the session: it sends a normal-closure frame on the current
 // connection (waiting at most a second for the server's answer), stops
 // reconnecting, including during a backoff pause, and returns once every
 // goroutine of the session has ended. It is idempotent and always returns
 // nil; the error result is there to satisfy io.Closer.
 func (s *Session) Close() error {
-	s.mu.Lock()
 	s.cancel()
-	s.mu.Unlock()
 	<-s.done
 	return nil
 }
@@ -336,6 +566,26 @@ func (s *Session) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.Pending = s.latest.gen != 0 && s.latest.gen != s.connGen
+	st.Connected = s.state.Phase == Ready
+	st.Pending = s.latest.gen != 0 && s.latest.gen != s.ackedGen
 	return st
+}
+
+// State returns where the session stands.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// setPhase moves the session to p (attempt for Reconnecting), keeping a
+// refusal or a close final.
+func (s *Session) setPhase(p Phase, attempt int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Phase == Refused || s.state.Phase == Closed {
+		return
+	}
+	s.state = State{Phase: p, Attempt: attempt}
+	s.ready.Store(p == Ready)
 }
