@@ -95,7 +95,8 @@ func (v voiceSessions) Consent(ctx context.Context, guildID, userID string, optI
 
 func (v voiceSessions) Status(guildID string) (commands.VoiceSessionStatus, bool) {
 	st, ok := v.m.Status(guildID)
-	return commands.VoiceSessionStatus{ChannelID: st.ChannelID, Policy: st.Policy, Consented: st.Consented, Realtime: st.Model}, ok
+	return commands.VoiceSessionStatus{ChannelID: st.ChannelID, Policy: st.Policy, Consented: st.Consented,
+		Realtime: st.Model, BriefingsDelivered: st.BriefingsDelivered}, ok
 }
 
 // commandError maps the voice package's errors to the command's.

@@ -68,6 +68,18 @@ type voiceEnv struct {
 
 func startVoice(t *testing.T, policy string, withRealtime bool, states ...discordtest.VoiceState) *voiceEnv {
 	t.Helper()
+	key := ""
+	if withRealtime {
+		key = realtimeKey
+	}
+	return startVoiceWithKey(t, policy, key, states...)
+}
+
+// startVoiceWithKey runs the voice bridge; a non-empty key configures the
+// realtime fake, which accepts only realtimeKey.
+func startVoiceWithKey(t *testing.T, policy, key string, states ...discordtest.VoiceState) *voiceEnv {
+	t.Helper()
+	withRealtime := key != ""
 	e := &voiceEnv{t: t, l: newLogs()}
 	e.mem = startMemory(t, e.l.log)
 	e.rec = recordBriefings(t, e.mem.url)
@@ -84,7 +96,7 @@ func startVoice(t *testing.T, policy string, withRealtime bool, states ...discor
 	if withRealtime {
 		e.rt = newFakeRealtime(t)
 		cfg.RealtimeURL = e.rt.url()
-		cfg.RealtimeAPIKey = realtimeKey
+		cfg.RealtimeAPIKey = key
 		cfg.RealtimeModel = realtimeModel
 	}
 	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"))
@@ -162,6 +174,12 @@ func TestVoiceJoinBriefsTheConsentedSpeaker(t *testing.T) {
 	}
 	if auth := e.rt.Conn(1).Header.Get("Authorization"); auth != "Bearer "+realtimeKey {
 		t.Fatalf("realtime auth header %q", auth)
+	}
+	waitFor(t, 5*time.Second, "the briefing acknowledged", func() bool {
+		return strings.Contains(e.voice(mover, "status"), "Briefings delivered to the model: 1.")
+	})
+	if got := e.voice(mover, "status"); !strings.Contains(got, "Realtime voice model: ready.") || strings.Contains(got, "jazz") {
+		t.Fatalf("status %q", got)
 	}
 }
 
@@ -420,4 +438,28 @@ func TestVoiceConsentDroppedWhenARosterRebuiltAfterAReconnectMissesThem(t *testi
 			t.Fatalf("a briefing after the rebuild holds alice's fact")
 		}
 	}
+}
+
+// TestVoiceStatusSaysTheModelRefusedTheKey: a wrong realtime key gives one
+// plain sentence in /voice status, one log line with the code, no retries,
+// and the key in no log line.
+func TestVoiceStatusSaysTheModelRefusedTheKey(t *testing.T) {
+	wrong := "sk-wrong-realtime-key-4242"
+	e := startVoiceWithKey(t, config.ConsentExplicit, wrong, inVoice(mover)...)
+	e.voice(mover, "join")
+	waitFor(t, 5*time.Second, "the refusal", func() bool { return strings.Contains(e.voice(mover, "status"), "refused") })
+	got := e.voice(mover, "status")
+	if !strings.Contains(got, "Realtime voice model: refused: the endpoint rejected the API key (invalid_api_key)") ||
+		!strings.Contains(got, "Briefings delivered to the model: 0.") {
+		t.Fatalf("status %q", got)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := e.rt.Attempts(); n != 1 {
+		t.Fatalf("%d attempts after the key was refused, want 1", n)
+	}
+	if n := e.l.obs.FilterMessage("realtime endpoint refused the session; not reconnecting").FilterField(zapString("code", "invalid_api_key")).Len(); n != 1 {
+		t.Fatalf("%d refusal log lines with the code, want 1", n)
+	}
+	e.run.stop()
+	e.l.assertClean(t, wrong, realtimeKey)
 }

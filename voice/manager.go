@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/voice/realtime"
 )
 
 // Briefer pulls a voice briefing; *memoryclient.Client satisfies it.
@@ -26,6 +27,8 @@ type Gateway interface {
 // *realtime.Session satisfies it.
 type Model interface {
 	Brief(ctx context.Context, text string, refresh bool) error
+	State() realtime.State
+	Stats() realtime.Stats
 	Close() error
 }
 
@@ -63,15 +66,6 @@ func NewManager(policy string, memory Briefer, gw Gateway, model ModelOpener, lo
 	}
 	return &Manager{policy: policy, memory: memory, gw: gw, model: model, log: log,
 		Debounce: 250 * time.Millisecond, roster: newRoster(), sessions: map[string]*Session{}, pendingMoves: map[string]int{}}
-}
-
-// Status is the consent-safe state of a session: a count of consented
-// speakers, never who they are.
-type Status struct {
-	ChannelID string
-	Policy    string
-	Consented int
-	Model     string
 }
 
 // OnReady records the bot's own user, which never counts as a speaker.
@@ -259,8 +253,14 @@ func (m *Manager) Status(guildID string) (Status, bool) {
 		return Status{}, false
 	}
 	present := m.roster.humans(guildID, s.channelID, m.botID)
-	return Status{ChannelID: s.channelID, Policy: m.policy,
-		Consented: len(s.consent.permitted(present, api.MaxBriefingUsers)), Model: s.modelState}, true
+	st := Status{ChannelID: s.channelID, Policy: m.policy, Consented: len(s.consent.permitted(present, api.MaxBriefingUsers))}
+	var state realtime.State // Connecting until the worker has opened the model
+	if s.model != nil {
+		state = s.model.State()
+		st.BriefingsDelivered = s.model.Stats().BriefingsDelivered
+	}
+	st.Model = modelSentence(m.model != nil, s.modelFailed, state)
+	return st, true
 }
 
 // Close ends every session (on shutdown) and waits for their workers.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"slices"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memoryclient"
+	"github.com/clankie/clankie/voice/realtime"
 )
 
 // Session is one server's voice session: its channel, its consent, its
@@ -22,14 +24,14 @@ type Session struct {
 	kick               chan struct{}
 	done               chan struct{}
 	model              Model
-	modelState         string
+	modelFailed        bool // the model could not be opened (bad settings)
 	lastSent           []string
 	briefed            bool
 }
 
 func newSession(guildID, channelID, policy string) *Session {
 	return &Session{guildID: guildID, channelID: channelID, consent: newConsent(policy),
-		kick: make(chan struct{}, 1), done: make(chan struct{}), modelState: "not configured"}
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 func (s *Session) poke() {
@@ -53,10 +55,10 @@ func (m *Manager) work(s *Session) {
 		md, err := m.model(ctx)
 		m.mu.Lock()
 		if err != nil {
-			s.modelState = "unavailable"
+			s.modelFailed = true
 			m.log.Warn("realtime session could not be opened", zap.String("errorType", errorType(err)))
 		} else {
-			s.model, s.modelState = md, "connected"
+			s.model = md
 		}
 		m.mu.Unlock()
 	}
@@ -121,7 +123,9 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 	case md == nil:
 		outcome = "no_realtime_endpoint"
 	default:
-		if berr := md.Brief(ctx, resp.Briefing, refresh); berr != nil {
+		if berr := md.Brief(ctx, resp.Briefing, refresh); errors.Is(berr, realtime.ErrRefused) {
+			outcome = "realtime_refused"
+		} else if berr != nil {
 			outcome = "realtime_error"
 		}
 	}
