@@ -46,10 +46,14 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 	}
 	var opener voice.ModelOpener
 	if cfg.RealtimeURL != "" {
-		rc := realtime.Config{URL: cfg.RealtimeURL, APIKey: cfg.RealtimeAPIKey, Auth: realtime.Auth(cfg.RealtimeAuth),
+		base := realtime.Config{URL: cfg.RealtimeURL, APIKey: cfg.RealtimeAPIKey, Auth: realtime.Auth(cfg.RealtimeAuth),
 			Model: cfg.RealtimeModel, Voice: cfg.RealtimeVoice, TurnDetection: cfg.RealtimeTurns, Instructions: realtimeInstructions}
 		rlog := log.Named("realtime")
-		opener = func(ctx context.Context) (voice.Model, error) { return realtime.Start(ctx, rc, rlog) }
+		opener = func(ctx context.Context, out realtime.Listener) (voice.Model, error) {
+			rc := base
+			rc.Listener = out
+			return realtime.Start(ctx, rc, rlog)
+		}
 	}
 	vm := voice.NewManager(cfg.ConsentPolicy, mem, sess, opener, log.Named("voice"))
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}

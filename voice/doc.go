@@ -12,7 +12,17 @@
 //     session (leave, last human gone, the bot moved by someone else) drops
 //     it with the session: Manager.endLocked;
 //   - who counts as consented (the policy, an opt-out always wins, at most
-//     25 people, never a bot): consent.permitted and roster.humans.
+//     25 people, never a bot): consent.permitted over roster.humans, asked
+//     only through Manager.permittedLocked, which also publishes the answer
+//     to Session.Consented for the audio path (a change takes effect on the
+//     next 20 ms frame);
+//   - a briefing reaches the model within 8000 characters: boundBriefing
+//     (the memory service composes it within 25 people and 8 facts each).
+//
+// The audio path (media, DAVE, codec) attaches to a running Session: it
+// asks Session.Consented per speaker per frame, sends consented audio with
+// Session.Audio, hears the model with Session.SetOutput, and stops when
+// Session.Done is closed.
 //
 // The package does not import the slash commands: /voice calls into a
 // Manager, never the reverse.

@@ -32,9 +32,11 @@ type Model interface {
 	Close() error
 }
 
-// ModelOpener opens a session's model connection. Nil when no endpoint is
-// configured: sessions still run and still pull briefings.
-type ModelOpener func(ctx context.Context) (Model, error)
+// ModelOpener opens a session's model connection, whose audio and speech
+// events go to out (the session, which forwards them to the audio path
+// once one is attached). Nil when no endpoint is configured: sessions
+// still run and still pull briefings.
+type ModelOpener func(ctx context.Context, out realtime.Listener) (Model, error)
 
 // Manager owns the voice sessions of one bridge, at most one per server: it
 // follows gateway events into the roster, tells the bot's own moves from
@@ -120,6 +122,7 @@ func (m *Manager) OnVoiceStateUpdate(_ *discordgo.Session, u *discordgo.VoiceSta
 func (m *Manager) departedLocked(guildID, userID, from, to string) {
 	if s := m.sessions[guildID]; s != nil && from == s.channelID && to != s.channelID {
 		s.consent.left(userID)
+		m.permittedLocked(s)
 	}
 }
 
@@ -153,8 +156,29 @@ func (m *Manager) reconcile(guildID string) {
 		_ = m.moveBot(guildID, "")
 		return
 	}
+	m.permittedLocked(s)
 	m.mu.Unlock()
 	s.poke()
+}
+
+// permittedLocked is the one answer to who counts as consented in a
+// session now: the humans present (never the bot, never another bot),
+// under the policy, at most 25. It also publishes the answer to the
+// session's Consented snapshot, so the audio path sees every change as
+// soon as it is made. m.mu is held.
+func (m *Manager) permittedLocked(s *Session) []string {
+	present := m.roster.humans(s.guildID, s.channelID, m.botID)
+	permitted := s.consent.permitted(present, api.MaxBriefingUsers)
+	s.setConsented(permitted)
+	return permitted
+}
+
+// Session answers the server's live session, or nil: the audio path
+// attaches to it.
+func (m *Manager) Session(guildID string) *Session {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.sessions[guildID]
 }
 
 // Join starts the session in the invoker's voice channel and counts the
@@ -171,6 +195,7 @@ func (m *Manager) Join(ctx context.Context, guildID, userID string) (string, err
 			return "", ErrOtherChannel
 		}
 		s.consent.optIn(userID)
+		m.permittedLocked(s)
 		m.mu.Unlock()
 		s.poke()
 		return channelID, nil
@@ -187,6 +212,7 @@ func (m *Manager) Join(ctx context.Context, guildID, userID string) (string, err
 		return old.channelID, nil
 	}
 	m.sessions[guildID] = s
+	m.permittedLocked(s)
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go m.work(s)
@@ -239,6 +265,7 @@ func (m *Manager) Consent(ctx context.Context, guildID, userID string, optIn boo
 	} else {
 		s.consent.optOut(userID)
 	}
+	m.permittedLocked(s)
 	m.mu.Unlock()
 	s.poke()
 	return nil
@@ -252,8 +279,7 @@ func (m *Manager) Status(guildID string) (Status, bool) {
 	if s == nil {
 		return Status{}, false
 	}
-	present := m.roster.humans(guildID, s.channelID, m.botID)
-	st := Status{ChannelID: s.channelID, Policy: m.policy, Consented: len(s.consent.permitted(present, api.MaxBriefingUsers))}
+	st := Status{ChannelID: s.channelID, Policy: m.policy, Consented: len(m.permittedLocked(s))}
 	var state realtime.State // Connecting until the worker has opened the model
 	if s.model != nil {
 		state = s.model.State()
@@ -278,8 +304,10 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
-// endLocked drops a session; its consent goes with it. m.mu is held.
+// endLocked drops a session; its consent goes with it, and the audio path
+// hears nobody from the next frame on. m.mu is held.
 func (m *Manager) endLocked(s *Session) {
 	delete(m.sessions, s.guildID)
+	s.setConsented(nil)
 	close(s.done)
 }

@@ -2,10 +2,13 @@ package voice
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -158,5 +161,91 @@ func TestRosterRebuiltWithThemKeepsConsent(t *testing.T) {
 	m.OnGuildCreate(nil, guildCreate(voiceStates(lounge, ana, ben, botUser)...))
 	if n := consented(t, m); n != 2 {
 		t.Fatalf("%d consented after a rebuild that kept both, want 2", n)
+	}
+}
+
+// Consented is what the audio path asks for every speaker of every 20 ms
+// frame: it changes the moment the event is handled (no debounce, no
+// briefing round trip), never holds the bot, and holds nobody once the
+// session ended.
+func TestConsentedChangesAtOnceForTheAudioPath(t *testing.T) {
+	m, _, _ := newTestManager(t, config.ConsentPresence, voiceStates(lounge, ana, ben, botUser)...)
+	if _, err := m.Join(context.Background(), guild, ana); err != nil {
+		t.Fatal(err)
+	}
+	s := m.Session(guild)
+	if s == nil {
+		t.Fatal("no session")
+	}
+	if !s.Consented(ana) || !s.Consented(ben) || s.Consented(botUser) || s.Consented(cal) {
+		t.Fatalf("consented ana %t ben %t bot %t cal %t; want ana and ben only",
+			s.Consented(ana), s.Consented(ben), s.Consented(botUser), s.Consented(cal))
+	}
+	if err := m.Consent(context.Background(), guild, ben, false); err != nil {
+		t.Fatal(err)
+	}
+	if s.Consented(ben) {
+		t.Fatal("ben still consented right after opting out")
+	}
+	m.OnVoiceStateUpdate(nil, voiceUpdate(cal, lounge))
+	if !s.Consented(cal) {
+		t.Fatal("cal, present under presence, not consented after the event")
+	}
+	m.OnVoiceStateUpdate(nil, voiceUpdate(cal, quiet))
+	if s.Consented(cal) {
+		t.Fatal("cal still consented right after moving away")
+	}
+	m.OnGuildCreate(nil, guildCreate(voiceStates(lounge, ben, botUser)...)) // ana gone after a reconnect
+	if s.Consented(ana) {
+		t.Fatal("ana still consented right after a rebuilt roster dropped her")
+	}
+	if err := m.Leave(context.Background(), guild); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Done not closed after leave")
+	}
+	if s.Consented(ben) || s.Consented(ana) {
+		t.Fatal("someone is consented in an ended session")
+	}
+}
+
+// The 25-person cap holds for the audio path as for the briefing.
+func TestConsentedCapsAt25(t *testing.T) {
+	var users []string
+	for i := range 30 {
+		users = append(users, fmt.Sprintf("2000000000000001%02d", i))
+	}
+	m, _, _ := newTestManager(t, config.ConsentPresence, voiceStates(lounge, users...)...)
+	if _, err := m.Join(context.Background(), guild, users[0]); err != nil {
+		t.Fatal(err)
+	}
+	s := m.Session(guild)
+	n := 0
+	for _, u := range users {
+		if s.Consented(u) {
+			n++
+		}
+	}
+	if n != api.MaxBriefingUsers {
+		t.Fatalf("%d consented, want %d", n, api.MaxBriefingUsers)
+	}
+	if st, _ := m.Status(guild); st.Consented != api.MaxBriefingUsers {
+		t.Fatalf("status counts %d", st.Consented)
+	}
+}
+
+func TestBoundBriefingCutsAtALineThatFits(t *testing.T) {
+	short := "Ana likes tea."
+	if got, cut := boundBriefing(short); got != short || cut {
+		t.Fatalf("short briefing changed: %q %t", got, cut)
+	}
+	line := strings.Repeat("é", 99) + "\n" // 100 runes, 199 bytes
+	long := strings.Repeat(line, 81)       // 8100 runes
+	got, cut := boundBriefing(long)
+	if !cut || utf8.RuneCountInString(got) > api.MaxBriefingChars || !strings.HasSuffix(got, "é") || strings.Count(got, "\n") != 79 {
+		t.Fatalf("cut %t, %d runes, %d lines", cut, utf8.RuneCountInString(got), strings.Count(got, "\n")+1)
 	}
 }
