@@ -177,6 +177,15 @@ var permanentCodes = map[string]Reason{
 	"insufficient_quota":         ReasonQuota,
 }
 
+// transientCodes are error codes that say "not now" rather than "never",
+// whatever the error's type: they never refuse a session.
+var transientCodes = map[string]bool{
+	"rate_limit_exceeded":  true,
+	"server_error":         true,
+	"server_is_overloaded": true,
+	"session_expired":      true,
+}
+
 func codeRefusal(code string) *refusal {
 	if r, ok := permanentCodes[code]; ok {
 		return &refusal{r, code}
@@ -336,11 +345,21 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	c := &converse{s: s, conn: conn, rd: rd, items: map[string]uint64{}}
 	err := c.run()
 	_ = conn.Close()
+	// A write can fail because the server already refused and closed (it
+	// sends the error event first): the events read meanwhile still say why.
+	for ev := range rd.events {
+		if c.refused == nil && ev.Type == "error" {
+			c.handle(ev)
+		}
+	}
 	<-readDone
 	close(connDone)
 	<-watchDone
 
-	s.setPhase(Reconnecting, failures+2) // the run loop's next attempt
+	if c.refused == nil {
+		s.setPhase(Reconnecting, failures+2) // the run loop's next attempt
+	}
+	s.ready.Store(false)
 	s.mu.Lock()
 	s.connGen, s.ackedGen = 0, 0
 	s.mu.Unlock()
@@ -511,7 +530,7 @@ func (c *converse) handle(ev serverEvent) (stop bool) {
 			c.refused = r
 			return true
 		}
-		if !c.ready && typ == "invalid_request_error" {
+		if !c.ready && typ == "invalid_request_error" && !transientCodes[code] {
 			// The session setup was refused: our request's shape.
 			c.refused = &refusal{ReasonShape, code}
 			return true

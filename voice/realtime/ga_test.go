@@ -218,7 +218,8 @@ func TestBadEndpointsGiveOneStateAndOneLogLine(t *testing.T) {
 				tc.cfg(&cfg)
 			}
 			s, logs := start(t, cfg)
-			if err := s.Brief(context.Background(), secret("Quinn (consented) rows at dawn."), false); err != nil {
+			// The refusal may already have come (ErrRefused): either is fine.
+			if err := s.Brief(context.Background(), secret("Quinn (consented) rows at dawn."), false); err != nil && !errors.Is(err, ErrRefused) {
 				t.Fatal(err)
 			}
 			eventually(t, "the expected state", func() bool { return s.State().Phase == tc.phase })
@@ -439,4 +440,33 @@ func TestAudioDroppedWhileNotReady(t *testing.T) {
 	if st := s.Stats(); st.AudioChunksDropped != 3 {
 		t.Errorf("Stats = %+v, want 3 dropped chunks", st)
 	}
+}
+
+// Transient failures are retried and the session recovers: a rate-limited
+// handshake (429), a server error event that ends the connection, and a
+// rate-limit error while ready, which keeps it.
+func TestTransientFailuresAreRetried(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t, realtimetest.RejectWith(2, http.StatusTooManyRequests, "rate_limit_exceeded"))
+	s, _ := start(t, testConfig(f.URL()))
+	text := secret("Rosa (consented) paints murals.")
+	if err := s.Brief(context.Background(), text, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "delivered after two 429s", func() bool { return s.Stats().BriefingsDelivered == 1 })
+	if st := s.Stats(); st.DialFailures != 2 {
+		t.Errorf("Stats = %+v, want 2 dial failures", st)
+	}
+	f.EmitError(1, "invalid_request_error", "rate_limit_exceeded")
+	time.Sleep(30 * time.Millisecond)
+	if st := s.State(); st.Phase != Ready {
+		t.Errorf("State after a rate-limit event = %+v, want still Ready", st)
+	}
+	f.EmitError(1, "server_error", "server_error")
+	f.CloseConn(1, websocket.CloseInternalServerErr)
+	frames := f.WaitConnFrames(2, 2)
+	if frames[1].Text != ReseedPrefix+text {
+		t.Errorf("after a server error the re-seed is %q", frames[1].Text)
+	}
+	eventually(t, "ready again", func() bool { return s.State().Phase == Ready })
 }

@@ -28,6 +28,7 @@ func TestLogsNameEventsButNeverContent(t *testing.T) {
 	eventually(t, "echoes logged", func() bool {
 		return logs.FilterMessage("realtime event").FilterField(zap.String("type", "unparseable")).Len() > 0
 	})
+	eventually(t, "the briefing acknowledged", func() bool { return s.Stats().ItemsAcked == 1 })
 	f.Drop()
 	f.WaitConnFrames(2, 2)
 	if err := s.Brief(context.Background(), text+" Update.", true); err != nil {

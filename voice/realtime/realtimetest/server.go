@@ -94,7 +94,9 @@ type Server struct {
 	key          string
 	auth         Auth
 	models       []string
-	reject       int // answer 503 to this many upgrades first
+	reject       int // answer rejectStatus to this many upgrades first
+	rejectStatus int
+	rejectCode   string
 	silent       int // connections numbered ≤ silent neither read nor write
 	pingOpen     bool
 	closeAtOnce  bool
@@ -129,7 +131,15 @@ func WithAuth(a Auth) Option { return func(s *Server) { s.auth = a } }
 func WithModels(m ...string) Option { return func(s *Server) { s.models = m } }
 
 // Reject503 answers the first n upgrade attempts with 503.
-func Reject503(n int) Option { return func(s *Server) { s.reject = n } }
+func Reject503(n int) Option {
+	return RejectWith(n, http.StatusServiceUnavailable, "server_is_overloaded")
+}
+
+// RejectWith answers the first n upgrade attempts with status and a JSON
+// error body carrying code (429 rate_limit_exceeded, say).
+func RejectWith(n, status int, code string) Option {
+	return func(s *Server) { s.reject, s.rejectStatus, s.rejectCode = n, status, code }
+}
 
 // Silent makes the first n connections neither read nor write, as a dead
 // peer behind a live TCP connection would.
@@ -223,7 +233,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rejected {
-		httpError(w, http.StatusServiceUnavailable, "server_error", "server_is_overloaded", "The server is overloaded.")
+		httpError(w, s.rejectStatus, "server_error", s.rejectCode, "Try again later.")
 		return
 	}
 	if !s.authorized(r.Header) {
