@@ -30,7 +30,8 @@ func TestEveryFrameOfAFullSessionValidatesStrictly(t *testing.T) {
 	noLeaks(t)
 	f := newFake(t)
 	if f.Validator() == nil {
-		t.Fatal("the fake has no schema validator: openai-realtime.json was not found")
+		// Only outside CI: under CI=true the fake itself fails the test.
+		t.Skip("openai-realtime.json not found; nothing to validate against")
 	}
 	cfg := testConfig(f.URL())
 	cfg.Voice = "marin"
