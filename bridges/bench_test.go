@@ -3,22 +3,19 @@ package bridges
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
-	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/discordtest"
+	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
 
 // End-to-end latency benchmarks: the real memory service, the real bridge
@@ -132,12 +129,11 @@ func BenchmarkInteractionBaselineDM(b *testing.B) {
 	interactionLatencies(b, fake, spec, discordgo.InteractionResponseChannelMessageWithSource)
 }
 
-// benchRealtime is a realtime endpoint that reports when each briefing item
-// arrives and when each connection ends.
+// benchRealtime is the GA-like realtime fake, reporting when each briefing
+// item arrives.
 type benchRealtime struct {
-	srv    *httptest.Server
-	items  chan benchItem
-	closed chan struct{}
+	*fakeRealtime
+	items chan benchItem
 }
 
 type benchItem struct {
@@ -146,43 +142,20 @@ type benchItem struct {
 }
 
 func newBenchRealtime(tb testing.TB) *benchRealtime {
-	r := &benchRealtime{items: make(chan benchItem, 64), closed: make(chan struct{}, 64)}
-	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
-	var wg sync.WaitGroup
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		c, err := up.Upgrade(w, req, nil)
-		if err != nil {
-			return
-		}
-		wg.Add(1)
-		defer func() {
-			c.Close()
-			r.closed <- struct{}{}
-			wg.Done()
-		}()
-		for {
-			_, msg, err := c.ReadMessage()
-			if err != nil {
-				return
-			}
-			at := time.Now()
-			typ, text, err := decodeRealtimeEvent(msg)
-			if err != nil || typ != "conversation.item.create" {
-				continue
-			}
-			r.items <- benchItem{at: at, chars: len([]rune(text))}
+	r := &benchRealtime{items: make(chan benchItem, 64)}
+	r.fakeRealtime = newFakeRealtime(tb, realtimetest.OnFrame(func(fr realtimetest.Frame) {
+		if fr.Type == "conversation.item.create" {
+			r.items <- benchItem{at: time.Now(), chars: len([]rune(fr.Text))}
 		}
 	}))
-	tb.Cleanup(func() { r.srv.Close(); wg.Wait() })
 	return r
 }
 
-// drain empties the channels of anything left from an earlier iteration.
+// drain empties the channel of anything left from an earlier iteration.
 func (r *benchRealtime) drain() {
 	for {
 		select {
 		case <-r.items:
-		case <-r.closed:
 		default:
 			return
 		}
@@ -227,14 +200,15 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 	fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g), discordtest.WithoutVoiceEcho())
 	rt := newBenchRealtime(b)
 	cfg := config.VoiceBridge{
-		DiscordToken:  fake.Token(),
-		Bearer:        tokens.VoiceBridge,
-		ConsentPolicy: config.ConsentPresence,
-		VoiceRoleIDs:  []string{},
-		Memory:        config.MemoryClient{URL: mem.url},
-		Discord:       config.Discord{APIURL: fake.APIURL(), GuildIDs: []string{guildID}, MemoryRoleIDs: []string{memRole}},
-		RealtimeURL:   "ws" + strings.TrimPrefix(rt.srv.URL, "http"),
-		RealtimeModel: "voice-model-1",
+		DiscordToken:   fake.Token(),
+		Bearer:         tokens.VoiceBridge,
+		ConsentPolicy:  config.ConsentPresence,
+		VoiceRoleIDs:   []string{},
+		Memory:         config.MemoryClient{URL: mem.url},
+		Discord:        config.Discord{APIURL: fake.APIURL(), GuildIDs: []string{guildID}, MemoryRoleIDs: []string{memRole}},
+		RealtimeURL:    rt.URL(),
+		RealtimeAPIKey: realtimeKey,
+		RealtimeModel:  realtimeModel,
 	}
 	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, l.log.Named("voice-bridge"))
 	if err != nil {
@@ -271,10 +245,11 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 		replyOf(ctx, join, "listening")
 		chars = item.chars
 		replyOf(ctx, fake.Interact(ctx, voiceCmd("leave")), "left voice")
-		select {
-		case <-rt.closed:
-		case <-ctx.Done():
-			b.Fatal("the realtime connection outlived the session")
+		for accepted, ended := rt.Conns(); ended < accepted; accepted, ended = rt.Conns() {
+			if ctx.Err() != nil {
+				b.Fatal("the realtime connection outlived the session")
+			}
+			time.Sleep(time.Millisecond)
 		}
 		return item.at.Sub(start)
 	}

@@ -1,6 +1,7 @@
 // Package bridges wires a Discord bot to the memory service with a lane's
 // bearer: the text bridge (discord_presence) and the voice bridge
-// (discord_voice, which also owns voice sessions, consent and the briefing).
+// (discord_voice, whose sessions, consent and briefings live in package
+// voice). It holds wiring only.
 package bridges
 
 import (

@@ -2,6 +2,7 @@ package bridges
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -9,10 +10,11 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/bot"
-	"github.com/clankie/clankie/bridges/realtime"
 	"github.com/clankie/clankie/commands"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memoryclient"
+	"github.com/clankie/clankie/voice"
+	"github.com/clankie/clankie/voice/realtime"
 )
 
 // VoiceLane is the lane whose bearer the voice bridge holds.
@@ -25,10 +27,10 @@ const realtimeInstructions = "You are Clankie, speaking in a Discord voice chann
 	"and never read it out wholesale. A refresh briefing replaces every earlier one."
 
 // VoiceBridge is the voice bridge: /person-memory and /voice over the
-// discord_voice bearer, with voice sessions, consent and briefings.
+// discord_voice bearer, with voice sessions run by a voice.Manager.
 type VoiceBridge struct {
 	Bot    *bot.Bot
-	Voice  *Voice
+	Voice  *voice.Manager
 	remove []func()
 }
 
@@ -42,23 +44,28 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 	if err != nil {
 		return nil, err
 	}
-	var opener RealtimeOpener
+	var opener voice.ModelOpener
 	if cfg.RealtimeURL != "" {
-		rc := realtime.Config{URL: cfg.RealtimeURL, APIKey: cfg.RealtimeAPIKey, Model: cfg.RealtimeModel, Instructions: realtimeInstructions}
+		base := realtime.Config{URL: cfg.RealtimeURL, APIKey: cfg.RealtimeAPIKey, Auth: realtime.Auth(cfg.RealtimeAuth),
+			Model: cfg.RealtimeModel, Voice: cfg.RealtimeVoice, TurnDetection: cfg.RealtimeTurns, Instructions: realtimeInstructions}
 		rlog := log.Named("realtime")
-		opener = func(ctx context.Context) (Realtime, error) { return realtime.Start(ctx, rc, rlog) }
+		opener = func(ctx context.Context, out realtime.Listener) (voice.Model, error) {
+			rc := base
+			rc.Listener = out
+			return realtime.Start(ctx, rc, rlog)
+		}
 	}
-	voice := NewVoice(cfg.ConsentPolicy, mem, sess, opener, log.Named("voice"))
+	vm := voice.NewManager(cfg.ConsentPolicy, mem, sess, opener, log.Named("voice"))
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	router := bot.NewRouter(log,
 		commands.PersonMemory(mem, policy, time.Now),
-		commands.Voice(voice, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
+		commands.Voice(voiceSessions{vm}, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
 	router.Guilds = guildSet(cfg.Discord.GuildIDs)
-	vb := &VoiceBridge{Bot: &bot.Bot{Session: sess, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: voice.Close}, Voice: voice}
+	vb := &VoiceBridge{Bot: &bot.Bot{Session: sess, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close}, Voice: vm}
 	vb.remove = append(vb.remove,
-		sess.AddHandler(voice.OnReady),
-		sess.AddHandler(voice.OnGuildCreate),
-		sess.AddHandler(voice.OnVoiceStateUpdate))
+		sess.AddHandler(vm.OnReady),
+		sess.AddHandler(vm.OnGuildCreate),
+		sess.AddHandler(vm.OnVoiceStateUpdate))
 	return vb, nil
 }
 
@@ -71,4 +78,42 @@ func (vb *VoiceBridge) Run(ctx context.Context) error {
 		}
 	}()
 	return vb.Bot.Run(ctx)
+}
+
+// voiceSessions lets /voice call into the voice manager in its own terms:
+// the command package and the voice package know nothing of each other.
+type voiceSessions struct{ m *voice.Manager }
+
+func (v voiceSessions) Join(ctx context.Context, guildID, userID string) (string, error) {
+	ch, err := v.m.Join(ctx, guildID, userID)
+	return ch, commandError(err)
+}
+
+func (v voiceSessions) Leave(ctx context.Context, guildID string) error {
+	return commandError(v.m.Leave(ctx, guildID))
+}
+
+func (v voiceSessions) Consent(ctx context.Context, guildID, userID string, optIn bool) error {
+	return commandError(v.m.Consent(ctx, guildID, userID, optIn))
+}
+
+func (v voiceSessions) Status(guildID string) (commands.VoiceSessionStatus, bool) {
+	st, ok := v.m.Status(guildID)
+	return commands.VoiceSessionStatus{ChannelID: st.ChannelID, Policy: st.Policy, Consented: st.Consented,
+		Realtime: st.Model, BriefingsDelivered: st.BriefingsDelivered}, ok
+}
+
+// commandError maps the voice package's errors to the command's.
+func commandError(err error) error {
+	switch {
+	case errors.Is(err, voice.ErrNotInVoice):
+		return commands.ErrVoiceNotInVoice
+	case errors.Is(err, voice.ErrNoSession):
+		return commands.ErrVoiceNoSession
+	case errors.Is(err, voice.ErrNotInSessionChannel):
+		return commands.ErrVoiceNotInSessionRoom
+	case errors.Is(err, voice.ErrOtherChannel):
+		return commands.ErrVoiceOtherChannel
+	}
+	return err
 }

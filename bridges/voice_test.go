@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -67,6 +68,18 @@ type voiceEnv struct {
 
 func startVoice(t *testing.T, policy string, withRealtime bool, states ...discordtest.VoiceState) *voiceEnv {
 	t.Helper()
+	key := ""
+	if withRealtime {
+		key = realtimeKey
+	}
+	return startVoiceWithKey(t, policy, key, states...)
+}
+
+// startVoiceWithKey runs the voice bridge; a non-empty key configures the
+// realtime fake, which accepts only realtimeKey.
+func startVoiceWithKey(t *testing.T, policy, key string, states ...discordtest.VoiceState) *voiceEnv {
+	t.Helper()
+	withRealtime := key != ""
 	e := &voiceEnv{t: t, l: newLogs()}
 	e.mem = startMemory(t, e.l.log)
 	e.rec = recordBriefings(t, e.mem.url)
@@ -83,8 +96,8 @@ func startVoice(t *testing.T, policy string, withRealtime bool, states ...discor
 	if withRealtime {
 		e.rt = newFakeRealtime(t)
 		cfg.RealtimeURL = e.rt.url()
-		cfg.RealtimeAPIKey = "sk-realtime-secret-key-77"
-		cfg.RealtimeModel = "voice-model-1"
+		cfg.RealtimeAPIKey = key
+		cfg.RealtimeModel = realtimeModel
 	}
 	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"))
 	if err != nil {
@@ -159,11 +172,14 @@ func TestVoiceJoinBriefsTheConsentedSpeaker(t *testing.T) {
 	if len(reqs) != 1 || strings.Join(reqs[0].ConsentedUserIDs, ",") != mover || reqs[0].ChannelID != voiceRoom {
 		t.Fatalf("briefing requests %+v", reqs)
 	}
-	e.rt.mu.Lock()
-	auth := e.rt.auth[0]
-	e.rt.mu.Unlock()
-	if auth != "Bearer sk-realtime-secret-key-77" {
+	if auth := e.rt.Conn(1).Header.Get("Authorization"); auth != "Bearer "+realtimeKey {
 		t.Fatalf("realtime auth header %q", auth)
+	}
+	waitFor(t, 5*time.Second, "the briefing acknowledged", func() bool {
+		return strings.Contains(e.voice(mover, "status"), "Briefings delivered to the model: 1.")
+	})
+	if got := e.voice(mover, "status"); !strings.Contains(got, "Realtime voice model: ready.") || strings.Contains(got, "jazz") {
+		t.Fatalf("status %q", got)
 	}
 }
 
@@ -337,7 +353,7 @@ func TestVoiceLogsHoldNoUserIDsOrContent(t *testing.T) {
 		}
 	}
 	e.run.stop()
-	e.l.assertClean(t, secret, mover, alice, items[0], items[1], "sk-realtime-secret-key-77",
+	e.l.assertClean(t, secret, mover, alice, items[0], items[1], realtimeKey,
 		tokens.VoiceBridge, tokens.TextBridge, tokens.Operator, e.fake.Token())
 }
 
@@ -378,4 +394,72 @@ func TestVoiceBotMovedBySomeoneElseEndsTheSession(t *testing.T) {
 	waitFor(t, 5*time.Second, "the session to end", func() bool {
 		return strings.Contains(e.voice(mover, "status"), "no voice session")
 	})
+}
+
+// TestVoiceConsentDroppedWhenARosterRebuiltAfterAReconnectMissesThem
+// (issue 10, item 2): under explicit, a person who opted in and left while
+// the bot's gateway re-identified is not in the GUILD_CREATE that rebuilds
+// the roster; no VOICE_STATE_UPDATE ever says they left. Rejoining without
+// opting in must not brief them again: the rebuilt roster drops their
+// consent through the same path as a leave.
+func TestVoiceConsentDroppedWhenARosterRebuiltAfterAReconnectMissesThem(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, true, inVoice(mover, alice)...)
+	e.seed(alice, alice, textA, "alice likes tea", api.ScopeGuild)
+	e.voice(mover, "join")
+	e.rt.waitItems(t, 1)
+	e.voice(alice, "consent", str("action", "opt-in"))
+	if items := e.rt.waitItems(t, 2); !strings.Contains(items[1], "alice likes tea") {
+		t.Fatalf("briefing after alice opted in %q", items[1])
+	}
+
+	// The gateway session is invalidated; alice leaves while the bot
+	// re-identifies, so the only news of it is the GUILD_CREATE that follows.
+	identifies := len(e.fake.Identifies())
+	e.fake.InvalidateSessions()
+	e.fake.GuildCreate(testGuild(inVoice(mover, e.fake.BotID())...))
+	waitFor(t, 5*time.Second, "the bot to identify again", func() bool { return len(e.fake.Identifies()) > identifies })
+	waitFor(t, 5*time.Second, "the session to count one consented speaker", func() bool {
+		return strings.Contains(e.voice(mover, "status"), "1 speaker has consented")
+	})
+
+	// alice comes back without opting in.
+	e.move(alice, voiceRoom)
+	time.Sleep(150 * time.Millisecond) // longer than the debounce
+	if got := e.voice(mover, "status"); !strings.Contains(got, "1 speaker has consented") {
+		t.Fatalf("status after alice rejoined: %q", got)
+	}
+	reqs := e.rec.all()
+	last := reqs[len(reqs)-1]
+	if slices.Contains(last.ConsentedUserIDs, alice) {
+		t.Fatalf("alice is briefed again without opting in: %+v", last.ConsentedUserIDs)
+	}
+	for _, it := range e.rt.items()[2:] {
+		if strings.Contains(it, "alice likes tea") {
+			t.Fatalf("a briefing after the rebuild holds alice's fact")
+		}
+	}
+}
+
+// TestVoiceStatusSaysTheModelRefusedTheKey: a wrong realtime key gives one
+// plain sentence in /voice status, one log line with the code, no retries,
+// and the key in no log line.
+func TestVoiceStatusSaysTheModelRefusedTheKey(t *testing.T) {
+	wrong := "sk-wrong-realtime-key-4242"
+	e := startVoiceWithKey(t, config.ConsentExplicit, wrong, inVoice(mover)...)
+	e.voice(mover, "join")
+	waitFor(t, 5*time.Second, "the refusal", func() bool { return strings.Contains(e.voice(mover, "status"), "refused") })
+	got := e.voice(mover, "status")
+	if !strings.Contains(got, "Realtime voice model: refused: the endpoint rejected the API key (invalid_api_key)") ||
+		!strings.Contains(got, "Briefings delivered to the model: 0.") {
+		t.Fatalf("status %q", got)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := e.rt.Attempts(); n != 1 {
+		t.Fatalf("%d attempts after the key was refused, want 1", n)
+	}
+	if n := e.l.obs.FilterMessage("realtime endpoint refused the session; not reconnecting").FilterField(zapString("code", "invalid_api_key")).Len(); n != 1 {
+		t.Fatalf("%d refusal log lines with the code, want 1", n)
+	}
+	e.run.stop()
+	e.l.assertClean(t, wrong, realtimeKey)
 }

@@ -19,12 +19,16 @@ type VoiceSessions interface {
 }
 
 // VoiceSessionStatus is the consent-safe state of a session: a count of
-// consented speakers, never who they are.
+// consented speakers, never who they are, and the model connection.
 type VoiceSessionStatus struct {
 	ChannelID string
 	Policy    string
 	Consented int
-	Realtime  string
+	// Realtime is one sentence about the model connection (connecting,
+	// ready, reconnecting, refused and why), shown as it is.
+	Realtime string
+	// BriefingsDelivered counts briefings the model acknowledged.
+	BriefingsDelivered int
 }
 
 // Errors a VoiceSessions answers, turned into sentences here.
@@ -147,8 +151,8 @@ func (h voiceHandler) status(inv bot.Invocation) (bot.Reply, error) {
 	if st.Consented == 1 {
 		speakers = "speaker has"
 	}
-	return bot.Reply{Content: fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\nRealtime voice model: %s.",
-		st.ChannelID, st.Policy, st.Consented, speakers, st.Realtime)}, nil
+	return bot.Reply{Content: fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
+		st.ChannelID, st.Policy, st.Consented, speakers, st.Realtime, st.BriefingsDelivered)}, nil
 }
 
 func voiceSentence(err error) error {

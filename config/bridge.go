@@ -124,9 +124,12 @@ type VoiceBridge struct {
 	VoiceRoleIDs   []string `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
 	VoiceUserIDs   []string `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
 	ConsentPolicy  string   `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`
-	RealtimeURL    string   `env:"CLANKIE_REALTIME_URL" help:"WebSocket URL of an OpenAI Realtime-compatible voice model; empty: sessions run and pull briefings without one."`
-	RealtimeAPIKey string   `env:"CLANKIE_REALTIME_API_KEY" secret:"true" help:"API key for the realtime endpoint, sent as a bearer."`
-	RealtimeModel  string   `env:"CLANKIE_REALTIME_MODEL" help:"Model name for the realtime endpoint (sent as ?model=)."`
+	RealtimeURL    string   `env:"CLANKIE_REALTIME_URL" help:"WebSocket URL of a voice model speaking the OpenAI Realtime GA protocol (wss://api.openai.com/v1/realtime, or Azure's wss://RESOURCE.openai.azure.com/openai/v1/realtime); empty: sessions run and pull briefings without one."`
+	RealtimeAPIKey string   `env:"CLANKIE_REALTIME_API_KEY" secret:"true" help:"API key for the realtime endpoint, sent as CLANKIE_REALTIME_AUTH says."`
+	RealtimeAuth   string   `env:"CLANKIE_REALTIME_AUTH" envDefault:"bearer" help:"How the key is sent: bearer (Authorization: Bearer, OpenAI) or api-key (an api-key header, Azure OpenAI)."`
+	RealtimeModel  string   `env:"CLANKIE_REALTIME_MODEL" envDefault:"gpt-realtime" help:"Model (OpenAI) or deployment name (Azure), sent as ?model= on the URL; GA fixes the model there."`
+	RealtimeVoice  string   `env:"CLANKIE_REALTIME_VOICE" help:"Voice the model speaks with (e.g. marin, cedar, alloy); empty: the endpoint's default."`
+	RealtimeTurns  string   `env:"CLANKIE_REALTIME_TURN_DETECTION" envDefault:"server_vad" help:"How the model detects turns in what it hears: server_vad (silence) or semantic_vad (meaning)."`
 	Memory         MemoryClient
 	Discord        Discord
 	Log            Log
@@ -154,6 +157,9 @@ func (v VoiceBridge) Validate() error {
 			return err
 		}
 	}
+	if err := v.validateRealtime(); err != nil {
+		return err
+	}
 	for _, x := range []Validator{v.Memory, v.Discord, v.Log} {
 		if err := x.Validate(); err != nil {
 			return err
@@ -164,3 +170,50 @@ func (v VoiceBridge) Validate() error {
 
 // LoadVoiceBridge reads and validates the voice bridge's settings.
 func LoadVoiceBridge() (VoiceBridge, error) { return load[VoiceBridge]() }
+
+// Realtime authentication modes and turn detections (CLANKIE_REALTIME_AUTH,
+// CLANKIE_REALTIME_TURN_DETECTION).
+const (
+	RealtimeAuthBearer = "bearer"
+	RealtimeAuthAPIKey = "api-key"
+	RealtimeServerVAD  = "server_vad"
+	RealtimeSemVAD     = "semantic_vad"
+)
+
+// validateRealtime checks the realtime settings other than the URL, naming
+// the variable; none of them is a secret, but the key is never echoed.
+func (v VoiceBridge) validateRealtime() error {
+	switch v.RealtimeAuth {
+	case RealtimeAuthBearer, RealtimeAuthAPIKey:
+	default:
+		return fmt.Errorf("CLANKIE_REALTIME_AUTH must be bearer or api-key (got %q)", v.RealtimeAuth)
+	}
+	switch v.RealtimeTurns {
+	case RealtimeServerVAD, RealtimeSemVAD:
+	default:
+		return fmt.Errorf("CLANKIE_REALTIME_TURN_DETECTION must be server_vad or semantic_vad (got %q)", v.RealtimeTurns)
+	}
+	if !plainName(v.RealtimeModel, 128) {
+		return fmt.Errorf("CLANKIE_REALTIME_MODEL must be a model or deployment name: letters, digits, '.', '-', '_' (at most 128)")
+	}
+	if v.RealtimeVoice != "" && !plainName(v.RealtimeVoice, 64) {
+		return fmt.Errorf("CLANKIE_REALTIME_VOICE must be a voice name: letters, digits, '.', '-', '_' (at most 64)")
+	}
+	return nil
+}
+
+// plainName reports whether s is a non-empty name of at most max bytes
+// made of ASCII letters, digits, '.', '-' and '_'.
+func plainName(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -48,9 +48,11 @@ func newVoiceBridgeCommand() *cobra.Command {
 		Long: `Run the voice bridge. It connects to Discord with DISCORD_VOICE_BOT_TOKEN,
 registers /person-memory and /voice, tracks who is in voice channels, runs one
 session per server with per-speaker consent (DISCORD_VOICE_CONSENT_POLICY), and
-hands a briefing of consented speakers' facts to the realtime voice model at
-CLANKIE_REALTIME_URL. It moves the bot into and out of voice channels but does
-not carry audio: discordgo cannot speak today's encrypted voice protocol.`,
+hands a briefing of consented speakers' facts to a voice model speaking the
+OpenAI Realtime GA protocol at CLANKIE_REALTIME_URL (OpenAI, or Azure OpenAI with
+CLANKIE_REALTIME_AUTH=api-key); /voice status says whether that model is
+connecting, ready, reconnecting or refused, and why. It moves the bot into and
+out of voice channels but does not carry audio yet.`,
 		Example: `  DISCORD_VOICE_BOT_TOKEN=... CLANKIE_REALTIME_URL=wss://realtime.example/v1/realtime clankie bridge voice`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

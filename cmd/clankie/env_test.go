@@ -61,7 +61,8 @@ func varsReadInCode(t *testing.T, root string) []string {
 	var out []string
 	for v := range seen {
 		// The shell's own: HOME expands the default root, dev tools find go on
-		// PATH. CI is the CI runner's: test harnesses fail rather than skip there.
+		// PATH. CI is read only by test harnesses (internal/nodetest,
+		// voice/realtime/realtimetest) to fail rather than skip, never by clankie.
 		if v != "HOME" && v != "PATH" && v != "CI" {
 			out = append(out, v)
 		}

@@ -1,4 +1,4 @@
-package bridges
+package voice
 
 import (
 	"sort"
@@ -23,10 +23,13 @@ type presence struct {
 
 func newRoster() *roster { return &roster{guilds: map[string]map[string]presence{}} }
 
-// load replaces a guild's voice states, as GUILD_CREATE carries all of them.
-// Its voice states carry no member, so bot flags come from its member list
-// (which always holds the members in voice).
-func (r *roster) load(guildID string, states []*discordgo.VoiceState, members []*discordgo.Member) {
+// load replaces a guild's voice states, as GUILD_CREATE carries all of them
+// (on joining a server, and again after every re-identify), and answers the
+// moves it implies: each user whose channel differs from before, with the
+// channel they were in. Those who left while no VOICE_STATE_UPDATE could
+// tell us are among them. Its voice states carry no member, so bot flags
+// come from its member list (which always holds the members in voice).
+func (r *roster) load(guildID string, states []*discordgo.VoiceState, members []*discordgo.Member) (moved []move) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	bots := map[string]bool{}
@@ -41,8 +44,17 @@ func (r *roster) load(guildID string, states []*discordgo.VoiceState, members []
 			m[vs.UserID] = presence{channelID: vs.ChannelID, bot: isBot(vs) || bots[vs.UserID]}
 		}
 	}
+	for id, p := range r.guilds[guildID] {
+		if m[id].channelID != p.channelID {
+			moved = append(moved, move{userID: id, from: p.channelID, to: m[id].channelID})
+		}
+	}
 	r.guilds[guildID] = m
+	return moved
 }
+
+// move is one user's change of voice channel ("" is none).
+type move struct{ userID, from, to string }
 
 // update applies one VOICE_STATE_UPDATE and answers the user's previous
 // channel ("" when they were not in voice).

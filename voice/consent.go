@@ -1,4 +1,4 @@
-package bridges
+package voice
 
 import "github.com/clankie/clankie/config"
 

@@ -1,4 +1,4 @@
-package bridges
+package voice
 
 import (
 	"slices"

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
 
 // The fake server echoes every briefing back in four ways (an item echo, an
@@ -16,22 +18,23 @@ import (
 // any content; TestMain checks the whole suite's lines again.
 func TestLogsNameEventsButNeverContent(t *testing.T) {
 	noLeaks(t)
-	f := newFake(t, func(f *fakeServer) { f.reject = 1 })
-	s, logs := start(t, testConfig(f.url()))
+	f := newFake(t, realtimetest.Reject503(1), realtimetest.EchoContent())
+	s, logs := start(t, testConfig(f.URL()))
 	text := secret("Lena (consented) is expecting twins in May; she asked to keep it quiet.")
 	if err := s.Brief(context.Background(), text, false); err != nil {
 		t.Fatal(err)
 	}
-	f.waitFrames(2)
+	f.WaitFrames(2)
 	eventually(t, "echoes logged", func() bool {
 		return logs.FilterMessage("realtime event").FilterField(zap.String("type", "unparseable")).Len() > 0
 	})
-	f.drop()
-	f.waitConnFrames(2, 2)
+	eventually(t, "the briefing acknowledged", func() bool { return s.Stats().ItemsAcked == 1 })
+	f.Drop()
+	f.WaitConnFrames(2, 2)
 	if err := s.Brief(context.Background(), text+" Update.", true); err != nil {
 		t.Fatal(err)
 	}
-	f.waitConnFrames(2, 3)
+	f.WaitConnFrames(2, 3)
 	_ = s.Close()
 
 	for _, want := range []struct {
@@ -39,7 +42,7 @@ func TestLogsNameEventsButNeverContent(t *testing.T) {
 		field zap.Field
 	}{
 		{"realtime event", zap.String("type", "session.created")},
-		{"realtime event", zap.String("type", "conversation.item.created")},
+		{"realtime event", zap.String("type", "conversation.item.added")},
 		{"realtime event", zap.String("type", "unrecognized")},
 		{"realtime event", zap.String("type", "unparseable")},
 		{"realtime server reported an error", zap.String("code", "echo_test")},
@@ -47,8 +50,8 @@ func TestLogsNameEventsButNeverContent(t *testing.T) {
 		{"realtime briefing sent", zap.String("kind", "reseed")},
 		{"realtime briefing sent", zap.String("kind", "refresh")},
 		{"realtime connect failed; retrying", zap.Int("status", 503)},
-		{"realtime connected", zap.String("host", strings.TrimPrefix(f.srv.URL, "http://"))},
-		{"realtime connection lost; reconnecting", zap.String("host", strings.TrimPrefix(f.srv.URL, "http://"))},
+		{"realtime ready", zap.String("host", f.Host())},
+		{"realtime connection lost; reconnecting", zap.String("host", f.Host())},
 		{"realtime session closed", zap.Int("connects", 2)},
 	} {
 		if logs.FilterMessage(want.msg).FilterField(want.field).Len() == 0 {

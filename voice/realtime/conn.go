@@ -1,0 +1,750 @@
+package realtime
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+)
+
+// run is the session's background loop: connect, serve the connection until
+// it ends, pause, connect again, until the session's context ends or the
+// endpoint refuses the session for good. It is the only goroutine that
+// dials or writes data frames, which gives gorilla its single writer and
+// keeps session.update ahead of any briefing or audio on every connection
+// without a write lock.
+func (s *Session) run() {
+	defer close(s.done)
+	defer s.cancel()
+	defer s.setPhase(Closed, 0)
+	failures := 0
+	for {
+		conn, resp, err := s.dial()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			if r := handshakeRefusal(resp, err); r != nil {
+				s.refuse(*r)
+				return
+			}
+			failures++
+			s.noteDialFailure(failures, resp, err)
+			s.setPhase(Reconnecting, failures+1)
+			if !s.sleep(s.backoff(failures)) {
+				return
+			}
+			continue
+		}
+		started := time.Now()
+		out := s.serve(conn, failures)
+		if s.ctx.Err() != nil {
+			return
+		}
+		if out.refusal != nil {
+			s.refuse(*out.refusal)
+			return
+		}
+		// A connection that was ready for a while resets the backoff. One
+		// the server drops at once does not, so a server that accepts and
+		// then hangs up is not hammered at the minimum pause.
+		if out.ready && time.Since(started) >= s.cfg.MaxBackoff {
+			failures = 0
+		}
+		failures++
+		s.setPhase(Reconnecting, failures+1)
+		if !s.sleep(s.backoff(failures)) {
+			return
+		}
+	}
+}
+
+// refusal is a permanent failure: why, and the code to log and show.
+type refusal struct {
+	reason Reason
+	code   string
+}
+
+// refuse ends the session for good and logs one line with the code.
+func (s *Session) refuse(r refusal) {
+	s.mu.Lock()
+	s.state = State{Phase: Refused, Reason: r.reason, Code: r.code}
+	s.ready.Store(false)
+	s.mu.Unlock()
+	s.log.Error("realtime endpoint refused the session; not reconnecting",
+		zap.String("host", s.host), zap.String("code", r.code), zap.String("reason", r.reason.String()))
+}
+
+// String names a reason for logs.
+func (r Reason) String() string {
+	switch r {
+	case ReasonKey:
+		return "key"
+	case ReasonModel:
+		return "model"
+	case ReasonNotFound:
+		return "not_found"
+	case ReasonShape:
+		return "request_shape"
+	case ReasonNotRealtime:
+		return "not_realtime"
+	case ReasonQuota:
+		return "quota"
+	}
+	return "unknown"
+}
+
+// handshakeRefusal classifies a failed handshake: nil when retrying can
+// help (network errors, 5xx, 429 rate limits), else why not. Only the
+// error code of a JSON body is read, never its message.
+func handshakeRefusal(resp *http.Response, err error) *refusal {
+	if resp == nil {
+		return nil // no HTTP answer: the network, retry
+	}
+	code := bodyCode(resp)
+	switch st := resp.StatusCode; {
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		return &refusal{ReasonKey, orStatus(code, st)}
+	case st == http.StatusNotFound:
+		return &refusal{ReasonNotFound, orStatus(code, st)}
+	case st == http.StatusTooManyRequests:
+		if code == "insufficient_quota" {
+			return &refusal{ReasonQuota, code}
+		}
+		return nil
+	case st >= 500:
+		return nil
+	case st >= 400:
+		if r := codeRefusal(code); r != nil {
+			return r
+		}
+		return &refusal{ReasonShape, orStatus(code, st)}
+	default:
+		// 1xx other than 101, 2xx, 3xx: something answered, but not as a
+		// WebSocket.
+		return &refusal{ReasonNotRealtime, fmt.Sprintf("http_%d", st)}
+	}
+}
+
+func orStatus(code string, status int) string {
+	if code != "" && code != "none" && code != "unrecognized" {
+		return code
+	}
+	return fmt.Sprintf("http_%d", status)
+}
+
+// bodyCode reads error.code from a JSON error body (as OpenAI and Azure
+// send), or "" when there is none.
+func bodyCode(resp *http.Response) string {
+	if resp.Body == nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	var body struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return ""
+	}
+	if c, ok := body.Error.Code.(string); ok {
+		return safeToken(strings.ToLower(c))
+	}
+	return ""
+}
+
+// permanentCodes are the error codes retrying cannot fix.
+var permanentCodes = map[string]Reason{
+	"invalid_api_key":            ReasonKey,
+	"model_not_found":            ReasonModel,
+	"invalid_model":              ReasonModel,
+	"beta_api_shape_disabled":    ReasonShape,
+	"unknown_parameter":          ReasonShape,
+	"missing_required_parameter": ReasonShape,
+	"invalid_type":               ReasonShape,
+	"insufficient_quota":         ReasonQuota,
+}
+
+// transientCodes are error codes that say "not now" rather than "never",
+// whatever the error's type: they never refuse a session.
+var transientCodes = map[string]bool{
+	"rate_limit_exceeded":  true,
+	"server_error":         true,
+	"server_is_overloaded": true,
+	"session_expired":      true,
+}
+
+func codeRefusal(code string) *refusal {
+	if r, ok := permanentCodes[code]; ok {
+		return &refusal{r, code}
+	}
+	return nil
+}
+
+// dial makes one connection attempt, bounded by the session's context so
+// Close interrupts it. gorilla's DialContext honours the context only while
+// connecting TCP; during the TLS and HTTP handshake it waits for the
+// handshake timeout. So the attempt's dial functions are wrapped to remember
+// the raw connection, and the session's end closes it, which makes Close
+// prompt against a server that accepts and then stalls.
+func (s *Session) dial() (*websocket.Conn, *http.Response, error) {
+	h := http.Header{}
+	if s.cfg.APIKey != "" {
+		switch s.cfg.auth() {
+		case AuthAPIKey:
+			h.Set("api-key", s.cfg.APIKey)
+		default:
+			h.Set("Authorization", "Bearer "+s.cfg.APIKey)
+		}
+	}
+
+	var (
+		mu  sync.Mutex
+		raw []net.Conn
+	)
+	remember := func(c net.Conn, err error) (net.Conn, error) {
+		if c != nil {
+			mu.Lock()
+			raw = append(raw, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+	d := *s.dialer // a copy: the caller's dialer is never modified
+	base := d.NetDialContext
+	if base == nil {
+		if nd := d.NetDial; nd != nil {
+			base = func(_ context.Context, network, addr string) (net.Conn, error) { return nd(network, addr) }
+		} else {
+			base = (&net.Dialer{}).DialContext
+		}
+	}
+	d.NetDial = nil
+	d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return remember(base(ctx, network, addr))
+	}
+	if tlsDial := d.NetDialTLSContext; tlsDial != nil {
+		d.NetDialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return remember(tlsDial(ctx, network, addr))
+		}
+	}
+
+	aborted := make(chan struct{})
+	stop := context.AfterFunc(s.ctx, func() {
+		defer close(aborted)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range raw {
+			_ = c.Close()
+		}
+	})
+	conn, resp, err := d.DialContext(s.ctx, s.dialURL, h)
+	if !stop() {
+		// The session ended during the attempt; whatever it produced is
+		// closed or about to be.
+		<-aborted
+		if conn != nil {
+			_ = conn.Close()
+		}
+		return nil, nil, s.ctx.Err()
+	}
+	return conn, resp, err
+}
+
+// backoff is the pause after n consecutive failures (n ≥ 1). Its ceiling
+// doubles from 2×MinBackoff up to MaxBackoff, and the pause is drawn from the
+// upper half of [MinBackoff, ceiling], so it always lies within
+// [MinBackoff, MaxBackoff] and is jittered at every step, the first and the
+// capped ones included: bridges that lost the endpoint together do not all
+// retry in step.
+func (s *Session) backoff(n int) time.Duration {
+	lo, hi := s.cfg.MinBackoff, s.cfg.MaxBackoff
+	upper := lo
+	for i := 0; i < n && upper < hi; i++ {
+		upper *= 2
+	}
+	upper = min(upper, hi)
+	floor := max(lo, upper/2)
+	return floor + rand.N(upper-floor+1)
+}
+
+// sleep pauses for d unless the session ends first; it reports whether the
+// session is still running.
+func (s *Session) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// reader delivers a connection's server events in order on events, which
+// it closes when the connection fails, after setting err.
+type reader struct {
+	events chan serverEvent
+	err    error
+}
+
+// outcome is how a connection ended.
+type outcome struct {
+	ready   bool     // it became ready at some point
+	refusal *refusal // non-nil: permanently refused
+}
+
+// serve runs one connection from just after the handshake until it is gone,
+// and returns only when every goroutine it started has ended.
+func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
+	conn.SetReadLimit(maxEventBytes)
+	s.mu.Lock()
+	s.connGen, s.ackedGen = 0, 0
+	s.mu.Unlock()
+	for len(s.audio) > 0 { // audio from before the outage is stale
+		<-s.audio
+	}
+
+	rd := &reader{events: make(chan serverEvent, 64)}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		s.readLoop(conn, rd)
+	}()
+
+	// Backstop for Close: if a write is stuck on a server that stopped
+	// reading, drop the socket rather than wait out the write timeout.
+	connDone, watchDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case <-connDone:
+		case <-s.ctx.Done():
+			t := time.NewTimer(2 * closeGrace)
+			defer t.Stop()
+			select {
+			case <-connDone:
+			case <-t.C:
+				_ = conn.Close()
+			}
+		}
+	}()
+
+	c := &converse{s: s, conn: conn, rd: rd, items: map[string]uint64{}}
+	err := c.run()
+	_ = conn.Close()
+	// A write can fail because the server already refused and closed (it
+	// sends the error event first): the events read meanwhile still say why.
+	for ev := range rd.events {
+		if c.refused == nil && ev.Type == "error" {
+			c.handle(ev)
+		}
+	}
+	<-readDone
+	close(connDone)
+	<-watchDone
+
+	if c.refused == nil {
+		s.setPhase(Reconnecting, failures+2) // the run loop's next attempt
+	}
+	s.ready.Store(false)
+	s.mu.Lock()
+	s.connGen, s.ackedGen = 0, 0
+	s.mu.Unlock()
+	out := outcome{ready: c.ready, refusal: c.refused}
+	if s.ctx.Err() != nil {
+		s.log.Info("realtime session closed", zap.String("host", s.host), zap.Int("connects", s.Stats().Connects))
+		return out
+	}
+	if out.refusal != nil {
+		return out
+	}
+	if err == nil {
+		err = rd.err
+	}
+	fields := append([]zap.Field{zap.String("host", s.host), zap.Bool("was_ready", c.ready)}, s.describe(err)...)
+	// One warning per outage: losing a ready connection, or the first
+	// failure ever; the retries that follow are debug lines.
+	if failures == 0 || c.ready {
+		s.log.Warn("realtime connection lost; reconnecting", fields...)
+	} else {
+		s.log.Debug("realtime connection lost; reconnecting", fields...)
+	}
+	return out
+}
+
+// converse is one connection's conversation.
+type converse struct {
+	s     *Session
+	conn  *websocket.Conn
+	rd    *reader
+	ready bool
+	// created: the server's first event was session.created, so it speaks
+	// the protocol.
+	created bool
+	refused *refusal
+	// items maps the ids of briefing items written here to their gen.
+	items map[string]uint64
+	// itemEvents maps the event ids of those writes to their gen, to tell
+	// an error about a briefing from others.
+	itemEvents map[string]uint64
+}
+
+// run seeds a fresh connection (session.update; once the server answers
+// session.updated, the latest briefing) and then writes briefings, audio,
+// control events and pings as they come due. It returns when the
+// connection fails (with why), is refused (c.refused set), or the session
+// closes (nil, after a normal-closure handshake).
+func (c *converse) run() error {
+	s := c.s
+	msg, err := sessionUpdate(s.cfg)
+	if err != nil {
+		return err
+	}
+	if err := c.write(msg); err != nil {
+		return err
+	}
+	c.itemEvents = map[string]uint64{}
+	readyBy := time.NewTimer(s.cfg.ReadyTimeout)
+	defer readyBy.Stop()
+
+	var ping <-chan time.Time
+	if s.cfg.PingInterval > 0 {
+		t := time.NewTicker(s.cfg.PingInterval)
+		defer t.Stop()
+		ping = t.C
+	}
+	for {
+		if c.ready {
+			if err := c.flush(); err != nil {
+				return err
+			}
+		}
+		var audio <-chan []byte
+		var ctrl <-chan []byte
+		if c.ready {
+			audio, ctrl = s.audio, s.ctrl
+		}
+		select {
+		case ev, ok := <-c.rd.events:
+			if !ok {
+				return c.rd.err
+			}
+			if stop := c.handle(ev); stop {
+				return nil
+			}
+		case <-s.kick:
+		case pcm := <-audio:
+			msg, err := audioAppend(pcm)
+			if err != nil {
+				return err
+			}
+			if err := c.write(msg); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			s.stats.AudioBytesSent += int64(len(pcm))
+			s.mu.Unlock()
+		case msg := <-ctrl:
+			if err := c.write(msg); err != nil {
+				return err
+			}
+		case <-readyBy.C:
+			if !c.ready {
+				return errReadyTimeout
+			}
+		case <-ping:
+			if err := c.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
+				return err
+			}
+		case <-s.ctx.Done():
+			_ = c.conn.WriteControl(websocket.CloseMessage,
+				websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeGrace))
+			t := time.NewTimer(closeGrace)
+			defer t.Stop()
+			for {
+				select {
+				case _, ok := <-c.rd.events: // until the server answers the close frame
+					if !ok {
+						return nil
+					}
+				case <-t.C:
+					return nil
+				}
+			}
+		}
+	}
+}
+
+var (
+	errReadyTimeout = errors.New("no session.updated in time")
+)
+
+// handle acts on one server event; it reports whether the connection must
+// end (a refusal).
+func (c *converse) handle(ev serverEvent) (stop bool) {
+	s := c.s
+	if !c.created && ev.Type != "session.created" && ev.Type != "error" {
+		// Garbage, or something that is not a Realtime endpoint.
+		c.refused = &refusal{ReasonNotRealtime, "not_realtime"}
+		return true
+	}
+	switch ev.Type {
+	case "session.created":
+		c.created = true
+	case "session.updated":
+		if !c.ready {
+			c.ready = true
+			s.mu.Lock()
+			s.stats.Connects++
+			if s.stats.Connects > 1 {
+				s.stats.Reconnects++
+			}
+			connects := s.stats.Connects
+			s.mu.Unlock()
+			s.setPhase(Ready, 0)
+			s.log.Info("realtime ready", zap.String("host", s.host), zap.Int("connects", connects))
+		}
+	case "conversation.item.added", "conversation.item.done":
+		if ev.Item != nil {
+			c.ack(ev.Item.ID)
+		}
+	case "error":
+		var typ, code, eventID string
+		if ev.Error != nil {
+			typ, code, eventID = safeToken(ev.Error.Type), safeToken(ev.Error.Code), ev.Error.EventID
+		}
+		if r := codeRefusal(code); r != nil {
+			c.refused = r
+			return true
+		}
+		if !c.ready && typ == "invalid_request_error" && !transientCodes[code] {
+			// The session setup was refused: our request's shape.
+			c.refused = &refusal{ReasonShape, code}
+			return true
+		}
+		_, aboutBriefing := c.itemEvents[eventID]
+		s.log.Warn("realtime server reported an error",
+			zap.String("error_type", typ), zap.String("code", code), zap.Bool("about_briefing", aboutBriefing))
+	}
+	return false
+}
+
+// ack records the server's acknowledgement of a briefing item.
+func (c *converse) ack(itemID string) {
+	gen, ok := c.items[itemID]
+	if !ok {
+		return
+	}
+	delete(c.items, itemID)
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.ItemsAcked++
+	if gen > s.ackedGen {
+		s.ackedGen = gen
+	}
+	if !s.delivered[gen] {
+		s.delivered[gen] = true
+		s.stats.BriefingsDelivered++
+	}
+	if s.latest.gen == gen {
+		s.latest.delivered = true
+	}
+}
+
+// flush writes the latest briefing if this connection has not had it yet.
+// A briefing already acknowledged on an earlier connection is a re-seed and
+// gets ReseedPrefix; one the caller marked as a refresh gets RefreshPrefix.
+func (c *converse) flush() error {
+	s := c.s
+	s.mu.Lock()
+	b := s.latest
+	due := b.gen != 0 && b.gen != s.connGen
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	text, kind := b.text, "briefing"
+	switch {
+	case b.delivered:
+		text, kind = ReseedPrefix+text, "reseed"
+	case b.refresh:
+		text, kind = RefreshPrefix+text, "refresh"
+	}
+	id := newItemID()
+	msg, eventID, err := briefingItem(id, text)
+	if err != nil {
+		return err
+	}
+	c.items[id] = b.gen
+	c.itemEvents[eventID] = b.gen
+	if err := c.write(msg); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.connGen = b.gen
+	s.stats.ItemsSent++
+	s.mu.Unlock()
+	s.log.Debug("realtime briefing sent", zap.String("kind", kind), zap.Int("length", len(text)))
+	return nil
+}
+
+// write sends one text frame. Only the serve goroutine calls it.
+func (c *converse) write(msg []byte) error {
+	if err := c.conn.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil {
+		return err
+	}
+	return c.conn.WriteMessage(websocket.TextMessage, msg)
+}
+
+// readLoop reads server events until the connection fails, hands output
+// audio and speech events to the Listener at once, and queues the rest for
+// the conversation in order. With pings on, a connection that yields
+// neither an event nor a pong for two ping intervals times out here.
+// Server pings are answered by gorilla's default handler.
+func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
+	defer close(rd.events)
+	extend := func() {}
+	if iv := s.cfg.PingInterval; iv > 0 {
+		extend = func() { _ = conn.SetReadDeadline(time.Now().Add(2 * iv)) }
+		conn.SetPongHandler(func(string) error { extend(); return nil })
+	}
+	extend()
+	for {
+		_, data, err := conn.ReadMessage()
+		if err != nil {
+			rd.err = err
+			return
+		}
+		extend()
+		var ev serverEvent
+		if err := json.Unmarshal(data, &ev); err != nil {
+			s.log.Debug("realtime event", zap.String("type", "unparseable"), zap.Int("bytes", len(data)))
+			ev = serverEvent{Type: "unparseable"}
+		} else if s.hear(ev) {
+			continue
+		} else if ev.Type != "error" {
+			s.log.Debug("realtime event", zap.String("type", safeToken(ev.Type)))
+		}
+		select {
+		case rd.events <- ev:
+		case <-s.ctx.Done():
+			// The conversation is closing; keep reading until the close
+			// handshake ends the connection.
+		}
+	}
+}
+
+// hear hands audio-path events to the Listener and reports whether the
+// event was one of them. Transcripts are dropped unread: they are content.
+func (s *Session) hear(ev serverEvent) bool {
+	l := s.cfg.Listener
+	switch ev.Type {
+	case "response.output_audio.delta":
+		pcm, err := base64.StdEncoding.DecodeString(ev.Delta)
+		if err != nil {
+			s.log.Debug("realtime event", zap.String("type", "undecodable_audio"))
+			return true
+		}
+		s.mu.Lock()
+		s.stats.AudioBytesReceived += int64(len(pcm))
+		s.mu.Unlock()
+		if l != nil {
+			l.OutputAudio(ev.ResponseID, ev.ItemID, pcm)
+		}
+		return true
+	case "input_audio_buffer.speech_started":
+		if l != nil {
+			l.SpeechStarted(ev.AudioStartMs)
+		}
+		return true
+	case "input_audio_buffer.speech_stopped":
+		if l != nil {
+			l.SpeechStopped(ev.AudioEndMs)
+		}
+		return true
+	case "response.output_audio_transcript.delta", "response.output_audio_transcript.done":
+		return true
+	}
+	return false
+}
+
+// noteDialFailure counts a failed attempt and logs it: at warn for the
+// first of an outage, at debug for the retries, so a long outage is one
+// line (the status says the attempt).
+func (s *Session) noteDialFailure(n int, resp *http.Response, err error) {
+	s.mu.Lock()
+	s.stats.DialFailures++
+	s.mu.Unlock()
+	fields := []zap.Field{zap.String("host", s.host), zap.Int("attempt", n)}
+	if resp != nil {
+		fields = append(fields, zap.Int("status", resp.StatusCode))
+	} else {
+		fields = append(fields, zap.String("error", s.redact(err.Error())))
+	}
+	const msg = "realtime connect failed; retrying"
+	if n == 1 {
+		s.log.Warn(msg, fields...)
+	} else {
+		s.log.Debug(msg, fields...)
+	}
+}
+
+// describe turns why a connection ended into content-free log fields: a
+// close code (never the close text, which the server chooses), a timeout, or
+// a transport error with secrets redacted.
+func (s *Session) describe(err error) []zap.Field {
+	var ce *websocket.CloseError
+	var ne net.Error
+	switch {
+	case err == nil:
+		return []zap.Field{zap.String("reason", "unknown")}
+	case errors.Is(err, errReadyTimeout):
+		return []zap.Field{zap.String("reason", "no_session_updated")}
+	case errors.As(err, &ce):
+		return []zap.Field{zap.String("reason", "closed"), zap.Int("close_code", ce.Code)}
+	case errors.As(err, &ne) && ne.Timeout():
+		return []zap.Field{zap.String("reason", "timeout")}
+	default:
+		return []zap.Field{zap.String("reason", "error"), zap.String("error", s.redact(err.Error()))}
+	}
+}
+
+// redact removes the key and the URL's secret-capable parts from a transport
+// error's text before it is logged. The transport errors we log name hosts,
+// not URLs, so this is a second line of defence.
+func (s *Session) redact(msg string) string {
+	if s.cfg.APIKey != "" {
+		msg = strings.ReplaceAll(msg, s.cfg.APIKey, "[redacted]")
+	}
+	for _, u := range []string{s.dialURL, s.cfg.URL} {
+		if u != "" {
+			msg = strings.ReplaceAll(msg, u, "[url "+s.host+"]")
+		}
+	}
+	if q := queryOf(s.dialURL); q != "" {
+		msg = strings.ReplaceAll(msg, q, "[query]")
+	}
+	return msg
+}
+
+// queryOf is the raw query of a URL already validated by Start.
+func queryOf(raw string) string {
+	if _, q, ok := strings.Cut(raw, "?"); ok {
+		return q
+	}
+	return ""
+}

@@ -1,0 +1,591 @@
+// Package realtime is the voice bridge's client for one session with a
+// voice model that speaks the OpenAI Realtime GA protocol over a WebSocket
+// (OpenAI's endpoint, Azure OpenAI's GA endpoint, or another that follows
+// it). Every client event it can send validates strictly against OpenAI's
+// published GA schemas; the retired beta interface is not spoken at all.
+//
+// It exists to hand the model its briefing (what consented speakers told
+// Clankie about themselves), and to carry audio both ways for the audio
+// work, without letting the endpoint slow down or leak anything from the
+// Discord side:
+//
+//   - Non-blocking: Start returns at once and connects in the background, so
+//     a Discord interaction is never answered late because the endpoint is
+//     slow or down. Brief keeps the latest briefing and delivers it as soon
+//     as a connection is ready; AppendAudio drops rather than waits.
+//   - Honest: a connection is ready only after the server answered
+//     session.update with session.updated, and a briefing counts as
+//     delivered only when the server acknowledged its item
+//     (conversation.item.added). State says which of connecting, ready,
+//     reconnecting (attempt n) or refused (why) the session is in.
+//   - Self-healing where healing can work: a transient failure (network,
+//     5xx, rate limit, a dropped connection) reconnects with jittered
+//     exponential backoff and re-seeds the new server session
+//     (session.update, then the latest briefing again, marked as a
+//     refresh). A permanent one (the endpoint refused the key, the model or
+//     the request shape, or is not a Realtime endpoint at all) stops
+//     reconnecting at once: retrying would only hammer it.
+//   - Private: briefings, transcripts and audio are content and the API key
+//     is a secret. None appears in a log line, an error string or a panic;
+//     logs carry the endpoint's host, counts, close codes, server event
+//     types and error codes only (never an error's message, which a server
+//     may fill with what it was sent).
+package realtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Defaults for the zero values in Config. The backoff bounds keep a dead
+// endpoint at one attempt every few seconds while a blip heals in well under
+// a second; the ping interval is short enough to notice a silently dead
+// connection within a minute and long enough to cost nothing. The ready
+// timeout bounds how long a connection may take from the handshake to
+// session.updated before it is replaced.
+const (
+	DefaultMinBackoff   = 200 * time.Millisecond
+	DefaultMaxBackoff   = 5 * time.Second
+	DefaultPingInterval = 20 * time.Second
+	DefaultReadyTimeout = 15 * time.Second
+)
+
+const (
+	// writeTimeout bounds one frame write, so a server that stops reading
+	// cannot stall the session forever; the connection is then replaced.
+	writeTimeout = 10 * time.Second
+	// handshakeTimeout bounds the opening handshake of the default dialer.
+	handshakeTimeout = 10 * time.Second
+	// closeGrace is how long Close waits for the server to answer the close
+	// frame (and the longest a stuck write can hold Close up).
+	closeGrace = time.Second
+	// maxEventBytes bounds one server event we must buffer before discarding
+	// it. Audio deltas are far smaller; a larger frame means a broken server.
+	maxEventBytes = 16 << 20
+	// audioQueue is how many input audio chunks may wait for the socket
+	// (50 × 20 ms = 1 s); beyond that, chunks are dropped and counted.
+	audioQueue = 50
+	// SampleRate is the rate of the PCM16 mono audio both ways.
+	SampleRate = 24000
+)
+
+// Prefixes that mark a briefing that is not the first one the model sees.
+// A refresh is a new conversation item rather than an edit of the old one
+// (the protocol has no edit), so its text has to tell the model which
+// briefing wins.
+const (
+	// RefreshPrefix begins a briefing sent with refresh=true.
+	RefreshPrefix = "[Briefing refresh] This briefing replaces every earlier briefing in this conversation; rely only on what follows.\n\n"
+	// ReseedPrefix begins the latest briefing when it is sent again after a
+	// reconnect. The new server session may or may not have kept the old
+	// conversation, so the text says it is a refresh either way.
+	ReseedPrefix = "[Briefing refresh after reconnect] The connection to you was re-established; this briefing replaces every earlier briefing in this conversation; rely only on what follows.\n\n"
+)
+
+// Errors returned by Start and Brief. They are sentinels (compare with
+// errors.Is) and never carry a briefing, the key, or the URL's query, so a
+// caller may log them as they are.
+var (
+	// ErrConfig: Start was given a configuration it cannot use (no URL, not
+	// ws:// or wss://, no host, user info in the URL, an unknown auth mode
+	// or turn detection).
+	ErrConfig = errors.New("realtime: invalid configuration")
+	// ErrClosed: the session was closed (Close, or the context given to
+	// Start ended); nothing more will be sent.
+	ErrClosed = errors.New("realtime: session closed")
+	// ErrRefused: the endpoint refused the session for good (State says
+	// why); nothing more will be sent.
+	ErrRefused = errors.New("realtime: the endpoint refused the session")
+	// ErrEmptyBriefing: Brief was given an empty or blank text. An empty
+	// item would tell the model nothing, and would replace a real briefing.
+	ErrEmptyBriefing = errors.New("realtime: empty briefing")
+)
+
+// Auth says how the key is presented at the handshake.
+type Auth string
+
+const (
+	// AuthBearer sends "Authorization: Bearer <key>" (OpenAI).
+	AuthBearer Auth = "bearer"
+	// AuthAPIKey sends "api-key: <key>" (Azure OpenAI).
+	AuthAPIKey Auth = "api-key"
+)
+
+// Turn detection modes the session asks the server for.
+const (
+	ServerVAD   = "server_vad"
+	SemanticVAD = "semantic_vad"
+)
+
+// Config configures one realtime session. It mirrors the CLANKIE_REALTIME_*
+// settings; zero values get the defaults above.
+//
+// Config holds the API key, so it redacts itself when printed with fmt or
+// logged with zap (zap.Any / zap.Object); do not encode it any other way.
+type Config struct {
+	// URL is the ws:// or wss:// endpoint (CLANKIE_REALTIME_URL), without
+	// the model parameter.
+	URL string
+	// APIKey (CLANKIE_REALTIME_API_KEY) is sent as Auth says, when set, and
+	// nowhere else.
+	APIKey string
+	// Auth is how the key is sent (CLANKIE_REALTIME_AUTH; default bearer).
+	Auth Auth
+	// Model (CLANKIE_REALTIME_MODEL) is added to the URL as the model query
+	// parameter. In GA the URL fixes the model; session.update never
+	// carries it.
+	Model string
+	// Voice (CLANKIE_REALTIME_VOICE), when set, is the model's output voice.
+	Voice string
+	// TurnDetection is server_vad (default) or semantic_vad
+	// (CLANKIE_REALTIME_TURN_DETECTION).
+	TurnDetection string
+	// Instructions are the system instructions sent in every session.update.
+	Instructions string
+	// MinBackoff and MaxBackoff bound the pause between connection attempts
+	// (defaults 200 ms and 5 s). The pause doubles per failed attempt with
+	// jitter, so many bridges restarting together do not retry in step.
+	MinBackoff, MaxBackoff time.Duration
+	// PingInterval is how often the client pings the server; a connection
+	// with no frame or pong for two intervals is treated as dead and
+	// replaced. Zero means DefaultPingInterval; negative disables pings.
+	PingInterval time.Duration
+	// ReadyTimeout bounds the wait from the handshake to session.updated
+	// (default 15 s); a connection that takes longer is replaced.
+	ReadyTimeout time.Duration
+	// Dialer, when set, is used for every connection attempt (TLS settings,
+	// proxies, timeouts). Nil means a dialer that honours the proxy
+	// environment with a 10 s handshake timeout.
+	Dialer *websocket.Dialer
+	// Listener, when set, hears the model's audio and the server's speech
+	// detection (for the audio path). Nil: those events are discarded.
+	Listener Listener
+}
+
+// Listener hears what the model sends back besides acknowledgements. Its
+// methods run on the connection's read goroutine, in order, and must not
+// block. Transcripts are never handed on: nothing here may log or keep them.
+type Listener interface {
+	// OutputAudio is one response.output_audio.delta: PCM16 mono at
+	// SampleRate, decoded.
+	OutputAudio(responseID, itemID string, pcm []byte)
+	// SpeechStarted is input_audio_buffer.speech_started: someone began
+	// talking (the cue for barge-in).
+	SpeechStarted(audioStartMs int)
+	// SpeechStopped is input_audio_buffer.speech_stopped.
+	SpeechStopped(audioEndMs int)
+}
+
+// String describes the configuration without the key or the URL's query, so
+// that printing a Config by mistake leaks nothing.
+func (c Config) String() string {
+	return fmt.Sprintf("realtime.Config{host:%q model:%q auth:%q key_set:%t instructions_len:%d}",
+		hostOf(c.URL), c.Model, c.auth(), c.APIKey != "", len(c.Instructions))
+}
+
+// GoString is String, so %#v cannot print the key either.
+func (c Config) GoString() string { return c.String() }
+
+// MarshalLogObject makes zap.Any and zap.Object log the same redacted
+// description instead of reflecting the key out of the struct.
+func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddString("host", hostOf(c.URL))
+	enc.AddString("model", c.Model)
+	enc.AddString("auth", string(c.auth()))
+	enc.AddBool("key_set", c.APIKey != "")
+	enc.AddInt("instructions_len", len(c.Instructions))
+	return nil
+}
+
+func (c Config) auth() Auth {
+	if c.Auth == "" {
+		return AuthBearer
+	}
+	return c.Auth
+}
+
+// Phase is where a session stands.
+type Phase int
+
+const (
+	// Connecting: the first connection is being made or set up.
+	Connecting Phase = iota
+	// Ready: the server answered session.update; briefings and audio flow.
+	Ready
+	// Reconnecting: a connection failed or was lost; another is underway.
+	Reconnecting
+	// Refused: the endpoint refused the session for good.
+	Refused
+	// Closed: Close was called or the context ended.
+	Closed
+)
+
+// Reason is why an endpoint refused a session.
+type Reason int
+
+const (
+	// ReasonKey: the key was rejected (401/403, invalid_api_key).
+	ReasonKey Reason = iota + 1
+	// ReasonModel: the endpoint does not offer the model.
+	ReasonModel
+	// ReasonNotFound: the endpoint answered 404 (a wrong path, or an Azure
+	// deployment that does not exist).
+	ReasonNotFound
+	// ReasonShape: the endpoint rejected the request's shape
+	// (unknown_parameter, missing_required_parameter, beta_api_shape_disabled, …).
+	ReasonShape
+	// ReasonNotRealtime: the URL does not answer as a Realtime WebSocket
+	// (a web page, garbage instead of session.created).
+	ReasonNotRealtime
+	// ReasonQuota: the account has no quota left.
+	ReasonQuota
+)
+
+// State is a content-free snapshot of where a session stands.
+type State struct {
+	Phase Phase
+	// Attempt is the connection attempt underway while Reconnecting (2 is
+	// the first retry).
+	Attempt int
+	// Reason and Code say why, when Refused. Code is the server's error
+	// code or "http_<status>", checked to be a plain protocol token.
+	Reason Reason
+	Code   string
+}
+
+// Stats are counts about a session, content-free by construction, for
+// `/voice status` and receipts.
+type Stats struct {
+	// Connects counts connections that became ready, the first included.
+	Connects int
+	// Reconnects counts connections that became ready after the first.
+	Reconnects int
+	// DialFailures counts connection attempts that failed before the
+	// handshake completed.
+	DialFailures int
+	// ItemsSent counts briefing items written to a connection (re-seeds
+	// included).
+	ItemsSent int
+	// ItemsAcked counts briefing items the server acknowledged.
+	ItemsAcked int
+	// BriefingsDelivered counts distinct briefings the server acknowledged
+	// at least once (a re-seed of one already counted does not count again).
+	BriefingsDelivered int
+	// Connected says a connection is ready.
+	Connected bool
+	// Pending says the latest briefing has not been acknowledged on the
+	// current connection yet.
+	Pending bool
+	// AudioBytesSent counts input audio bytes written to the model.
+	AudioBytesSent int64
+	// AudioChunksDropped counts input audio chunks dropped: not ready, or
+	// the queue to the socket was full.
+	AudioChunksDropped int
+	// AudioBytesReceived counts decoded output audio bytes.
+	AudioBytesReceived int64
+}
+
+// briefing is the latest text handed to Brief. Only the latest matters: a
+// newer briefing replaces older ones, so there is no queue to grow.
+type briefing struct {
+	text    string
+	refresh bool
+	gen     uint64 // 0: no briefing yet
+	// delivered: acknowledged by some connection's server, so sending it
+	// again on a new connection is a re-seed.
+	delivered bool
+}
+
+// Session is one realtime voice session: a connection kept up in the
+// background plus the latest briefing. Its methods are safe for concurrent
+// use.
+type Session struct {
+	cfg     Config
+	dialURL string // URL with the model parameter; never logged
+	host    string // the only part of the URL that is logged
+	dialer  *websocket.Dialer
+	log     *zap.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the background loop has returned
+	kick   chan struct{} // capacity 1: "a new briefing is waiting"
+	audio  chan []byte   // input audio chunks for the socket
+	ctrl   chan []byte   // prebuilt control events (response.cancel, truncate)
+	ready  atomic.Bool   // mirrors state.Phase == Ready, read per audio chunk
+
+	mu        sync.Mutex
+	gen       uint64
+	latest    briefing
+	connGen   uint64 // gen of the briefing written on the current connection
+	ackedGen  uint64 // gen of the briefing acknowledged on the current connection
+	delivered map[uint64]bool
+	stats     Stats
+	state     State
+}
+
+// Start validates cfg and starts a session that connects in the background;
+// it never waits for the network. It is non-blocking (rather than an Open
+// that dials first) because the voice bridge starts sessions while answering
+// a Discord interaction, which must be acknowledged within 3 s whatever the
+// realtime endpoint does; Brief queues the briefing until a connection is
+// ready.
+//
+// ctx bounds the session's whole life (use the bridge's run context, not an
+// interaction's): when it ends the session closes as with Close. The only
+// errors are ErrConfig ones. log may be nil.
+func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
+	u, err := checkURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	switch cfg.Auth {
+	case "", AuthBearer, AuthAPIKey:
+	default:
+		return nil, fmt.Errorf("%w: auth must be bearer or api-key", ErrConfig)
+	}
+	switch cfg.TurnDetection {
+	case "":
+		cfg.TurnDetection = ServerVAD
+	case ServerVAD, SemanticVAD:
+	default:
+		return nil, fmt.Errorf("%w: turn detection must be server_vad or semantic_vad", ErrConfig)
+	}
+	if cfg.Model != "" {
+		q := u.Query()
+		q.Set("model", cfg.Model)
+		u.RawQuery = q.Encode()
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = DefaultMaxBackoff
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = cfg.MinBackoff
+	}
+	if cfg.PingInterval == 0 {
+		cfg.PingInterval = DefaultPingInterval
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = DefaultReadyTimeout
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	dialer := cfg.Dialer
+	if dialer == nil {
+		dialer = &websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: handshakeTimeout}
+	}
+	s := &Session{
+		cfg:       cfg,
+		dialURL:   u.String(),
+		host:      u.Host,
+		dialer:    dialer,
+		log:       log,
+		done:      make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+		audio:     make(chan []byte, audioQueue),
+		ctrl:      make(chan []byte, 16),
+		delivered: map[uint64]bool{},
+	}
+	s.ctx, s.cancel = context.WithCancel(ctx)
+	go s.run()
+	return s, nil
+}
+
+// checkURL accepts ws:// and wss:// URLs with a host and no user info. Its
+// errors never echo the URL: it may hold a secret in its query or user info.
+func checkURL(raw string) (*url.URL, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, fmt.Errorf("%w: no URL (set CLANKIE_REALTIME_URL)", ErrConfig)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the URL does not parse", ErrConfig)
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return nil, fmt.Errorf("%w: the URL must start with ws:// or wss://", ErrConfig)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: the URL has no host", ErrConfig)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%w: the URL must not hold user info; put the key in CLANKIE_REALTIME_API_KEY", ErrConfig)
+	}
+	return u, nil
+}
+
+// hostOf is the host of a URL, or "" when it does not parse; used where the
+// URL is described rather than validated.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// Brief hands the session a briefing to send as a system conversation item.
+// With refresh set, the item is a new one whose text begins with
+// RefreshPrefix, telling the model it replaces earlier briefings.
+//
+// Brief never waits on the network, for the same reason Start does not: a nil
+// error means the session has the briefing and will write it as soon as a
+// connection is ready (at once if one is), and again after every reconnect
+// until a newer briefing replaces it. Stats().Pending tells whether it is
+// still waiting for the server's acknowledgement. Only the latest briefing
+// is kept: one queued while disconnected is replaced, not followed, by a
+// newer one. ctx is checked before anything is kept, so a caller that gave
+// up sends nothing.
+//
+// Errors: ctx's error, ErrEmptyBriefing, ErrRefused or ErrClosed; none
+// holds the text.
+func (s *Session) Brief(ctx context.Context, text string, refresh bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) == "" {
+		return ErrEmptyBriefing
+	}
+	s.mu.Lock()
+	if err := s.endedLocked(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.gen++
+	s.latest = briefing{text: text, refresh: refresh, gen: s.gen}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default: // a kick is already waiting; it will pick up this briefing
+	}
+	return nil
+}
+
+// endedLocked answers ErrRefused or ErrClosed once the session can send
+// nothing more. s.mu is held.
+func (s *Session) endedLocked() error {
+	if s.state.Phase == Refused {
+		return ErrRefused
+	}
+	if s.ctx.Err() != nil {
+		return ErrClosed
+	}
+	return nil
+}
+
+// AppendAudio queues one chunk of input audio (PCM16 mono at SampleRate,
+// little-endian) for input_audio_buffer.append. It never blocks and never
+// queues while no connection is ready (audio is paused, not buffered, across
+// a reconnect): it reports whether the chunk was queued, and counts it as
+// dropped when not. The caller must not modify pcm afterwards.
+func (s *Session) AppendAudio(pcm []byte) bool {
+	if len(pcm) == 0 {
+		return false
+	}
+	if s.ready.Load() {
+		select {
+		case s.audio <- pcm:
+			return true
+		default:
+		}
+	}
+	s.mu.Lock()
+	s.stats.AudioChunksDropped++
+	s.mu.Unlock()
+	return false
+}
+
+// CancelResponse asks the model to stop the response in progress
+// (response.cancel), for barge-in. responseID may be empty (the current
+// one). It never blocks; it reports whether the event was queued (only
+// while ready).
+func (s *Session) CancelResponse(responseID string) bool {
+	msg, err := responseCancel(responseID)
+	return err == nil && s.control(msg)
+}
+
+// Truncate tells the model how much of an assistant audio item was
+// actually played (conversation.item.truncate), so its memory of what it
+// said matches what people heard. It never blocks; it reports whether the
+// event was queued (only while ready).
+func (s *Session) Truncate(itemID string, contentIndex, audioEndMs int) bool {
+	msg, err := itemTruncate(itemID, contentIndex, audioEndMs)
+	return err == nil && s.control(msg)
+}
+
+func (s *Session) control(msg []byte) bool {
+	if !s.ready.Load() {
+		return false
+	}
+	select {
+	case s.ctrl <- msg:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close ends the session: it sends a normal-closure frame on the current
+// connection (waiting at most a second for the server's answer), stops
+// reconnecting, including during a backoff pause, and returns once every
+// goroutine of the session has ended. It is idempotent and always returns
+// nil; the error result is there to satisfy io.Closer.
+func (s *Session) Close() error {
+	s.cancel()
+	<-s.done
+	return nil
+}
+
+// String describes the session by host and counts. It exists because fmt
+// would otherwise print the unexported fields, the key and the briefing among
+// them, for a %v of a *Session.
+func (s *Session) String() string {
+	st := s.Stats()
+	return fmt.Sprintf("realtime.Session{host:%q connects:%d connected:%t}", s.host, st.Connects, st.Connected)
+}
+
+// GoString is String, for %#v.
+func (s *Session) GoString() string { return s.String() }
+
+// Stats returns a snapshot of the session's counts.
+func (s *Session) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Connected = s.state.Phase == Ready
+	st.Pending = s.latest.gen != 0 && s.latest.gen != s.ackedGen
+	return st
+}
+
+// State returns where the session stands.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// setPhase moves the session to p (attempt for Reconnecting), keeping a
+// refusal or a close final.
+func (s *Session) setPhase(p Phase, attempt int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Phase == Refused || s.state.Phase == Closed {
+		return
+	}
+	s.state = State{Phase: p, Attempt: attempt}
+	s.ready.Store(p == Ready)
+}

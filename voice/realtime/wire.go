@@ -1,0 +1,195 @@
+package realtime
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// Client events, in the OpenAI Realtime GA shape. Only the fields the
+// bridge sends are declared, and every one of them is in the GA schema:
+// realtimetest validates each frame strictly (unknown fields are errors).
+
+type sessionUpdateEvent struct {
+	Type    string        `json:"type"`
+	EventID string        `json:"event_id"`
+	Session sessionParams `json:"session"`
+}
+
+// sessionParams is RealtimeSessionCreateRequestGA as far as we set it. No
+// model: in GA the URL fixes it.
+type sessionParams struct {
+	Type             string      `json:"type"` // "realtime"
+	Instructions     string      `json:"instructions"`
+	OutputModalities []string    `json:"output_modalities"`
+	Audio            audioParams `json:"audio"`
+}
+
+type audioParams struct {
+	Input  audioInput  `json:"input"`
+	Output audioOutput `json:"output"`
+}
+
+type audioInput struct {
+	Format        audioFormat   `json:"format"`
+	TurnDetection turnDetection `json:"turn_detection"`
+}
+
+type audioOutput struct {
+	Format audioFormat `json:"format"`
+	Voice  string      `json:"voice,omitempty"`
+}
+
+type audioFormat struct {
+	Type string `json:"type"` // "audio/pcm"
+	Rate int    `json:"rate"` // 24000
+}
+
+type turnDetection struct {
+	Type string `json:"type"` // server_vad or semantic_vad
+}
+
+type itemCreateEvent struct {
+	Type    string `json:"type"`
+	EventID string `json:"event_id"`
+	Item    item   `json:"item"`
+}
+
+type item struct {
+	ID      string        `json:"id"`
+	Type    string        `json:"type"`
+	Role    string        `json:"role"`
+	Content []contentPart `json:"content"`
+}
+
+type contentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+type audioAppendEvent struct {
+	Type    string `json:"type"`
+	EventID string `json:"event_id"`
+	Audio   string `json:"audio"` // base64 PCM16
+}
+
+type responseCancelEvent struct {
+	Type       string `json:"type"`
+	EventID    string `json:"event_id"`
+	ResponseID string `json:"response_id,omitempty"`
+}
+
+type itemTruncateEvent struct {
+	Type         string `json:"type"`
+	EventID      string `json:"event_id"`
+	ItemID       string `json:"item_id"`
+	ContentIndex int    `json:"content_index"`
+	AudioEndMs   int    `json:"audio_end_ms"`
+}
+
+// serverEvent is what the read loop looks at in a server event. Messages,
+// transcripts and item contents are never decoded, since a server may echo
+// what it was sent.
+type serverEvent struct {
+	Type  string `json:"type"`
+	Error *struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		EventID string `json:"event_id"`
+	} `json:"error"`
+	Item *struct {
+		ID string `json:"id"`
+	} `json:"item"`
+	ResponseID   string `json:"response_id"`
+	ItemID       string `json:"item_id"`
+	Delta        string `json:"delta"` // only read for output audio
+	AudioStartMs int    `json:"audio_start_ms"`
+	AudioEndMs   int    `json:"audio_end_ms"`
+}
+
+// newID returns prefix and random hex: content-free on purpose, since the
+// server may log it, and it correlates nothing on our side.
+func newID(prefix string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return prefix + hex.EncodeToString(b)
+}
+
+func newEventID() string { return newID("evt_", 12) }
+
+// newItemID is a client-chosen item id (the server keeps it), so the
+// acknowledgement can be matched to the briefing it confirms.
+func newItemID() string { return newID("brf_", 8) }
+
+func sessionUpdate(cfg Config) ([]byte, error) {
+	pcm := audioFormat{Type: "audio/pcm", Rate: SampleRate}
+	return json.Marshal(sessionUpdateEvent{
+		Type:    "session.update",
+		EventID: newEventID(),
+		Session: sessionParams{
+			Type:             "realtime",
+			Instructions:     cfg.Instructions,
+			OutputModalities: []string{"audio"},
+			Audio: audioParams{
+				Input:  audioInput{Format: pcm, TurnDetection: turnDetection{Type: cfg.TurnDetection}},
+				Output: audioOutput{Format: pcm, Voice: cfg.Voice},
+			},
+		},
+	})
+}
+
+// briefingItem is a system message holding the briefing text. System role,
+// because the briefing is context for the model, not something a speaker
+// said.
+func briefingItem(itemID, text string) (msg []byte, eventID string, err error) {
+	eventID = newEventID()
+	msg, err = json.Marshal(itemCreateEvent{
+		Type:    "conversation.item.create",
+		EventID: eventID,
+		Item: item{
+			ID:      itemID,
+			Type:    "message",
+			Role:    "system",
+			Content: []contentPart{{Type: "input_text", Text: text}},
+		},
+	})
+	return msg, eventID, err
+}
+
+func audioAppend(pcm []byte) ([]byte, error) {
+	return json.Marshal(audioAppendEvent{Type: "input_audio_buffer.append", EventID: newEventID(),
+		Audio: base64.StdEncoding.EncodeToString(pcm)})
+}
+
+func responseCancel(responseID string) ([]byte, error) {
+	return json.Marshal(responseCancelEvent{Type: "response.cancel", EventID: newEventID(), ResponseID: responseID})
+}
+
+func itemTruncate(itemID string, contentIndex, audioEndMs int) ([]byte, error) {
+	return json.Marshal(itemTruncateEvent{Type: "conversation.item.truncate", EventID: newEventID(),
+		ItemID: itemID, ContentIndex: contentIndex, AudioEndMs: audioEndMs})
+}
+
+// safeToken returns s when it looks like a protocol token (event types,
+// error kinds and codes: lower-case letters, digits, '.', '_', at most 64
+// bytes), and "unrecognized" otherwise. Server strings are logged only
+// through it, so a misbehaving server cannot put sentences or names into our
+// logs.
+func safeToken(s string) string {
+	if s == "" {
+		return "none"
+	}
+	if len(s) > 64 {
+		return "unrecognized"
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '.', c == '_':
+		default:
+			return "unrecognized"
+		}
+	}
+	return s
+}

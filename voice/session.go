@@ -1,0 +1,288 @@
+package voice
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memoryclient"
+	"github.com/clankie/clankie/voice/realtime"
+)
+
+// Session is one server's voice session: its channel, its consent, its
+// briefing loop and its model connection. The Manager guards its fields
+// with its own mutex; the methods here are for the audio path and are safe
+// to call from any goroutine.
+//
+// The audio path attaches to a session rather than owning one: it asks
+// Consented for each speaker in each 20 ms frame (a lock-free read of a
+// set the Manager replaces whenever presence or consent changes, so a
+// leave or an opt-out takes effect on the next frame), sends consented
+// audio through Audio, and hears the model through SetOutput.
+type Session struct {
+	guildID, channelID string
+	consent            *consent
+	kick               chan struct{}
+	done               chan struct{}
+	model              Model
+	modelFailed        bool // the model could not be opened (bad settings)
+	lastSent           []string
+	briefed            bool
+
+	// consented is the set of user ids whose audio may leave the bridge,
+	// replaced (never mutated) by the Manager.
+	consented atomic.Pointer[map[string]struct{}]
+	// output hears the model's audio and speech events (nil: discarded).
+	output atomic.Pointer[outputBox]
+	// audio is the model connection as the audio path sees it, set once
+	// the model is open.
+	audio atomic.Pointer[audioBox]
+}
+
+type audioBox struct{ a AudioModel }
+
+type outputBox struct{ l realtime.Listener }
+
+func newSession(guildID, channelID, policy string) *Session {
+	s := &Session{guildID: guildID, channelID: channelID, consent: newConsent(policy),
+		kick: make(chan struct{}, 1), done: make(chan struct{})}
+	s.consented.Store(&map[string]struct{}{})
+	return s
+}
+
+// GuildID is the session's server.
+func (s *Session) GuildID() string { return s.guildID }
+
+// ChannelID is the voice channel the session is in.
+func (s *Session) ChannelID() string { return s.channelID }
+
+// Done is closed when the session ends (leave, last human gone, the bot
+// moved by someone else, shutdown); the audio path must stop then.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Consented reports whether userID's audio may leave the bridge now: they
+// are a human in the session's channel who counts as consented under the
+// policy, within the 25-person cap. It is a map lookup on an immutable
+// snapshot, cheap enough for every speaker of every 20 ms frame, and it
+// answers false once the session has ended.
+func (s *Session) Consented(userID string) bool {
+	_, ok := (*s.consented.Load())[userID]
+	return ok
+}
+
+// setConsented replaces the snapshot Consented reads.
+func (s *Session) setConsented(ids []string) {
+	m := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		m[id] = struct{}{}
+	}
+	s.consented.Store(&m)
+}
+
+// AudioModel is what the audio path may send to the model: consented
+// speakers' audio, and the barge-in events. *realtime.Session satisfies it.
+type AudioModel interface {
+	AppendAudio(pcm []byte) bool
+	CancelResponse(responseID string) bool
+	Truncate(itemID string, contentIndex, audioEndMs int) bool
+}
+
+// Audio answers the session's model connection for audio, or nil while it
+// is not open (no endpoint, not opened yet, or it cannot carry audio).
+func (s *Session) Audio() AudioModel {
+	if b := s.audio.Load(); b != nil {
+		return b.a
+	}
+	return nil
+}
+
+// SetOutput routes the model's audio and speech events to l (nil: drop
+// them). The session is the model connection's realtime.Listener, so the
+// audio path can attach after the session started.
+func (s *Session) SetOutput(l realtime.Listener) { s.output.Store(&outputBox{l}) }
+
+func (s *Session) listener() realtime.Listener {
+	if b := s.output.Load(); b != nil {
+		return b.l
+	}
+	return nil
+}
+
+// OutputAudio forwards the model's audio to the attached output.
+func (s *Session) OutputAudio(responseID, itemID string, pcm []byte) {
+	if l := s.listener(); l != nil {
+		l.OutputAudio(responseID, itemID, pcm)
+	}
+}
+
+// SpeechStarted forwards the server's speech detection (barge-in cue).
+func (s *Session) SpeechStarted(ms int) {
+	if l := s.listener(); l != nil {
+		l.SpeechStarted(ms)
+	}
+}
+
+// SpeechStopped forwards the end of detected speech.
+func (s *Session) SpeechStopped(ms int) {
+	if l := s.listener(); l != nil {
+		l.SpeechStopped(ms)
+	}
+}
+
+func (s *Session) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// work is a session's briefing loop: the first briefing at once, then a
+// debounced refresh whenever the permitted set changes.
+func (m *Manager) work(s *Session) {
+	defer m.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.done
+		cancel()
+	}()
+	if m.model != nil {
+		md, err := m.model(ctx, s)
+		m.mu.Lock()
+		if err != nil {
+			s.modelFailed = true
+			m.log.Warn("realtime session could not be opened", zap.String("errorType", errorType(err)))
+		} else {
+			s.model = md
+			if a, ok := md.(AudioModel); ok {
+				s.audio.Store(&audioBox{a})
+			}
+		}
+		m.mu.Unlock()
+	}
+	defer func() {
+		if s.model != nil {
+			_ = s.model.Close()
+		}
+	}()
+	m.brief(ctx, s)
+	var timer *time.Timer
+	var fire <-chan time.Time
+	for {
+		select {
+		case <-s.done:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-s.kick:
+			if timer == nil {
+				timer = time.NewTimer(m.Debounce)
+			} else {
+				timer.Reset(m.Debounce)
+			}
+			fire = timer.C
+		case <-fire:
+			fire = nil
+			m.brief(ctx, s)
+		}
+	}
+}
+
+// brief pulls a briefing for the permitted humans present and hands it to
+// the model, writing an egress receipt of counts and lengths only.
+func (m *Manager) brief(ctx context.Context, s *Session) {
+	m.mu.Lock()
+	permitted := m.permittedLocked(s)
+	sorted := slices.Sorted(slices.Values(permitted))
+	if s.briefed && slices.Equal(sorted, s.lastSent) {
+		m.mu.Unlock()
+		return
+	}
+	refresh := s.briefed
+	md := s.model
+	m.mu.Unlock()
+
+	start := time.Now()
+	corr := newCorrelationID()
+	outcome := "sent"
+	var resp api.BriefingResponse
+	var err error
+	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	resp, err = m.memory.VoiceBriefing(callCtx, api.BriefingRequest{SchemaVersion: api.SchemaVersion, GuildID: s.guildID,
+		ChannelID: s.channelID, ConsentedUserIDs: permitted, CorrelationID: corr})
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return // the session ended meanwhile
+	case err != nil:
+		outcome = "memory_" + memoryclient.KindOf(err).String()
+	case md == nil:
+		outcome = "no_realtime_endpoint"
+	default:
+		text, cut := boundBriefing(resp.Briefing)
+		if cut {
+			outcome = "sent_cut"
+		}
+		if berr := md.Brief(ctx, text, refresh); errors.Is(berr, realtime.ErrRefused) {
+			outcome = "realtime_refused"
+		} else if berr != nil {
+			outcome = "realtime_error"
+		}
+	}
+	if err == nil {
+		m.mu.Lock()
+		s.briefed, s.lastSent = true, sorted
+		m.mu.Unlock()
+	}
+	m.log.Info("receipt",
+		zap.String("receipt", "voice.briefing.egress"),
+		zap.String("correlationId", corr),
+		zap.Bool("refresh", refresh),
+		zap.Int("consentedSpeakers", len(permitted)),
+		zap.Int("speakersWithFacts", resp.Counts.UsersWithFacts),
+		zap.Int("facts", resp.Counts.Facts),
+		zap.Int("episodes", resp.Counts.Episodes),
+		zap.Int("briefingLength", len(resp.Briefing)),
+		zap.Duration("latency", time.Since(start)),
+		zap.String("outcome", outcome))
+}
+
+// boundBriefing is the 8000-character rule at the edge to the model: the
+// memory service composes briefings within it (25 people, 8 facts each,
+// 8000 characters), and a briefing that somehow exceeds it is cut at the
+// last line break that fits rather than sent whole. It reports whether it
+// cut.
+func boundBriefing(text string) (string, bool) {
+	if utf8.RuneCountInString(text) <= api.MaxBriefingChars {
+		return text, false
+	}
+	runes := []rune(text)[:api.MaxBriefingChars]
+	cut := string(runes)
+	if i := strings.LastIndexByte(cut, '\n'); i > 0 {
+		cut = cut[:i]
+	}
+	return cut, true
+}
+
+func newCorrelationID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "vb-" + hex.EncodeToString(b[:])
+}
+
+func errorType(err error) string {
+	if k := memoryclient.KindOf(err); k != memoryclient.KindUnknown {
+		return k.String()
+	}
+	return "error"
+}

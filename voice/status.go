@@ -1,0 +1,54 @@
+package voice
+
+import (
+	"fmt"
+
+	"github.com/clankie/clankie/voice/realtime"
+)
+
+// Status is the consent-safe state of a session: a count of consented
+// speakers, never who they are, and where its model connection stands.
+type Status struct {
+	ChannelID string
+	Policy    string
+	Consented int
+	// Model is one plain sentence about the model connection.
+	Model string
+	// BriefingsDelivered counts briefings the model's server acknowledged.
+	BriefingsDelivered int
+}
+
+// modelSentence says where a session's model connection stands, in one
+// sentence for /voice status: never content, only the phase, the attempt
+// and, for a refusal, why and the server's code (a checked protocol token).
+func modelSentence(configured bool, openFailed bool, st realtime.State) string {
+	const p = "Realtime voice model: "
+	switch {
+	case !configured:
+		return p + "not configured (CLANKIE_REALTIME_URL is empty), so briefings are prepared but not sent."
+	case openFailed:
+		return p + "refused: the realtime settings are invalid; check the CLANKIE_REALTIME_* variables, then start a new session."
+	}
+	switch st.Phase {
+	case realtime.Connecting:
+		return p + "connecting."
+	case realtime.Ready:
+		return p + "ready."
+	case realtime.Reconnecting:
+		return fmt.Sprintf(p+"reconnecting (attempt %d).", st.Attempt)
+	case realtime.Closed:
+		return p + "closed."
+	}
+	why := map[realtime.Reason]string{
+		realtime.ReasonKey:         "the endpoint rejected the API key (%s); check CLANKIE_REALTIME_API_KEY and CLANKIE_REALTIME_AUTH",
+		realtime.ReasonModel:       "the endpoint does not offer the model (%s); check CLANKIE_REALTIME_MODEL",
+		realtime.ReasonNotFound:    "the endpoint answered not found (%s); check CLANKIE_REALTIME_URL and CLANKIE_REALTIME_MODEL",
+		realtime.ReasonShape:       "the endpoint rejected the session setup (%s); it may not speak the Realtime GA protocol",
+		realtime.ReasonNotRealtime: "CLANKIE_REALTIME_URL does not answer as a Realtime WebSocket (%s)",
+		realtime.ReasonQuota:       "the account has no quota left (%s)",
+	}[st.Reason]
+	if why == "" {
+		why = "the endpoint refused the session (%s)"
+	}
+	return p + "refused: " + fmt.Sprintf(why, st.Code) + ". It will not retry; fix the setting, then start a new session."
+}
