@@ -97,6 +97,10 @@ func (m *member) setExternalSender(payload []byte) error {
 	if _, err := extensions.ParseSingleExternalSender(payload); err != nil {
 		return fmt.Errorf("%w: external sender package: %w", ErrBadMessage, err)
 	}
+	if !bytes.Equal(m.extSender, payload) {
+		// A local group founded with another external sender is useless.
+		m.pending, m.outbound, m.ownCommit = nil, nil, nil
+	}
 	m.extSender = append([]byte(nil), payload...)
 	return nil
 }
