@@ -15,6 +15,7 @@ require (
 )
 
 require (
+	github.com/disgoorg/godave v0.3.0 // indirect
 	github.com/go-openapi/jsonpointer v0.22.5 // indirect
 	github.com/go-openapi/swag/jsonname v0.25.5 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect

@@ -586,3 +586,18 @@ func (s *Session) recoverLocked(transitionID uint16, cause error) ([]Message, er
 	}
 	return append(out, kp...), cause
 }
+
+// Close forgets the session's keys and groups; later frames are refused
+// and handlers start from scratch. Safe to call more than once.
+func (s *Session) Close() {
+	s.mu.Lock()
+	s.m.reset()
+	s.m.extSender = nil
+	s.nextOwn, s.members = nil, nil
+	s.mu.Unlock()
+	s.enc.setRatchet(nil)
+	s.enc.setPassthrough(false)
+	s.decMu.Lock()
+	s.decs = make(map[UserID]*decryptor)
+	s.decMu.Unlock()
+}
