@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,12 +34,15 @@ var (
 )
 
 // cryptor is AES-128-GCM with the 8-byte truncated tag DAVE uses. The
-// standard library's GCM only produces 12- to 16-byte tags, so sealing
-// truncates the full tag and opening decrypts with CTR (GCM's own keystream)
-// and recomputes the full tag to compare its first 8 bytes in constant time.
+// standard library's GCM only checks 12- to 16-byte tags, so sealing
+// truncates the full tag, and opening recomputes the full tag over the
+// ciphertext first (see open) and decrypts only a frame that is authentic.
 type cryptor struct {
 	aead  cipher.AEAD
-	block cipher.Block
+	nonce [12]byte // reused: the caller's lock guards a cryptor
+	// hx[i] is H·x^i in GCM's field, H = AES_K(0^128): the multiples needed
+	// to correct a tag for a different GHASH length block (see open).
+	hx [128][2]uint64
 }
 
 func newCryptor(key []byte) (*cryptor, error) {
@@ -49,38 +54,92 @@ func newCryptor(key []byte) (*cryptor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dave: media cipher: %w", err)
 	}
-	return &cryptor{aead: aead, block: block}, nil
+	c := &cryptor{aead: aead}
+	var h [16]byte
+	block.Encrypt(h[:], h[:])
+	v := [2]uint64{binary.BigEndian.Uint64(h[:8]), binary.BigEndian.Uint64(h[8:])}
+	for i := range c.hx {
+		c.hx[i] = v
+		// v = v·x: a right shift in GCM's reflected bit order, reduced by
+		// R = 0xE1 || 0^120 when a bit falls off.
+		carry := v[1] & 1
+		v[1] = v[1]>>1 | v[0]<<63
+		v[0] >>= 1
+		if carry != 0 {
+			v[0] ^= 0xE1 << 56
+		}
+	}
+	clear(h[:])
+	return c, nil
 }
 
-func fullNonce(n uint32) [12]byte {
-	var nonce [12]byte
-	binary.LittleEndian.PutUint32(nonce[8:], n)
-	return nonce
+// mulH returns d·H, d given as a 128-bit block.
+func (c *cryptor) mulH(d0, d1 uint64) (uint64, uint64) {
+	var z0, z1 uint64
+	for d0 != 0 {
+		i := bits.LeadingZeros64(d0) // bit i of the block, from the left
+		z0 ^= c.hx[i][0]
+		z1 ^= c.hx[i][1]
+		d0 &^= 1 << (63 - i)
+	}
+	for d1 != 0 {
+		i := bits.LeadingZeros64(d1)
+		z0 ^= c.hx[64+i][0]
+		z1 ^= c.hx[64+i][1]
+		d1 &^= 1 << (63 - i)
+	}
+	return z0, z1
 }
 
-// seal encrypts plaintext into dst (which must not overlap plaintext unless
-// equal) and returns the ciphertext and the truncated tag, both inside the
-// returned slice: ciphertext || tag8.
+// fullNonce expands the truncated nonce into the 12-byte GCM nonce: zeros,
+// then the 32-bit nonce little-endian (protocol.md, "Truncated
+// synchronization nonce").
+func (c *cryptor) fullNonce(n uint32) []byte {
+	binary.LittleEndian.PutUint32(c.nonce[8:], n)
+	return c.nonce[:]
+}
+
+// seal appends ciphertext || tag8 of plaintext to dst. dst must not
+// overlap plaintext.
 func (c *cryptor) seal(dst []byte, nonce uint32, plaintext, aad []byte) []byte {
-	n := fullNonce(nonce)
-	out := c.aead.Seal(dst, n[:], plaintext, aad)
+	out := c.aead.Seal(dst, c.fullNonce(nonce), plaintext, aad)
 	return out[:len(out)-16+tagSize]
 }
 
-// open decrypts ciphertext into dst[:len(ciphertext)] and reports whether the
-// truncated tag matched; scratch is reused to recompute the tag. On failure
-// dst holds garbage the caller must not use.
-func (c *cryptor) open(dst, scratch []byte, nonce uint32, ciphertext, tag, aad []byte) ([]byte, []byte, bool) {
-	n := fullNonce(nonce)
-	var iv [16]byte
-	copy(iv[:12], n[:])
-	iv[15] = 2 // GCM encrypts from inc32(J0), J0 = nonce || 1
-	pt := dst[:len(ciphertext)]
-	cipher.NewCTR(c.block, iv[:]).XORKeyStream(pt, ciphertext)
-	scratch = c.aead.Seal(scratch[:0], n[:], pt, aad)
-	full := scratch[len(pt):]
-	ok := subtle.ConstantTimeCompare(full[:tagSize], tag) == 1
-	return pt, scratch, ok
+// authentic reports whether tag is the truncated GCM tag of (aad,
+// ciphertext). GCM's tag is GHASH_H(aad, ciphertext) xor AES_K(J0). Sealing
+// an empty plaintext with additional data X = pad16(aad) || ciphertext
+// hashes the same blocks, and differs only in the final length block:
+// [len(X) | 0] instead of [len(aad) | len(ciphertext)]. GHASH is linear, so
+// the tag we need is that tag xor (the length blocks' difference)·H.
+// scratch must hold len(aad)+16+len(ciphertext)+16 bytes and is returned.
+func (c *cryptor) authentic(scratch []byte, nonce uint32, ciphertext, tag, aad []byte) ([]byte, bool) {
+	n := c.fullNonce(nonce)
+	x := ciphertext
+	scratch = scratch[:0]
+	if len(aad) > 0 {
+		x = append(scratch[:0], aad...)
+		for len(x)%16 != 0 {
+			x = append(x, 0)
+		}
+		x = append(x, ciphertext...)
+		scratch = x
+	}
+	out := c.aead.Seal(scratch[len(scratch):], n, nil, x)
+	d0 := uint64(len(aad))*8 ^ uint64(len(x))*8
+	d1 := uint64(len(ciphertext)) * 8
+	z0, _ := c.mulH(d0, d1)
+	var want [8]byte
+	binary.BigEndian.PutUint64(want[:], binary.BigEndian.Uint64(out[:8])^z0)
+	return scratch, subtle.ConstantTimeCompare(want[:], tag) == 1
+}
+
+// decrypt returns the plaintext of an authenticated ciphertext: GCM's
+// keystream is the same whichever direction, so sealing the ciphertext
+// yields the plaintext (the tag computed alongside is discarded).
+func (c *cryptor) decrypt(scratch []byte, nonce uint32, ciphertext []byte) []byte {
+	out := c.aead.Seal(scratch[:0], c.fullNonce(nonce), ciphertext, nil)
+	return out[:len(ciphertext)]
 }
 
 // encryptor seals our own frames with the current epoch's key ratchet.
@@ -146,12 +205,12 @@ func (e *encryptor) encrypt(dst, frame []byte) ([]byte, error) {
 		}
 		e.generation, e.cryptor = gen, c
 	}
-	start := len(dst)
-	dst = e.cryptor.seal(dst, e.nonce, frame, nil)
+	e.scratch = e.cryptor.seal(e.scratch[:0], e.nonce, frame, nil)
+	dst = append(dst, e.scratch...)
+	clear(e.scratch)
 	supp := tagSize + uleb128Size(uint64(e.nonce)) + suppSizeSize + markerSize
 	dst = appendULEB128(dst, uint64(e.nonce))
 	dst = append(dst, byte(supp), marker, marker)
-	_ = start
 	return dst, nil
 }
 
@@ -184,6 +243,7 @@ type cryptorManager struct {
 	created        time.Time
 	expiry         time.Time // zero: none
 	cryptors       map[uint32]*expiringCryptor
+	anyExpiry      bool // some cryptor has an expiry: cleanup has work
 	oldest, newest uint32
 	haveNewest     bool
 	newestNonce    uint64
@@ -221,9 +281,15 @@ func (m *cryptorManager) canProcessNonce(gen, nonce uint32) bool {
 }
 
 func (m *cryptorManager) cleanup(now time.Time) {
+	if !m.anyExpiry {
+		return
+	}
+	m.anyExpiry = false
 	for g, c := range m.cryptors {
 		if !c.expiry.IsZero() && now.After(c.expiry) {
 			delete(m.cryptors, g)
+		} else if !c.expiry.IsZero() {
+			m.anyExpiry = true
 		}
 	}
 	for m.oldest < m.newest {
@@ -258,6 +324,7 @@ func (m *cryptorManager) cryptorFor(gen uint32, now time.Time) *cryptor {
 	ec := &expiringCryptor{c: c}
 	if gen < m.newest {
 		ec.expiry = now.Add(cryptorExpiry)
+		m.anyExpiry = true
 	}
 	m.cryptors[gen] = ec
 	return c
@@ -299,6 +366,7 @@ func (m *cryptorManager) reportSuccess(gen, nonce uint32, now time.Time) {
 	for g, c := range m.cryptors {
 		if g < gen && (c.expiry.IsZero() || exp.Before(c.expiry)) {
 			c.expiry = exp
+			m.anyExpiry = true
 		}
 	}
 }
@@ -419,12 +487,9 @@ func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
 		ct = append(d.ct, ct...)
 		d.ct = ct
 	}
-	if cap(d.scratch) < len(ct)+16 {
-		d.scratch = make([]byte, 0, len(ct)+16+64)
+	if need := len(d.aad) + 32 + len(ct); cap(d.scratch) < need {
+		d.scratch = make([]byte, 0, need+64)
 	}
-	start := len(dst)
-	dst = append(dst, make([]byte, len(f.Media))...)
-	out := dst[start:]
 	result := ErrNoKey
 	for i := len(d.managers) - 1; i >= 0; i-- {
 		m := d.managers[i]
@@ -439,28 +504,30 @@ func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
 		}
 		d.stats.attempts.Add(1)
 		var ok bool
-		var pt []byte
-		pt, d.scratch, ok = c.open(out, d.scratch, f.Nonce, ct, f.Tag, d.aad)
+		d.scratch, ok = c.authentic(d.scratch, f.Nonce, ct, f.Tag, d.aad)
 		if !ok {
 			result = ErrAuthentication
 			continue
 		}
 		m.reportSuccess(gen, f.Nonce, now)
+		pt := c.decrypt(d.scratch, f.Nonce, ct)
+		start := len(dst)
+		dst = slices.Grow(dst, len(f.Media))[:start+len(f.Media)]
 		if len(f.Ranges) > 0 {
-			reconstruct(out, pt, f.Media, f.Ranges)
+			reconstruct(dst[start:], pt, f.Media, f.Ranges)
+		} else {
+			copy(dst[start:], pt)
 		}
 		d.stats.successes.Add(1)
 		return dst, nil
 	}
-	clear(out)
 	d.stats.failures.Add(1)
-	return dst[:start], result
+	return dst, result
 }
 
-// reconstruct interleaves decrypted bytes (at the front of out, as open
-// wrote them) with the unencrypted ranges of media into out.
-func reconstruct(out, pt, media []byte, ranges []Range) {
-	plain := append([]byte(nil), pt...)
+// reconstruct interleaves the decrypted bytes pt with the unencrypted
+// ranges of media into out.
+func reconstruct(out, plain, media []byte, ranges []Range) {
 	var at, p uint64
 	for _, r := range ranges {
 		n := r.Offset - at

@@ -131,19 +131,37 @@ func TestCryptorMatchesFullGCM(t *testing.T) {
 	}
 	pt := bytes.Repeat([]byte("opus"), 30)
 	sealed := c.seal(nil, 7, pt, []byte("hdr"))
-	n := fullNonce(7)
-	full := c.aead.Seal(nil, n[:], pt, []byte("hdr"))
+	full := c.aead.Seal(nil, c.fullNonce(7), pt, []byte("hdr"))
 	if !bytes.Equal(sealed, full[:len(pt)+8]) {
 		t.Fatal("truncated seal is not the first 8 tag bytes of AES-GCM")
 	}
-	out := make([]byte, len(pt))
-	got, _, ok := c.open(out, nil, 7, sealed[:len(pt)], sealed[len(pt):], []byte("hdr"))
-	if !ok || !bytes.Equal(got, pt) {
-		t.Fatal("open failed on a good frame")
+	scratch := make([]byte, 0, 256)
+	for _, aad := range [][]byte{nil, []byte("hdr"), bytes.Repeat([]byte{9}, 17)} {
+		sealed := c.seal(nil, 7, pt, aad)
+		if _, ok := c.authentic(scratch, 7, sealed[:len(pt)], sealed[len(pt):], aad); !ok {
+			t.Fatalf("authentic refused a good frame (aad %d bytes)", len(aad))
+		}
+		if got := c.decrypt(scratch, 7, sealed[:len(pt)]); !bytes.Equal(got, pt) {
+			t.Fatal("decrypt returned other bytes")
+		}
+		for _, i := range []int{0, 3, len(pt) - 1, len(pt), len(pt) + 7} {
+			bad := bytes.Clone(sealed)
+			bad[i] ^= 1
+			if _, ok := c.authentic(scratch, 7, bad[:len(pt)], bad[len(pt):], aad); ok {
+				t.Fatalf("authentic accepted a frame corrupted at %d", i)
+			}
+		}
+		if _, ok := c.authentic(scratch, 8, sealed[:len(pt)], sealed[len(pt):], aad); ok {
+			t.Fatal("authentic accepted a frame under another nonce")
+		}
 	}
-	sealed[3] ^= 1
-	if _, _, ok := c.open(out, nil, 7, sealed[:len(pt)], sealed[len(pt):], []byte("hdr")); ok {
-		t.Fatal("open accepted a corrupted frame")
+	// The tag check must hold for every length, not just multiples of 16.
+	for n := 0; n < 70; n++ {
+		p := bytes.Repeat([]byte{byte(n)}, n)
+		sealed := c.seal(nil, uint32(n), p, nil)
+		if _, ok := c.authentic(scratch, uint32(n), sealed[:n], sealed[n:], nil); !ok {
+			t.Fatalf("authentic refused a good %d-byte frame", n)
+		}
 	}
 }
 
