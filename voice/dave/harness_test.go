@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -202,7 +204,40 @@ type daveyPeer struct {
 
 func newDaveyPeer(t *testing.T, id, channel uint64) *daveyPeer {
 	t.Helper()
+	return startDaveyPeer(t, id, channel, nil)
+}
+
+// libfaketime is Debian's libfaketime (installed by .ci/run), which lets a
+// test move davey's clocks, monotonic included.
+const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+// newDaveyPeerWithClock starts davey under libfaketime and returns a
+// function that sets its clocks' offset from now in seconds.
+func newDaveyPeerWithClock(t *testing.T, id, channel uint64) (*daveyPeer, func(seconds int)) {
+	t.Helper()
+	if _, err := os.Stat(libfaketime); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("libfaketime missing (.ci/run installs it): %v", err)
+		}
+		t.Skip("libfaketime not installed: apt-get install libfaketime")
+	}
+	file := filepath.Join(t.TempDir(), "faketime")
+	set := func(seconds int) {
+		if err := os.WriteFile(file, []byte(fmt.Sprintf("%+d\n", seconds)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(0)
+	env := []string{"LD_PRELOAD=" + libfaketime, "FAKETIME_TIMESTAMP_FILE=" + file, "FAKETIME_NO_CACHE=1"}
+	return startDaveyPeer(t, id, channel, env), set
+}
+
+func startDaveyPeer(t *testing.T, id, channel uint64, env []string) *daveyPeer {
+	t.Helper()
 	cmd := nodetest.Command(t, "dave-peer.js")
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
