@@ -538,9 +538,3 @@ func reconstruct(out, plain, media []byte, ranges []Range) {
 	}
 	copy(out[at:], plain[p:])
 }
-
-func (e *encryptor) isPassthrough() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.passthrough
-}

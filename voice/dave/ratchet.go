@@ -25,10 +25,9 @@ var errGenerationErased = errors.New("dave: key generation already erased")
 // keeps the keys it has handed out until erased, and forgets secrets as soon
 // as it has moved past them.
 type keyRatchet struct {
-	secret  []byte // secret of generation next
-	next    uint32
-	keys    map[uint32][]byte
-	expired bool
+	secret []byte // secret of generation next
+	next   uint32
+	keys   map[uint32][]byte
 }
 
 func newKeyRatchet(baseSecret []byte) *keyRatchet {
