@@ -349,3 +349,20 @@ func TestUnencryptedRangesRoundTrip(t *testing.T) {
 		t.Fatalf("tampered header: %v", err)
 	}
 }
+
+func TestSenderStateIsBounded(t *testing.T) {
+	s, err := New(Options{UserID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for u := UserID(2); u < maxSenders+500; u++ {
+		s.Skip(u)
+		_, _ = s.Decrypt(u, nil, []byte{1, 2, 3, 0xFA, 0xFA})
+	}
+	s.decMu.RLock()
+	n := len(s.decs)
+	s.decMu.RUnlock()
+	if n > maxSenders {
+		t.Fatalf("%d senders tracked, bound is %d", n, maxSenders)
+	}
+}

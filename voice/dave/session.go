@@ -78,6 +78,8 @@ type Session struct {
 
 	decMu sync.RWMutex
 	decs  map[UserID]*decryptor
+	// overflow serves senders beyond maxSenders: no keys, shared counters
+	overflow *decryptor
 	// template for decryptors created later: passthrough on, or until a time
 	passOn    bool
 	passUntil time.Time
@@ -225,6 +227,10 @@ func (s *Session) decryptorIfAny(u UserID) *decryptor {
 	return s.decs[u]
 }
 
+// maxSenders bounds the per-sender state a session keeps, whatever user
+// ids a caller passes to Decrypt or Skip; a voice call has far fewer.
+const maxSenders = 4096
+
 func (s *Session) decryptor(u UserID) *decryptor {
 	if d := s.decryptorIfAny(u); d != nil {
 		return d
@@ -233,6 +239,12 @@ func (s *Session) decryptor(u UserID) *decryptor {
 	defer s.decMu.Unlock()
 	if d := s.decs[u]; d != nil {
 		return d
+	}
+	if len(s.decs) >= maxSenders {
+		if s.overflow == nil {
+			s.overflow = &decryptor{passthroughOn: s.passOn, passthroughUntil: s.passUntil}
+		}
+		return s.overflow
 	}
 	d := &decryptor{passthroughOn: s.passOn, passthroughUntil: s.passUntil}
 	s.decs[u] = d
