@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/voice/dave"
+	"github.com/clankie/clankie/voice/dave/davetest"
 )
 
 const channel = 1122334455667788990
@@ -115,20 +116,23 @@ func TestInteropThirdAndFourthMemberJoin(t *testing.T) {
 
 func TestInteropMemberLeavesAndSoleMemberStays(t *testing.T) {
 	g := newGateway(t, channel)
-	ours, d1, d2 := newGoPeer(t, 5001, channel), newDaveyPeer(t, 5002, channel), newDaveyPeer(t, 5003, channel)
-	g.found(t, d1, ours, d1, d2)
-	sameGroup(t, 1, ours, d1, d2)
-	exchange(t, ours, d1, d2)
-	g.remove(t, d2, d1) // davey commits the removal of the other davey
-	sameGroup(t, 2, ours, d2)
-	exchange(t, ours, d2)
+	ours, d1, d2, d3 := newGoPeer(t, 5001, channel), newDaveyPeer(t, 5002, channel), newDaveyPeer(t, 5003, channel), newDaveyPeer(t, 5004, channel)
+	g.found(t, d1, ours, d1, d2, d3)
+	sameGroup(t, 1, ours, d1, d2, d3)
+	exchange(t, ours, d1, d2, d3)
+	g.remove(t, ours, d1) // davey members process our removal commit
+	sameGroup(t, 2, ours, d2, d3)
+	exchange(t, ours, d2, d3)
 	// The removed member cannot read the new epoch's frames.
 	frame := opusFrame(t, 120)
 	if _, err := d1.Decrypt(t, ours.ID(), ours.Encrypt(t, frame)); err == nil {
 		t.Fatal("a removed member decrypted a frame of the new epoch")
 	}
-	g.remove(t, ours, d2) // ours commits a removal
-	sameGroup(t, 3, ours)
+	g.remove(t, d3, d2) // we process davey's removal commit
+	sameGroup(t, 3, ours, d3)
+	exchange(t, ours, d3)
+	g.remove(t, ours, d3)
+	sameGroup(t, 4, ours)
 	// Sole member reset: op 24 epoch 1 and op 21 transition 0, no execute.
 	if kp := ours.SoleMember(t); kp == nil {
 		t.Fatal("no key package after the sole member reset")
@@ -140,6 +144,27 @@ func TestInteropMemberLeavesAndSoleMemberStays(t *testing.T) {
 	if bytes.Contains(enc, frame[8:40]) {
 		t.Fatal("the sole member sent its frame in the clear")
 	}
+	// Someone joins the sole member: a new group from epoch 0.
+	d4 := newDaveyPeer(t, 5005, channel)
+	kp := d4.Join(t, g.es.Package(), nil)
+	add, _, err := g.es.ProposeAdd(g.groupID, 0, kp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := ours.Proposals(t, davetest.ProposalsAppend(add), []uint64{ours.ID(), d4.ID()})
+	commit, welcome, err := dave.SplitCommitWelcome(out)
+	if err != nil || welcome == nil {
+		t.Fatalf("commit adding to the sole member's group: %v", err)
+	}
+	if err := ours.Commit(t, 40, commit); err != nil {
+		t.Fatal(err)
+	}
+	if err := d4.Welcome(t, 40, welcome); err != nil {
+		t.Fatal(err)
+	}
+	ours.Execute(t, 40)
+	sameGroup(t, 1, ours, d4)
+	exchange(t, ours, d4)
 }
 
 // TestInteropEpochChangeFramesInFlight: frames sealed under the old epoch
