@@ -142,8 +142,8 @@ func (m *member) proposals(payload []byte, recognized func(uint64) bool) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	// Work on a copy of the pre-commit state so that a competing commit can
-	// still be processed against it.
+	// Apply the batch to a copy (dropping any commit of ours not yet
+	// announced), so that a bad proposal leaves the group as it was.
 	base, err := cloneGroup(g, m.outbound != nil)
 	if err != nil {
 		return nil, err
