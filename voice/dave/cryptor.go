@@ -400,6 +400,7 @@ type decryptor struct {
 	passthroughUntil time.Time // passthrough allowed while now is before this
 	passthroughOn    bool      // passthrough allowed with no end
 	stats            counters
+	frame            Frame // parse target, reused
 	scratch          []byte
 	aad              []byte
 	ct               []byte
@@ -462,8 +463,9 @@ func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
 		d.managers[0] = nil
 		d.managers = d.managers[1:]
 	}
-	f, err := ParseFrame(frame)
-	if err != nil {
+	f := &d.frame
+	defer func() { f.Media, f.Tag = nil, nil }() // hold no view of the caller's buffer
+	if err := f.parse(frame); err != nil {
 		if d.canPassthrough(now) {
 			d.stats.passthroughs.Add(1)
 			return append(dst, frame...), nil

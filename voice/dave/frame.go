@@ -67,26 +67,37 @@ func LooksLikeFrame(frame []byte) bool {
 // reason) when the marker is present but the supplemental data is invalid.
 // It never allocates more than a bounded slice of ranges.
 func ParseFrame(frame []byte) (Frame, error) {
+	var f Frame
+	if err := f.parse(frame); err != nil {
+		return Frame{}, err
+	}
+	return f, nil
+}
+
+// parse is ParseFrame into f, reusing f.Ranges' storage.
+func (f *Frame) parse(frame []byte) error {
+	ranges := f.Ranges[:0]
+	*f = Frame{}
 	if !LooksLikeFrame(frame) {
-		return Frame{}, ErrNotProtocolFrame
+		return ErrNotProtocolFrame
 	}
 	n := len(frame)
 	supp := int(frame[n-markerSize-suppSizeSize])
 	if supp < minSuppSize {
-		return Frame{}, fmt.Errorf("%w: supplemental size %d below minimum %d", ErrMalformedFrame, supp, minSuppSize)
+		return fmt.Errorf("%w: supplemental size %d below minimum %d", ErrMalformedFrame, supp, minSuppSize)
 	}
 	if supp > n {
-		return Frame{}, fmt.Errorf("%w: supplemental size %d exceeds frame size %d", ErrMalformedFrame, supp, n)
+		return fmt.Errorf("%w: supplemental size %d exceeds frame size %d", ErrMalformedFrame, supp, n)
 	}
 	start := n - supp
-	f := Frame{Media: frame[:start:start], Tag: frame[start : start+tagSize : start+tagSize]}
+	f.Media, f.Tag, f.Ranges = frame[:start:start], frame[start:start+tagSize:start+tagSize], ranges
 	rest := frame[start+tagSize : n-markerSize-suppSizeSize]
 	nonce, k, err := readULEB128(rest)
 	if err != nil {
-		return Frame{}, fmt.Errorf("%w: nonce: %w", ErrMalformedFrame, err)
+		return fmt.Errorf("%w: nonce: %w", ErrMalformedFrame, err)
 	}
 	if nonce > math.MaxUint32 {
-		return Frame{}, fmt.Errorf("%w: nonce exceeds 32 bits", ErrMalformedFrame)
+		return fmt.Errorf("%w: nonce exceeds 32 bits", ErrMalformedFrame)
 	}
 	f.Nonce = uint32(nonce)
 	rest = rest[k:]
@@ -94,28 +105,28 @@ func ParseFrame(frame []byte) (Frame, error) {
 	mediaLen := uint64(len(f.Media))
 	for len(rest) > 0 {
 		if len(f.Ranges) == maxRanges {
-			return Frame{}, fmt.Errorf("%w: more than %d unencrypted ranges", ErrMalformedFrame, maxRanges)
+			return fmt.Errorf("%w: more than %d unencrypted ranges", ErrMalformedFrame, maxRanges)
 		}
 		off, k1, err := readULEB128(rest)
 		if err != nil {
-			return Frame{}, fmt.Errorf("%w: range offset: %w", ErrMalformedFrame, err)
+			return fmt.Errorf("%w: range offset: %w", ErrMalformedFrame, err)
 		}
 		rest = rest[k1:]
 		size, k2, err := readULEB128(rest)
 		if err != nil {
-			return Frame{}, fmt.Errorf("%w: range size: %w", ErrMalformedFrame, err)
+			return fmt.Errorf("%w: range size: %w", ErrMalformedFrame, err)
 		}
 		rest = rest[k2:]
 		if off < prevEnd {
-			return Frame{}, fmt.Errorf("%w: unencrypted ranges overlap or are out of order", ErrMalformedFrame)
+			return fmt.Errorf("%w: unencrypted ranges overlap or are out of order", ErrMalformedFrame)
 		}
 		if off > mediaLen || size > mediaLen-off {
-			return Frame{}, fmt.Errorf("%w: unencrypted range exceeds the media frame", ErrMalformedFrame)
+			return fmt.Errorf("%w: unencrypted range exceeds the media frame", ErrMalformedFrame)
 		}
 		prevEnd = off + size
 		f.Ranges = append(f.Ranges, Range{Offset: off, Size: size})
 	}
-	return f, nil
+	return nil
 }
 
 var (
