@@ -454,6 +454,11 @@ func (m *member) processWelcome(raw []byte) error {
 	if m.extSender == nil {
 		return fmt.Errorf("%w: %w", ErrBadWelcome, ErrNoExternalSender)
 	}
+	// protocol.md 1.1.2 made op 30 a bare Welcome; accept one wrapped in an
+	// MLSMessage (version mls10, wire format mls_welcome) too.
+	if len(raw) >= 4 && binary.BigEndian.Uint16(raw) == 1 && binary.BigEndian.Uint16(raw[2:]) == 3 {
+		raw = raw[4:]
+	}
 	w, err := group.UnmarshalWelcome(raw)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadWelcome, err)
