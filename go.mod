@@ -7,6 +7,7 @@ toolchain go1.26.8
 require (
 	github.com/bwmarrin/discordgo v0.29.0
 	github.com/caarlos0/env/v11 v11.4.2
+	github.com/disgoorg/godave v0.3.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-resty/resty/v2 v2.17.2
 	github.com/gorilla/websocket v1.5.3
@@ -14,6 +15,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
 	github.com/tetratelabs/wazero v1.12.0
+	github.com/thomas-vilte/mls-go v1.3.1
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )

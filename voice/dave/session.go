@@ -1,0 +1,615 @@
+// Package dave implements Discord's audio/video end-to-end encryption, the
+// DAVE protocol version 1 (github.com/discord/dave-protocol), as a call
+// member: the MLS group (RFC 9420, ciphersuite 2, through
+// github.com/thomas-vilte/mls-go) and the media frame transform. It is pure
+// Go; no cgo.
+//
+// A Session is fed the voice gateway's DAVE opcodes (HandleJSON,
+// HandleBinary) and returns the messages to send back; it encrypts our own
+// Opus frames (Encrypt) and decrypts other members' frames (Decrypt). A
+// sender whose audio must not be heard is dropped before any decryption work
+// (Options.Allow or Skip), and Stats proves it.
+//
+// Keys and secrets never appear in errors; the package does not log.
+package dave
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/thomas-vilte/mls-go/group"
+)
+
+// MaxProtocolVersion is the highest DAVE protocol version this package
+// speaks, for the identify opcode's max_dave_protocol_version.
+const MaxProtocolVersion = 1
+
+// UserID is a Discord user id (snowflake).
+type UserID uint64
+
+// String returns the decimal form Discord's JSON uses.
+func (u UserID) String() string { return strconv.FormatUint(uint64(u), 10) }
+
+// ParseUserID parses a decimal snowflake.
+func ParseUserID(s string) (UserID, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("dave: user id %q is not a snowflake", s)
+	}
+	return UserID(v), nil
+}
+
+// Options configure a Session.
+type Options struct {
+	// UserID is our own user id; ChannelID the voice channel's id, which
+	// becomes the MLS group id.
+	UserID    UserID
+	ChannelID uint64
+	// Allow, when set, is asked before each Decrypt: a sender it refuses is
+	// dropped with ErrSkipped before the frame is parsed or any key is
+	// touched, and counted in Stats.Skipped.
+	Allow func(UserID) bool
+	// Now is the clock (tests move it); time.Now when nil.
+	Now func() time.Time
+}
+
+// Session is one member's DAVE state for one voice connection. Its methods
+// are safe for concurrent use: handlers run on the gateway goroutine while
+// Encrypt and Decrypt run on media goroutines.
+type Session struct {
+	userID UserID
+	allow  func(UserID) bool
+	now    func() time.Time
+
+	mu         sync.Mutex
+	m          *member
+	version    uint16
+	pending    map[uint16]uint16 // transition id → protocol version
+	recognized map[UserID]bool
+	nextOwn    *keyRatchet // our send ratchet for the epoch a transition will execute
+	members    []UserID    // the established group's roster
+
+	enc encryptor
+
+	decMu sync.RWMutex
+	decs  map[UserID]*decryptor
+	// overflow serves senders beyond maxSenders: no keys, shared counters
+	overflow *decryptor
+	// template for decryptors created later: passthrough on, or until a time
+	passOn    bool
+	passUntil time.Time
+}
+
+// New returns a session in protocol version 0 (passthrough) until the
+// gateway selects DAVE (OnSelectProtocolAck or HandleJSON op 4).
+func New(opts Options) (*Session, error) {
+	if opts.UserID == 0 {
+		return nil, errors.New("dave: a session needs our user id")
+	}
+	m, err := newMember(uint64(opts.UserID))
+	if err != nil {
+		return nil, err
+	}
+	m.groupID = groupID(opts.ChannelID)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	s := &Session{
+		userID: opts.UserID, allow: opts.Allow, now: now, m: m,
+		pending: make(map[uint16]uint16), recognized: make(map[UserID]bool),
+		decs: make(map[UserID]*decryptor),
+	}
+	s.enc.passthrough = true
+	s.passOn = true
+	return s, nil
+}
+
+func groupID(channel uint64) []byte {
+	b := make([]byte, 8)
+	for i := 7; i >= 0; i-- {
+		b[i] = byte(channel)
+		channel >>= 8
+	}
+	return b
+}
+
+// SetChannelID sets the MLS group id for groups created from now on.
+func (s *Session) SetChannelID(channel uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m.groupID = groupID(channel)
+}
+
+// ProtocolVersion returns the protocol version in effect for our frames.
+func (s *Session) ProtocolVersion() uint16 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
+
+// Ready reports whether our frames can go out: encrypted under a current
+// key, or unencrypted because the call is not end-to-end encrypted.
+func (s *Session) Ready() bool { return s.enc.ready() }
+
+// Epoch returns the established group's epoch, 0 when there is none.
+func (s *Session) Epoch() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m.established == nil {
+		return 0
+	}
+	return s.m.established.Epoch().AsUint64()
+}
+
+// Members returns the user ids in the established group.
+func (s *Session) Members() []UserID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.members)
+}
+
+// EpochAuthenticator returns the established group's epoch authenticator,
+// the value members compare out of band (protocol.md, "Epoch Authenticator").
+func (s *Session) EpochAuthenticator() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m.established == nil {
+		return nil
+	}
+	return slices.Clone(s.m.established.EpochAuthenticator())
+}
+
+// AddUser records that a user is in the call (op 11), so an add proposal
+// for them is accepted.
+func (s *Session) AddUser(u UserID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recognized[u] = true
+}
+
+// RemoveUser records that a user left the call (op 13): add proposals for
+// them are refused until they connect again, and their receive keys expire.
+func (s *Session) RemoveUser(u UserID) {
+	s.mu.Lock()
+	delete(s.recognized, u)
+	s.mu.Unlock()
+	if d := s.decryptorIfAny(u); d != nil {
+		d.expireAll(s.now(), cryptorExpiry)
+	}
+}
+
+// Encrypt appends the DAVE frame for an Opus frame of ours to dst. In
+// protocol version 0 the frame is returned unchanged; the Opus silence frame
+// always is. In an end-to-end encrypted call without a key yet it returns
+// ErrNoEncryptKey rather than send audio in the clear.
+func (s *Session) Encrypt(dst, frame []byte) ([]byte, error) {
+	return s.enc.encrypt(dst, frame)
+}
+
+// MaxEncryptedSize bounds the size of an encrypted frame of n bytes.
+func MaxEncryptedSize(n int) int { return n + tagSize + 5 + suppSizeSize + markerSize }
+
+// Decrypt appends the decrypted frame a user sent to dst. A frame is refused
+// with ErrAuthentication (corrupted, or under a key we do not hold),
+// ErrReplayedNonce, ErrNoKey, ErrNotEncrypted or ErrMalformedFrame; a sender
+// Options.Allow refuses gets ErrSkipped with no decryption work.
+func (s *Session) Decrypt(u UserID, dst, frame []byte) ([]byte, error) {
+	if s.allow != nil && !s.allow(u) {
+		s.Skip(u)
+		return dst, ErrSkipped
+	}
+	return s.decryptor(u).decrypt(dst, frame, s.now())
+}
+
+// Skip counts a frame from u that the caller dropped without calling
+// Decrypt, so that Stats shows it.
+func (s *Session) Skip(u UserID) {
+	s.decryptor(u).stats.skipped.Add(1)
+}
+
+// Stats returns what the session did with u's frames.
+func (s *Session) Stats(u UserID) DecryptStats {
+	if d := s.decryptorIfAny(u); d != nil {
+		return d.stats.snapshot()
+	}
+	return DecryptStats{}
+}
+
+func (s *Session) decryptorIfAny(u UserID) *decryptor {
+	s.decMu.RLock()
+	defer s.decMu.RUnlock()
+	return s.decs[u]
+}
+
+// maxSenders bounds the per-sender state a session keeps, whatever user
+// ids a caller passes to Decrypt or Skip; a voice call has far fewer.
+const maxSenders = 4096
+
+func (s *Session) decryptor(u UserID) *decryptor {
+	if d := s.decryptorIfAny(u); d != nil {
+		return d
+	}
+	s.decMu.Lock()
+	defer s.decMu.Unlock()
+	if d := s.decs[u]; d != nil {
+		return d
+	}
+	if len(s.decs) >= maxSenders {
+		if s.overflow == nil {
+			s.overflow = &decryptor{passthroughOn: s.passOn, passthroughUntil: s.passUntil}
+		}
+		return s.overflow
+	}
+	d := &decryptor{passthroughOn: s.passOn, passthroughUntil: s.passUntil}
+	s.decs[u] = d
+	return d
+}
+
+// setPassthroughAll switches every decryptor's passthrough: on, or off
+// after ttl.
+func (s *Session) setPassthroughAll(on bool, ttl time.Duration) {
+	now := s.now()
+	s.decMu.Lock()
+	if on {
+		s.passOn = true
+	} else if s.passOn {
+		s.passOn, s.passUntil = false, now.Add(ttl)
+	}
+	s.decMu.Unlock()
+	s.eachDecryptor(func(_ UserID, d *decryptor) { d.setPassthrough(on, now, ttl) })
+}
+
+func (s *Session) eachDecryptor(f func(UserID, *decryptor)) {
+	s.decMu.RLock()
+	defer s.decMu.RUnlock()
+	for u, d := range s.decs {
+		f(u, d)
+	}
+}
+
+// HandleJSON handles a JSON voice gateway opcode DAVE cares about (4, 11,
+// 13, 21, 22, 24) given its "d" object, and returns what to send back.
+// Other opcodes are ignored.
+func (s *Session) HandleJSON(op Opcode, d json.RawMessage) ([]Message, error) {
+	var p struct {
+		ProtocolVersion     *uint16  `json:"protocol_version"`
+		DAVEProtocolVersion uint16   `json:"dave_protocol_version"`
+		TransitionID        uint16   `json:"transition_id"`
+		Epoch               uint64   `json:"epoch"`
+		UserIDs             []string `json:"user_ids"`
+		UserID              string   `json:"user_id"`
+	}
+	switch op {
+	case OpSelectProtocolAck, OpClientsConnect, OpClientDisconnect, OpPrepareTransition, OpExecuteTransition, OpPrepareEpoch:
+	default:
+		return nil, nil
+	}
+	if err := json.Unmarshal(d, &p); err != nil {
+		return nil, fmt.Errorf("%w: opcode %d: %w", ErrBadMessage, op, err)
+	}
+	version := uint16(0)
+	if p.ProtocolVersion != nil {
+		version = *p.ProtocolVersion
+	}
+	switch op {
+	case OpSelectProtocolAck:
+		return s.OnSelectProtocolAck(p.DAVEProtocolVersion)
+	case OpClientsConnect:
+		for _, id := range p.UserIDs {
+			u, err := ParseUserID(id)
+			if err != nil {
+				return nil, err
+			}
+			s.AddUser(u)
+		}
+	case OpClientDisconnect:
+		u, err := ParseUserID(p.UserID)
+		if err != nil {
+			return nil, err
+		}
+		s.RemoveUser(u)
+	case OpPrepareTransition:
+		return s.OnPrepareTransition(p.TransitionID, version), nil
+	case OpExecuteTransition:
+		s.OnExecuteTransition(p.TransitionID)
+	case OpPrepareEpoch:
+		return s.OnPrepareEpoch(p.Epoch, version)
+	}
+	return nil, nil
+}
+
+// HandleBinary handles a binary server message (ops 25, 27, 29, 30, with
+// their sequence number) and returns the parsed header, for the caller's
+// seq_ack, and what to send back. When a commit or welcome cannot be used,
+// the messages are op 31 and a fresh key package, and the error says why.
+func (s *Session) HandleBinary(msg []byte) (BinaryMessage, []Message, error) {
+	b, err := ParseBinary(msg)
+	if err != nil {
+		return b, nil, err
+	}
+	var out []Message
+	switch b.Op {
+	case OpMLSExternalSender:
+		out, err = s.OnExternalSender(b.Payload)
+	case OpMLSProposals:
+		out, err = s.OnProposals(b.Payload)
+	case OpMLSAnnounceCommit:
+		out, err = s.OnAnnounceCommit(b.TransitionID, b.Payload)
+	case OpMLSWelcome:
+		out, err = s.OnWelcome(b.TransitionID, b.Payload)
+	}
+	return b, out, err
+}
+
+// OnSelectProtocolAck starts DAVE when the gateway selects a version above
+// 0, returning our key package; version 0 means passthrough.
+func (s *Session) OnSelectProtocolAck(version uint16) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.version = version
+	if version == 0 {
+		s.passthroughLocked()
+		return nil, nil
+	}
+	// The call is end-to-end encrypted from now on: our frames wait for a
+	// key; others' unencrypted frames pass for a transition period.
+	s.enc.setPassthrough(false)
+	s.setPassthroughAll(false, cryptorExpiry)
+	return s.reinitLocked()
+}
+
+// OnPrepareEpoch handles op 24: epoch 1 announces a new group, so we reset
+// and send a new key package.
+func (s *Session) OnPrepareEpoch(epoch uint64, version uint16) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if epoch != 1 {
+		return nil, nil
+	}
+	s.version = version
+	if version == 0 {
+		s.passthroughLocked()
+		return nil, nil
+	}
+	return s.reinitLocked()
+}
+
+// OnExternalSender handles op 25.
+func (s *Session) OnExternalSender(payload []byte) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.m.setExternalSender(payload); err != nil {
+		return nil, err
+	}
+	if s.m.kp != nil && s.version > 0 {
+		if err := s.createPendingLocked(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// OnProposals handles op 27 and returns our commit (op 28) when proposals
+// remain to be committed.
+func (s *Session) OnProposals(payload []byte) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out, err := s.m.proposals(payload, func(u uint64) bool { return s.recognized[UserID(u)] })
+	if err != nil || out == nil {
+		return nil, err
+	}
+	return []Message{{Op: OpMLSCommitWelcome, Payload: out}}, nil
+}
+
+// OnAnnounceCommit handles op 29.
+func (s *Session) OnAnnounceCommit(transitionID uint16, commit []byte) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed, err := s.m.processCommit(commit)
+	if err != nil {
+		return s.recoverLocked(transitionID, err)
+	}
+	if !changed {
+		return nil, nil
+	}
+	return s.enterEpochLocked(transitionID)
+}
+
+// OnWelcome handles op 30.
+func (s *Session) OnWelcome(transitionID uint16, welcome []byte) ([]Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m.established != nil {
+		return nil, nil
+	}
+	if err := s.m.processWelcome(welcome); err != nil {
+		return s.recoverLocked(transitionID, err)
+	}
+	return s.enterEpochLocked(transitionID)
+}
+
+// OnPrepareTransition handles op 21 and returns op 23 unless the transition
+// (id 0) executes at once.
+func (s *Session) OnPrepareTransition(transitionID, version uint16) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[transitionID] = version
+	if transitionID == 0 {
+		s.executeLocked(transitionID)
+		return nil
+	}
+	if version == 0 {
+		s.setPassthroughAll(true, 0)
+	}
+	return []Message{{Op: OpReadyForTransition, TransitionID: transitionID}}
+}
+
+// OnExecuteTransition handles op 22.
+func (s *Session) OnExecuteTransition(transitionID uint16) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.executeLocked(transitionID)
+}
+
+func (s *Session) executeLocked(transitionID uint16) {
+	version, ok := s.pending[transitionID]
+	if !ok {
+		return
+	}
+	delete(s.pending, transitionID)
+	s.version = version
+	now := s.now()
+	if version == 0 {
+		s.passthroughLocked()
+		return
+	}
+	if s.nextOwn != nil {
+		s.enc.setRatchet(s.nextOwn)
+		s.nextOwn = nil
+	}
+	s.enc.setPassthrough(false)
+	s.setPassthroughAll(false, cryptorExpiry)
+	current := make(map[UserID]bool, len(s.members))
+	for _, u := range s.members {
+		current[u] = true
+	}
+	s.eachDecryptor(func(u UserID, d *decryptor) {
+		if current[u] {
+			d.expireOld(now, cryptorExpiry)
+		} else {
+			d.expireAll(now, cryptorExpiry)
+		}
+	})
+}
+
+func (s *Session) passthroughLocked() {
+	now := s.now()
+	s.enc.setPassthrough(true)
+	s.setPassthroughAll(true, 0)
+	s.eachDecryptor(func(_ UserID, d *decryptor) { d.expireAll(now, cryptorExpiry) })
+}
+
+// reinitLocked resets the MLS state and returns a new key package (op 26).
+func (s *Session) reinitLocked() ([]Message, error) {
+	s.m.reset()
+	s.nextOwn = nil
+	kp, err := s.m.keyPackage()
+	if err != nil {
+		return nil, err
+	}
+	if s.m.extSender != nil {
+		if err := s.createPendingLocked(); err != nil {
+			return nil, err
+		}
+	}
+	return []Message{{Op: OpMLSKeyPackage, Payload: kp}}, nil
+}
+
+// createPendingLocked founds our local group. Alone in it, we are the sole
+// member: the group is usable for our frames at once (protocol.md, "Sole
+// member reset": no execute arrives).
+func (s *Session) createPendingLocked() error {
+	if err := s.m.createPending(); err != nil {
+		return err
+	}
+	if s.m.pending == nil {
+		return nil
+	}
+	secret, err := senderSecret(s.m.pending, uint64(s.userID))
+	if err != nil {
+		return err
+	}
+	r := newKeyRatchet(secret)
+	clear(secret)
+	s.nextOwn = r
+	if s.version > 0 && !s.othersConnectedLocked() {
+		s.enc.setRatchet(r)
+		s.enc.setPassthrough(false)
+		s.nextOwn = nil
+	}
+	return nil
+}
+
+func (s *Session) othersConnectedLocked() bool {
+	for u := range s.recognized {
+		if u != s.userID {
+			return true
+		}
+	}
+	return false
+}
+
+// enterEpochLocked derives every member's ratchet for the new epoch: others'
+// go to their decryptors at once (new frames may arrive before the execute),
+// ours waits for the transition.
+func (s *Session) enterEpochLocked(transitionID uint16) ([]Message, error) {
+	g := s.m.established
+	if err := s.installLocked(g); err != nil {
+		return s.recoverLocked(transitionID, err)
+	}
+	s.pending[transitionID] = s.version
+	if s.version == 0 {
+		s.pending[transitionID] = MaxProtocolVersion
+	}
+	if transitionID == 0 {
+		s.executeLocked(0)
+		return nil, nil
+	}
+	return []Message{{Op: OpReadyForTransition, TransitionID: transitionID}}, nil
+}
+
+func (s *Session) installLocked(g *group.Group) error {
+	now := s.now()
+	ids := roster(g)
+	members := make([]UserID, 0, len(ids))
+	for _, id := range ids {
+		u := UserID(id)
+		members = append(members, u)
+		secret, err := senderSecret(g, id)
+		if err != nil {
+			return err
+		}
+		r := newKeyRatchet(secret)
+		clear(secret)
+		if u == s.userID {
+			s.nextOwn = r
+			continue
+		}
+		s.decryptor(u).addRatchet(r, now)
+	}
+	s.members = members
+	return nil
+}
+
+// recoverLocked answers an unusable commit or welcome: op 31 for its
+// transition, a reset, and a new key package (protocol.md, "Recovery from
+// Invalid Commit or Welcome").
+func (s *Session) recoverLocked(transitionID uint16, cause error) ([]Message, error) {
+	out := []Message{{Op: OpMLSInvalidCommitWelcome, TransitionID: transitionID}}
+	kp, err := s.reinitLocked()
+	if err != nil {
+		return out, errors.Join(cause, err)
+	}
+	return append(out, kp...), cause
+}
+
+// Close forgets the session's keys and groups; later frames are refused
+// and handlers start from scratch. Safe to call more than once.
+func (s *Session) Close() {
+	s.mu.Lock()
+	s.m.reset()
+	s.m.extSender = nil
+	s.nextOwn, s.members = nil, nil
+	s.mu.Unlock()
+	s.enc.setRatchet(nil)
+	s.enc.setPassthrough(false)
+	s.decMu.Lock()
+	s.decs = make(map[UserID]*decryptor)
+	s.decMu.Unlock()
+}
