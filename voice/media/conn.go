@@ -106,7 +106,9 @@ type Conn struct {
 
 	frames    chan Frame
 	sendQ     chan []byte
-	announced atomic.Bool // speaking op 5 sent on the current socket
+	announced atomic.Bool  // speaking op 5 sent on the current socket
+	pending   atomic.Int64 // frames handed to Send and not yet transmitted
+	talking   atomic.Bool  // the pacer is inside an utterance
 
 	stats counters
 

@@ -14,6 +14,9 @@ const FrameDuration = 20 * time.Millisecond
 // trailingSilence is how many silence frames end an utterance.
 const trailingSilence = 5
 
+// earlySlack is how far ahead of its slot a frame may be sent.
+const earlySlack = 10 * time.Millisecond
+
 // keepaliveEvery is how often an idle connection sends a UDP keepalive.
 const keepaliveEvery = 5 * time.Second
 
@@ -25,15 +28,22 @@ func (c *Conn) Send(ctx context.Context, opus []byte) error {
 		return ErrClosed
 	}
 	f := append([]byte(nil), opus...)
+	c.pending.Add(1)
 	select {
 	case c.sendQ <- f:
 		return nil
 	case <-ctx.Done():
+		c.pending.Add(-1)
 		return ctx.Err()
 	case <-c.ctx.Done():
+		c.pending.Add(-1)
 		return ErrClosed
 	}
 }
+
+// Speaking reports whether an utterance is in progress: frames queued, or
+// sent and not yet ended by the trailing silence.
+func (c *Conn) Speaking() bool { return c.pending.Load() > 0 || c.talking.Load() }
 
 // sender owns the outgoing RTP state; only the pace goroutine touches it.
 type sender struct {
@@ -44,8 +54,11 @@ type sender struct {
 	hdr      []byte
 }
 
-// pace sends queued frames every 20 ms with the speaking flag set, ends an
-// utterance with five silence frames, and sends UDP keepalives while idle.
+// pace sends queued frames on a 20 ms grid with the speaking flag set,
+// ends an utterance with five silence frames, and sends UDP keepalives
+// while idle. A frame may leave up to earlySlack before its slot, so that a
+// producer handing frames over in real time is not held for timer
+// wake-ups; on average the pacer never sends faster than real time.
 func (c *Conn) pace() {
 	defer c.wg.Done()
 	s := &sender{c: c, enc: make([]byte, 0, 1500), pkt: make([]byte, 0, 1500), hdr: make([]byte, 0, 12)}
@@ -53,7 +66,18 @@ func (c *Conn) pace() {
 	keep := time.NewTicker(keepaliveEvery)
 	defer keep.Stop()
 	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	defer timer.Stop()
+	// wait arms the timer for t and reports false when the connection ends.
+	wait := func(t time.Time) bool {
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(time.Until(t))
+		return c.ctx.Err() == nil
+	}
 	var keepN uint32
 	for {
 		// Idle: wait for the first frame of an utterance.
@@ -69,50 +93,63 @@ func (c *Conn) pace() {
 			continue
 		case f = <-c.sendQ:
 		}
-		next := time.Now()
+		c.talking.Store(true)
+		next := time.Now() // the slot of the frame in hand
 		silence := 0
 		for {
 			if f != nil {
 				s.transmit(f)
+				c.pending.Add(-1)
 				silence = trailingSilence
 			} else {
 				s.transmit(silenceFrame[:])
-				silence--
-				if silence == 0 {
+				if silence--; silence == 0 {
 					c.setSpeaking(false)
+					c.talking.Store(false)
 					break
 				}
 			}
 			next = next.Add(FrameDuration)
-			if d := time.Until(next); d < -3*FrameDuration {
+			if time.Until(next) < -3*FrameDuration {
 				next = time.Now() // stalled: restart the clock rather than burst
 			}
-			timer.Reset(time.Until(next))
-			select {
-			case <-c.ctx.Done():
-				timer.Stop()
+			// Talking: a frame is accepted until one frame after its slot;
+			// trailing: until the slot, when the next silence frame is due.
+			until := next
+			if silence == trailingSilence {
+				until = next.Add(FrameDuration)
+			}
+			if !wait(until) {
 				return
-			case <-timer.C:
 			}
 			f = nil
 			select {
+			case <-c.ctx.Done():
+				return
 			case f = <-c.sendQ:
-			default:
-				if silence == trailingSilence {
-					// One frame of grace for a producer running just behind.
-					timer.Reset(FrameDuration)
+				// The pacer waits on the queue, not on a timer, so a frame
+				// handed over in real time leaves at once; an early one is
+				// held until its slot less the slack.
+				if due := next.Add(-earlySlack); time.Until(due) > 0 {
+					if !wait(due) {
+						return
+					}
 					select {
 					case <-c.ctx.Done():
-						timer.Stop()
 						return
-					case f = <-c.sendQ:
-						if !timer.Stop() {
-							<-timer.C
-						}
-						next = time.Now()
 					case <-timer.C:
+					}
+				}
+				// A late frame leaves at once and keeps the grid, so the
+				// next frame's slot does not move with one late wake-up.
+			case <-timer.C:
+				// A frame that is waiting wins over silence even when the
+				// pacer woke late and both were ready.
+				select {
+				case f = <-c.sendQ:
+				default:
+					if silence == trailingSilence {
 						next = time.Now()
-						silence = trailingSilence // first silence frame now
 					}
 				}
 			}
