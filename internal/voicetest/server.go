@@ -113,6 +113,7 @@ type Server struct {
 
 	relayed  atomic.Uint64
 	rejected atomic.Uint64
+	resumes  atomic.Uint64
 }
 
 // New starts a fake voice server on loopback and stops it when tb ends.
@@ -220,6 +221,9 @@ func (s *Server) CAFile() string { return s.caFile }
 
 // Relayed reports how many RTP packets the relay delivered (one per receiver).
 func (s *Server) Relayed() uint64 { return s.relayed.Load() }
+
+// Resumes reports how many sessions resumed (op 7 answered with op 9).
+func (s *Server) Resumes() uint64 { return s.resumes.Load() }
 
 // Rejected reports how many UDP packets the relay refused.
 func (s *Server) Rejected() uint64 { return s.rejected.Load() }

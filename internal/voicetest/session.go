@@ -384,6 +384,7 @@ func (s *Server) resume(c *wsConn, raw json.RawMessage) (*session, error) {
 	if old != nil && old != c {
 		old.drop()
 	}
+	s.resumes.Add(1)
 	return sess, sess.SendJSON(9, nil)
 }
 

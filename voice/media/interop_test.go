@@ -218,4 +218,27 @@ func TestDiscordJSVoiceInterop(t *testing.T) {
 			t.Fatalf("discord.js hears %v Hz, we sent 660 Hz", f)
 		}
 	})
+
+	t.Run("discord.js resumes after its socket drops, and still hears us", func(t *testing.T) {
+		creds := srv.Join("555")
+		p := startNode(t, srv, "listen", map[string]any{"creds": creds, "hear": "222", "frames": frames, "timeoutMs": 20000})
+		p.await(t, "ready", 20*time.Second)
+		waitFor(t, "discord.js connected", func() bool { return srv.Connected("555") })
+		before := srv.Resumes()
+		if !srv.Drop("555") {
+			t.Fatal("no session to drop")
+		}
+		waitFor(t, "discord.js to resume", func() bool { return srv.Resumes() == before+1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, f := range ourTone {
+			if err := us.Send(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		heard := p.await(t, "heard", 30*time.Second)
+		if n := len(heard["frames"].([]any)); n < frames-2 {
+			t.Fatalf("discord.js heard %d frames after resuming", n)
+		}
+	})
 }
