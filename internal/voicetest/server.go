@@ -75,6 +75,7 @@ type DAVE interface {
 // NoDAVE is protocol version 0: no end-to-end encryption.
 type NoDAVE struct{}
 
+// ProtocolVersion reports 0.
 func (NoDAVE) ProtocolVersion() int            { return 0 }
 func (NoDAVE) Joined(Peer, int)                {}
 func (NoDAVE) Left(string)                     {}

@@ -54,8 +54,10 @@ type Passthrough struct{}
 // version the session does not speak.
 var ErrDAVEUnsupported = errors.New("voice server requires a DAVE protocol version this session does not support")
 
+// MaxProtocolVersion reports 0: no DAVE.
 func (Passthrough) MaxProtocolVersion() int { return 0 }
 
+// Start accepts protocol version 0 only.
 func (Passthrough) Start(version int, _ string, _ Signal) error {
 	if version != 0 {
 		return ErrDAVEUnsupported
@@ -63,18 +65,25 @@ func (Passthrough) Start(version int, _ string, _ Signal) error {
 	return nil
 }
 
+// HandleJSON ignores DAVE messages: version 0 has none to act on.
 func (Passthrough) HandleJSON(Opcode, json.RawMessage) error { return nil }
 
+// HandleBinary ignores DAVE messages.
 func (Passthrough) HandleBinary(Opcode, uint16, []byte) error { return nil }
 
+// UsersConnected has no group to update.
 func (Passthrough) UsersConnected([]string) {}
 
+// UserDisconnected has no group to update.
 func (Passthrough) UserDisconnected(string) {}
 
+// CanEncrypt reports true: version 0 sends frames as they are.
 func (Passthrough) CanEncrypt() bool { return true }
 
+// Encrypt appends frame unchanged.
 func (Passthrough) Encrypt(dst, frame []byte) ([]byte, error) { return append(dst, frame...), nil }
 
+// Decrypt appends frame unchanged.
 func (Passthrough) Decrypt(dst []byte, _ string, frame []byte) ([]byte, error) {
 	return append(dst, frame...), nil
 }

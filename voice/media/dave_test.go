@@ -100,11 +100,9 @@ func (d *fakeDAVE) snapshot() ([]string, []string) {
 // package on join, and on a key package a prepare transition; on
 // transition ready it executes it.
 type externalSender struct {
-	mu     sync.Mutex
-	got    []string
-	ready  map[string]bool
-	peers  map[string]voicetest.Peer
-	binary []byte
+	mu    sync.Mutex
+	got   []string
+	peers map[string]voicetest.Peer
 }
 
 func (e *externalSender) ProtocolVersion() int { return 1 }
@@ -137,7 +135,7 @@ func (e *externalSender) Binary(p voicetest.Peer, op int, payload []byte) {
 }
 
 func TestDAVEOpcodesReachTheSessionAndBack(t *testing.T) {
-	es := &externalSender{ready: map[string]bool{}, peers: map[string]voicetest.Peer{}}
+	es := &externalSender{peers: map[string]voicetest.Peer{}}
 	srv := voicetest.New(t, voicetest.Options{DAVE: es, RequireDAVE: true})
 	da, db := &fakeDAVE{}, &fakeDAVE{}
 	dialDAVE := func(user string, d *fakeDAVE) *media.Conn {
@@ -189,7 +187,7 @@ func TestDAVEOpcodesReachTheSessionAndBack(t *testing.T) {
 }
 
 func TestPassthroughRefusesAnE2EECall(t *testing.T) {
-	es := &externalSender{ready: map[string]bool{}, peers: map[string]voicetest.Peer{}}
+	es := &externalSender{peers: map[string]voicetest.Peer{}}
 	srv := voicetest.New(t, voicetest.Options{DAVE: es})
 	_, err := media.Dial(ctxT(t, 5*time.Second), config(srv, "100", allowAll))
 	if !errors.Is(err, media.ErrDAVEUnsupported) {
