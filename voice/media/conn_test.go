@@ -390,3 +390,36 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 	waitFor(t, "Done", closed.Load)
 }
+
+// TestFlushStopsQueuedAudio: barge-in drops what is queued; the listener
+// hears only what left before, then the utterance's silence.
+func TestFlushStopsQueuedAudio(t *testing.T) {
+	srv := voicetest.New(t, voicetest.Options{})
+	a := dial(t, srv, "100", allowAll)
+	b := dial(t, srv, "200", allowAll)
+	for i := range 10 {
+		if !a.TrySend(frame('a', i)) {
+			t.Fatalf("frame %d not queued", i)
+		}
+	}
+	if a.TrySend(frame('a', 10)) && a.TrySend(frame('a', 11)) {
+		t.Fatal("TrySend queued past the queue's capacity")
+	}
+	dropped := a.Flush()
+	if dropped < 5 {
+		t.Fatalf("flushed %d frames", dropped)
+	}
+	waitFor(t, "the utterance to end", func() bool { return !a.Speaking() })
+	sent := a.Stats().FramesSent
+	if sent > uint64(12-dropped+5) {
+		t.Fatalf("sent %d packets after flushing %d", sent, dropped)
+	}
+	waitFor(t, "silence at the listener", func() bool {
+		for len(b.Frames()) > 0 {
+			if media.IsSilence((<-b.Frames()).Opus) {
+				return true
+			}
+		}
+		return false
+	})
+}

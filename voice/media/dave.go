@@ -22,9 +22,10 @@ type Signal interface {
 type DAVE interface {
 	// MaxProtocolVersion is sent in identify as max_dave_protocol_version.
 	MaxProtocolVersion() int
-	// Start is called when the session description (op 4) names the
-	// protocol version, and again after a resume; sig stays valid for the
-	// connection's life (it follows resumed websockets).
+	// Start is called once, when the session description (op 4) names the
+	// protocol version; an error ends the dial. A resume does not call it
+	// again: the session carries on. sig stays valid for the connection's
+	// life (it follows resumed websockets).
 	Start(version int, self string, sig Signal) error
 	// HandleJSON receives JSON opcodes 21, 22, 24 and 31 with their data.
 	HandleJSON(op Opcode, data json.RawMessage) error

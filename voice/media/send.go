@@ -41,6 +41,37 @@ func (c *Conn) Send(ctx context.Context, opus []byte) error {
 	}
 }
 
+// TrySend queues one frame without blocking and reports whether it was
+// queued: false when the queue is full or the connection closed.
+func (c *Conn) TrySend(opus []byte) bool {
+	if c.ctx.Err() != nil {
+		return false
+	}
+	c.pending.Add(1)
+	select {
+	case c.sendQ <- append([]byte(nil), opus...):
+		return true
+	default:
+		c.pending.Add(-1)
+		return false
+	}
+}
+
+// Flush drops every queued frame and returns how many: barge-in stops our
+// audio at once. The utterance then ends with its silence frames.
+func (c *Conn) Flush() int {
+	n := 0
+	for {
+		select {
+		case <-c.sendQ:
+			c.pending.Add(-1)
+			n++
+		default:
+			return n
+		}
+	}
+}
+
 // Speaking reports whether an utterance is in progress: frames queued, or
 // sent and not yet ended by the trailing silence.
 func (c *Conn) Speaking() bool { return c.pending.Load() > 0 || c.talking.Load() }
