@@ -12,7 +12,9 @@ import (
 
 // loopConn is a Conn whose UDP socket talks to a local peer socket that
 // plays the voice server.
-func loopConn(b *testing.B) (*Conn, *net.UDPConn) {
+func loopConn(b *testing.B) (*Conn, *net.UDPConn) { return loopConnT(b) }
+
+func loopConnT(b testing.TB) (*Conn, *net.UDPConn) {
 	b.Helper()
 	peer, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {

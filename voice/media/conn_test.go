@@ -423,3 +423,25 @@ func TestFlushStopsQueuedAudio(t *testing.T) {
 		return false
 	})
 }
+
+// TestPacerHoldsABurstToRealTime: a producer far ahead of real time (a
+// model's audio arrives in bursts) is paced to one packet per 20 ms; only
+// a lower bound is asserted, which a loaded machine cannot break.
+func TestPacerHoldsABurstToRealTime(t *testing.T) {
+	srv := voicetest.New(t, voicetest.Options{})
+	a := dial(t, srv, "100", allowAll)
+	ctx := ctxT(t, 10*time.Second)
+	start := time.Now()
+	const n = 30
+	for i := range n {
+		if err := a.Send(ctx, frame('a', i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the utterance to end", func() bool { return !a.Speaking() })
+	// n frames and 5 silence frames, at most two back to back: 34 gaps of
+	// 20 ms less one.
+	if d, min := time.Since(start), time.Duration(n+5-2)*media.FrameDuration; d < min {
+		t.Fatalf("%d frames and their silence left in %v, faster than real time (%v)", n, d, min)
+	}
+}

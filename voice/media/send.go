@@ -14,9 +14,6 @@ const FrameDuration = 20 * time.Millisecond
 // trailingSilence is how many silence frames end an utterance.
 const trailingSilence = 5
 
-// earlySlack is how far ahead of its slot a frame may be sent.
-const earlySlack = 10 * time.Millisecond
-
 // keepaliveEvery is how often an idle connection sends a UDP keepalive.
 const keepaliveEvery = 5 * time.Second
 
@@ -85,11 +82,13 @@ type sender struct {
 	hdr      []byte
 }
 
-// pace sends queued frames on a 20 ms grid with the speaking flag set,
-// ends an utterance with five silence frames, and sends UDP keepalives
-// while idle. A frame may leave up to earlySlack before its slot, so that a
-// producer handing frames over in real time is not held for timer
-// wake-ups; on average the pacer never sends faster than real time.
+// pace sends frames with the speaking flag set, ends an utterance with
+// five silence frames, and sends UDP keepalives while idle. Pacing is a
+// GCRA (virtual scheduling): each packet advances a theoretical time by
+// 20 ms and a packet may leave once it is at most one frame ahead of it.
+// A producer handing frames over in real time has each sent on arrival,
+// its jitter absorbed up to a frame; frames queued ahead of real time
+// leave at 20 ms intervals (after at most two back to back).
 func (c *Conn) pace() {
 	defer c.wg.Done()
 	s := &sender{c: c, enc: make([]byte, 0, 1500), pkt: make([]byte, 0, 1500), hdr: make([]byte, 0, 12)}
@@ -98,16 +97,19 @@ func (c *Conn) pace() {
 	defer keep.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	// wait arms the timer for t and reports false when the connection ends.
-	wait := func(t time.Time) bool {
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
+	// sleepUntil waits for t and reports false when the connection ends.
+	sleepUntil := func(t time.Time) bool {
+		d := time.Until(t)
+		if d <= 0 {
+			return c.ctx.Err() == nil
 		}
-		timer.Reset(time.Until(t))
-		return c.ctx.Err() == nil
+		timer.Reset(d)
+		select {
+		case <-c.ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		}
 	}
 	var keepN uint32
 	for {
@@ -125,9 +127,13 @@ func (c *Conn) pace() {
 		case f = <-c.sendQ:
 		}
 		c.talking.Store(true)
-		next := time.Now() // the slot of the frame in hand
-		silence := 0
+		tat := time.Now() // theoretical time of the next packet
+		silence := trailingSilence
 		for {
+			if !sleepUntil(tat.Add(-FrameDuration)) {
+				return
+			}
+			now := time.Now()
 			if f != nil {
 				s.transmit(f)
 				c.pending.Add(-1)
@@ -140,52 +146,40 @@ func (c *Conn) pace() {
 					break
 				}
 			}
-			next = next.Add(FrameDuration)
-			if time.Until(next) < -3*FrameDuration {
-				next = time.Now() // stalled: restart the clock rather than burst
-			}
-			// Talking: a frame is accepted until one frame after its slot;
-			// trailing: until the slot, when the next silence frame is due.
-			until := next
+			tat = later(tat, now).Add(FrameDuration)
+			// Talking: wait for the next frame until one frame after it
+			// is due, then start the silence; trailing: until the next
+			// silence frame is due.
+			until := tat
 			if silence == trailingSilence {
-				until = next.Add(FrameDuration)
+				until = tat.Add(FrameDuration)
 			}
-			if !wait(until) {
-				return
-			}
+			timer.Reset(time.Until(until))
 			f = nil
 			select {
 			case <-c.ctx.Done():
 				return
 			case f = <-c.sendQ:
-				// The pacer waits on the queue, not on a timer, so a frame
-				// handed over in real time leaves at once; an early one is
-				// held until its slot less the slack.
-				if due := next.Add(-earlySlack); time.Until(due) > 0 {
-					if !wait(due) {
-						return
-					}
-					select {
-					case <-c.ctx.Done():
-						return
-					case <-timer.C:
-					}
-				}
-				// A late frame leaves at once and keeps the grid, so the
-				// next frame's slot does not move with one late wake-up.
+				// Go ≥1.23 timers: after Stop or Reset no stale tick is
+				// delivered, so there is nothing to drain.
+				timer.Stop()
 			case <-timer.C:
 				// A frame that is waiting wins over silence even when the
 				// pacer woke late and both were ready.
 				select {
 				case f = <-c.sendQ:
 				default:
-					if silence == trailingSilence {
-						next = time.Now()
-					}
 				}
 			}
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // transmit encrypts one frame (DAVE, then transport) and writes it. It never
