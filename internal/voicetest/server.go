@@ -45,6 +45,9 @@ type Options struct {
 	// DAVE plays the voice server's DAVE role (external sender, proposals,
 	// transitions); nil is protocol version 0.
 	DAVE DAVE
+	// IgnoreHeartbeats leaves heartbeats unacknowledged (op 6 never sent),
+	// as a voice server that stopped answering would.
+	IgnoreHeartbeats bool
 	// ResumeWindow is how long a session whose socket dropped may resume
 	// (default 5 s); after it the others get op 13.
 	ResumeWindow time.Duration

@@ -300,6 +300,9 @@ func (s *Server) heartbeat(c *wsConn, sess *session, raw json.RawMessage) error 
 		sess.seqAck = *d.SeqAck
 		sess.mu.Unlock()
 	}
+	if s.opts.IgnoreHeartbeats {
+		return nil
+	}
 	b, _ := json.Marshal(map[string]any{"op": 6, "d": map[string]any{"t": d.T}})
 	return c.write(websocket.TextMessage, b)
 }

@@ -32,7 +32,8 @@ type Config struct {
 	DAVE DAVE
 	// Allow reports whether userID has consented to be heard. It is asked
 	// for every packet, before any decryption, so a change takes effect on
-	// the next packet. Nil allows nobody.
+	// the next packet; it runs on the receive goroutine and must not block
+	// (an atomic or a map under a read lock). Nil allows nobody.
 	Allow func(userID string) bool
 	// Log receives counts and state changes, never ids, keys or audio.
 	Log *zap.Logger
@@ -111,6 +112,11 @@ type Conn struct {
 	talking   atomic.Bool  // the pacer is inside an utterance
 
 	stats counters
+
+	// daveEarly holds DAVE messages that arrive before the session
+	// description started the DAVE session; only the handshake touches it.
+	daveStarted bool
+	daveEarly   []message
 
 	errOnce sync.Once
 	err     error
@@ -242,6 +248,11 @@ func (c *Conn) handshake(ctx context.Context) error {
 	if err := c.dave.Start(sd.DAVEProtocolVersion, c.cfg.UserID, signal{c}); err != nil {
 		return fail(fmt.Errorf("DAVE protocol version %d: %w", sd.DAVEProtocolVersion, err))
 	}
+	c.daveStarted = true
+	for _, m := range c.daveEarly {
+		c.handle(m)
+	}
+	c.daveEarly = nil
 	c.wg.Add(3)
 	go c.run(s, stopHB)
 	go c.receive()
@@ -318,6 +329,12 @@ func (s signal) SendBinary(op Opcode, payload []byte) error {
 
 // handle acts on one gateway message other than the one a handshake awaits.
 func (c *Conn) handle(m message) {
+	if !c.daveStarted && m.Op.IsDAVE() {
+		if len(c.daveEarly) < 64 {
+			c.daveEarly = append(c.daveEarly, m)
+		}
+		return
+	}
 	if m.binary {
 		if m.Op.IsBinary() {
 			if err := c.dave.HandleBinary(m.Op, m.bseq, m.payload); err != nil {

@@ -445,3 +445,16 @@ func TestPacerHoldsABurstToRealTime(t *testing.T) {
 		t.Fatalf("%d frames and their silence left in %v, faster than real time (%v)", n, d, min)
 	}
 }
+
+// TestUnacknowledgedHeartbeatsReconnect: a gateway that stops answering
+// heartbeats is closed by the client after two misses and resumed.
+func TestUnacknowledgedHeartbeatsReconnect(t *testing.T) {
+	srv := voicetest.New(t, voicetest.Options{HeartbeatInterval: 40 * time.Millisecond, IgnoreHeartbeats: true})
+	a := dial(t, srv, "100", allowAll)
+	waitFor(t, "a resume", func() bool { return a.Stats().Resumes >= 1 && srv.Resumes() >= 1 })
+	select {
+	case <-a.Done():
+		t.Fatalf("connection ended: %v", a.Err())
+	default:
+	}
+}

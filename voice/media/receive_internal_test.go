@@ -27,7 +27,7 @@ func newReceiver(tb testing.TB, mode Mode, allow func(string) bool) *Conn {
 	return &Conn{
 		cfg: Config{Allow: allow}, log: zap.NewNop(), dave: Passthrough{}, ctx: ctx, cancel: cancel,
 		transport: tr, bySSRC: map[uint32]string{11: "alice", 22: "bob"}, frames: make(chan Frame, 1024),
-		done: make(chan struct{}), ssrc: 99,
+		done: make(chan struct{}), ssrc: 99, daveStarted: true,
 	}
 }
 
