@@ -175,7 +175,7 @@ func BenchmarkSendLatency(b *testing.B) {
 // RTP header, AES-GCM seal, UDP write.
 func BenchmarkTransmit(b *testing.B) {
 	c, _ := loopConn(b)
-	s := &sender{c: c, enc: make([]byte, 0, 1500), pkt: make([]byte, 0, 1500), hdr: make([]byte, 0, 12)}
+	s := newSender(c)
 	c.announced.Store(true)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

@@ -14,12 +14,13 @@ const SamplesPerFrame = 960
 // nonceSize is the size of the nonce suffix an rtpsize packet carries.
 const nonceSize = 4
 
-// silenceFrame is the Opus frame Discord expects five of when a speaker stops.
-var silenceFrame = [3]byte{0xF8, 0xFF, 0xFE}
+// SilenceFrame is the Opus frame Discord expects five of when a speaker
+// stops; it is never end-to-end encrypted.
+const SilenceFrame = "\xF8\xFF\xFE"
 
 // IsSilence reports whether frame is the Opus silence frame.
 func IsSilence(frame []byte) bool {
-	return len(frame) == 3 && frame[0] == silenceFrame[0] && frame[1] == silenceFrame[1] && frame[2] == silenceFrame[2]
+	return string(frame) == SilenceFrame
 }
 
 // Header is the clear part of an RTP packet as the rtpsize modes use it.

@@ -80,6 +80,7 @@ type sender struct {
 	ts       uint32
 	enc, pkt []byte
 	hdr      []byte
+	silence  []byte
 }
 
 // pace sends frames with the speaking flag set, ends an utterance with
@@ -91,7 +92,7 @@ type sender struct {
 // leave at 20 ms intervals (after at most two back to back).
 func (c *Conn) pace() {
 	defer c.wg.Done()
-	s := &sender{c: c, enc: make([]byte, 0, 1500), pkt: make([]byte, 0, 1500), hdr: make([]byte, 0, 12)}
+	s := newSender(c)
 	s.seq, s.ts = randomStart()
 	keep := time.NewTicker(keepaliveEvery)
 	defer keep.Stop()
@@ -139,7 +140,7 @@ func (c *Conn) pace() {
 				c.pending.Add(-1)
 				silence = trailingSilence
 			} else {
-				s.transmit(silenceFrame[:])
+				s.transmit(s.silence)
 				if silence--; silence == 0 {
 					c.setSpeaking(false)
 					c.talking.Store(false)
@@ -173,6 +174,10 @@ func (c *Conn) pace() {
 			}
 		}
 	}
+}
+
+func newSender(c *Conn) *sender {
+	return &sender{c: c, enc: make([]byte, 0, 1500), pkt: make([]byte, 0, 1500), hdr: make([]byte, 0, 12), silence: []byte(SilenceFrame)}
 }
 
 func later(a, b time.Time) time.Time {
