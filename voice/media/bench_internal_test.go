@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"fmt"
 	"net"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -126,7 +128,8 @@ func BenchmarkReceivePacket(b *testing.B) {
 }
 
 // BenchmarkSendLatency hands Send one frame every 20 ms, as a real-time
-// producer does, and measures until its UDP packet arrives at the peer.
+// producer does, stalling past a frame every 50 frames, and measures until
+// its UDP packet arrives at the peer.
 // Run with -benchtime=200x: each iteration is a real 20 ms frame.
 func BenchmarkSendLatency(b *testing.B) {
 	c, peer := loopConn(b)
@@ -142,6 +145,11 @@ func BenchmarkSendLatency(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		<-tick.C
+		if i%50 == 49 {
+			// The producer stalls past a frame: silence fills the gap
+			// and speech resumes on the next tick.
+			time.Sleep(FrameDuration * 3 / 2)
+		}
 		frame[0], frame[1] = byte(i), byte(i>>8)
 		t0 := time.Now()
 		if err := c.Send(ctx, frame); err != nil {
@@ -167,6 +175,12 @@ func BenchmarkSendLatency(b *testing.B) {
 		lat = append(lat, time.Since(t0))
 	}
 	b.StopTimer()
+	if os.Getenv("BENCH_TRACE") != "" && b.N > 100 {
+		for i, d := range lat {
+			fmt.Printf("%d:%v ", i, d.Round(100*time.Microsecond))
+		}
+		fmt.Println()
+	}
 	b.ReportMetric(float64(c.Stats().FramesSent-uint64(b.N)), "silence-frames")
 	reportPercentiles(b, "send", lat)
 }

@@ -64,7 +64,8 @@ type Stats struct {
 	PacketsReceived   uint64 // UDP packets read after the handshake
 	Malformed         uint64 // not parseable as rtpsize RTP
 	NotAudio          uint64 // another payload type (e.g. RTCP)
-	UnknownSSRC       uint64 // no speaker known for the SSRC
+	UnknownSSRC       uint64 // dropped: SSRC never named (or our own)
+	HeldForSSRC       uint64 // held until the speaking op named their SSRC
 	DroppedNoConsent  uint64 // speaker not consented: dropped undecrypted
 	TransportOpens    uint64 // AEAD opens performed (the decryption count)
 	TransportFailures uint64
@@ -78,7 +79,7 @@ type Stats struct {
 }
 
 type counters struct {
-	received, malformed, notAudio, unknown, noConsent, transportFail,
+	received, malformed, notAudio, unknown, heldSSRC, noConsent, transportFail,
 	daveFail, delivered, overflow, sent, droppedE2EE, gatewayBad, resumes atomic.Uint64
 }
 
@@ -117,6 +118,10 @@ type Conn struct {
 	// description started the DAVE session; only the handshake touches it.
 	daveStarted bool
 	daveEarly   []message
+
+	// held are packets waiting for their SSRC to be named; only the
+	// receive goroutine touches it.
+	held []heldPacket
 
 	errOnce sync.Once
 	err     error
@@ -537,7 +542,7 @@ func (c *Conn) Stats() Stats {
 	s := &c.stats
 	st := Stats{
 		PacketsReceived: s.received.Load(), Malformed: s.malformed.Load(), NotAudio: s.notAudio.Load(),
-		UnknownSSRC: s.unknown.Load(), DroppedNoConsent: s.noConsent.Load(),
+		UnknownSSRC: s.unknown.Load(), HeldForSSRC: s.heldSSRC.Load(), DroppedNoConsent: s.noConsent.Load(),
 		TransportFailures: s.transportFail.Load(), DAVEFailures: s.daveFail.Load(),
 		FramesDelivered: s.delivered.Load(), FramesOverflow: s.overflow.Load(), FramesSent: s.sent.Load(),
 		SendDroppedE2EE: s.droppedE2EE.Load(), GatewayMalformed: s.gatewayBad.Load(), Resumes: s.resumes.Load(),

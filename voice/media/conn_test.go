@@ -106,20 +106,10 @@ func TestFramesCrossTheRelayInEachMode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// Packets that beat the speaking op naming their SSRC are held
+			// for it: every frame is delivered, in order, byte for byte.
 			got := collect(t, b, n, 5*time.Second)
-			// The first packet may beat the speaking op that names its SSRC
-			// (as on Discord); every frame after the mapping is delivered,
-			// in order, byte for byte.
 			first := 0
-			for i := range n {
-				if string(got[0].Opus) == string(frame('a', i)) {
-					first = i
-					break
-				}
-			}
-			if first > 2 {
-				t.Fatalf("first delivered frame is #%d", first)
-			}
 			for i, f := range got[:n-first] {
 				if f.UserID != "100" || f.SSRC != a.SSRC() || string(f.Opus) != string(frame('a', first+i)) {
 					t.Fatalf("frame %d: user %q ssrc %d opus %q", i, f.UserID, f.SSRC, f.Opus)
@@ -402,13 +392,15 @@ func TestFlushStopsQueuedAudio(t *testing.T) {
 			t.Fatalf("frame %d not queued", i)
 		}
 	}
-	// The queue holds 10; the pacer may have taken a frame or two since.
-	full := false
-	for i := 10; i < 14 && !full; i++ {
-		full = !a.TrySend(frame('a', i))
+	// The queue holds 10; the pacer may have taken up to three since.
+	queued, full := 10, false
+	for i := 10; i < 20 && !full; i++ {
+		if full = !a.TrySend(frame('a', i)); !full {
+			queued++
+		}
 	}
 	if !full {
-		t.Fatal("TrySend queued past the queue's capacity")
+		t.Fatal("TrySend never reported a full queue")
 	}
 	dropped := a.Flush()
 	if dropped < 5 {
@@ -416,7 +408,7 @@ func TestFlushStopsQueuedAudio(t *testing.T) {
 	}
 	waitFor(t, "the utterance to end", func() bool { return !a.Speaking() })
 	sent := a.Stats().FramesSent
-	if sent > uint64(14-dropped+5) {
+	if sent > uint64(queued-dropped+5) {
 		t.Fatalf("sent %d packets after flushing %d", sent, dropped)
 	}
 	waitFor(t, "silence at the listener", func() bool {
@@ -444,9 +436,9 @@ func TestPacerHoldsABurstToRealTime(t *testing.T) {
 		}
 	}
 	waitFor(t, "the utterance to end", func() bool { return !a.Speaking() })
-	// n frames and 5 silence frames, at most two back to back: 34 gaps of
-	// 20 ms less one.
-	if d, min := time.Since(start), time.Duration(n+5-2)*media.FrameDuration; d < min {
+	// n frames and 5 silence frames, at most three back to back: the last
+	// leaves no sooner than (n+5-3) frames after the first.
+	if d, min := time.Since(start), time.Duration(n+5-3)*media.FrameDuration; d < min {
 		t.Fatalf("%d frames and their silence left in %v, faster than real time (%v)", n, d, min)
 	}
 }

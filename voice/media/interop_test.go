@@ -119,15 +119,14 @@ func decodeAll(t *testing.T, b64 []string) [][]byte {
 }
 
 // assertSameFrames checks that got is want from some frame on, byte for
-// byte and in order, with at most two leading frames missing (a first
-// packet may beat the speaking op that names its SSRC, as on Discord).
-func assertSameFrames(t *testing.T, got, want [][]byte) {
+// byte and in order, with at most maxSkip leading frames missing.
+func assertSameFrames(t *testing.T, got, want [][]byte, maxSkip int) {
 	t.Helper()
 	if len(got) == 0 {
 		t.Fatal("no frames")
 	}
 	skip := len(want) - len(got)
-	if skip < 0 || skip > 2 {
+	if skip < 0 || skip > maxSkip {
 		t.Fatalf("got %d frames of %d", len(got), len(want))
 	}
 	for i := range got {
@@ -186,7 +185,9 @@ func TestDiscordJSVoiceInterop(t *testing.T) {
 		if silence == 0 {
 			t.Error("discord.js ended its utterance without silence frames")
 		}
-		assertSameFrames(t, got, nodeTone)
+		// We hold packets that beat the speaking op naming their SSRC:
+		// not one frame is lost.
+		assertSameFrames(t, got, nodeTone, 0)
 		// discord.js left: op 13 removes its SSRC from our map.
 		ssrc, _ := srv.SSRC("111")
 		waitFor(t, "op 13 to unmap discord.js", func() bool { _, ok := us.UserBySSRC(ssrc); return !ok })
@@ -213,7 +214,9 @@ func TestDiscordJSVoiceInterop(t *testing.T) {
 		for _, s := range heard["frames"].([]any) {
 			got = append(got, s.(string))
 		}
-		assertSameFrames(t, decodeAll(t, got), ourTone)
+		// discord.js drops packets that beat the speaking op (it does not
+		// hold them); our pacer may send up to three back to back.
+		assertSameFrames(t, decodeAll(t, got), ourTone, 3)
 		if f := heard["freq"].(float64); f < 650 || f > 670 {
 			t.Fatalf("discord.js hears %v Hz, we sent 660 Hz", f)
 		}
@@ -237,7 +240,7 @@ func TestDiscordJSVoiceInterop(t *testing.T) {
 			}
 		}
 		heard := p.await(t, "heard", 30*time.Second)
-		if n := len(heard["frames"].([]any)); n < frames-2 {
+		if n := len(heard["frames"].([]any)); n < frames-3 {
 			t.Fatalf("discord.js heard %d frames after resuming", n)
 		}
 	})

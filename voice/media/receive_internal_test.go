@@ -74,7 +74,7 @@ func TestReceivePathDropsBeforeDecrypting(t *testing.T) {
 		expect func(Stats) uint64
 	}{
 		{"unconsented", packet(t, sender, 22, 1, []byte("opus")), 0, func(s Stats) uint64 { return s.DroppedNoConsent }},
-		{"unknown ssrc", packet(t, sender, 33, 1, []byte("opus")), 0, func(s Stats) uint64 { return s.UnknownSSRC }},
+		{"unknown ssrc (held)", packet(t, sender, 33, 1, []byte("opus")), 0, func(s Stats) uint64 { return s.HeldForSSRC }},
 		{"own ssrc", packet(t, sender, 99, 1, []byte("opus")), 0, func(s Stats) uint64 { return s.UnknownSSRC }},
 		{"short", good[:20], 0, func(s Stats) uint64 { return s.Malformed }},
 		{"rtp version 1", append([]byte{0x40}, good[1:]...), 0, func(s Stats) uint64 { return s.Malformed }},
@@ -91,6 +91,46 @@ func TestReceivePathDropsBeforeDecrypting(t *testing.T) {
 				t.Fatalf("stats %+v", s)
 			}
 		})
+	}
+}
+
+// TestPacketsBeforeTheSpeakingOpAreHeldThenJudged: a speaker's first
+// packets can beat the op 5 that names its SSRC. They are held encrypted,
+// then judged in order once it is named: delivered if consented, dropped
+// undecrypted if not, and dropped when never named.
+func TestPacketsBeforeTheSpeakingOpAreHeldThenJudged(t *testing.T) {
+	sender, _ := NewTransport(ModeAES256GCM, testKey)
+	c := newReceiver(t, ModeAES256GCM, func(u string) bool { return u == "carol" })
+	now := time.Now()
+	for i := range 3 {
+		c.receivePacket(packet(t, sender, 44, uint16(i), []byte(fmt.Sprint("carol-", i))), nil, now)
+		c.receivePacket(packet(t, sender, 55, uint16(i), []byte("dave")), nil, now)
+	}
+	c.receivePacket(packet(t, sender, 66, 0, []byte("never named")), nil, now)
+	if s := c.Stats(); s.HeldForSSRC != 7 || s.TransportOpens != 0 || len(c.frames) != 0 {
+		t.Fatalf("before naming: %+v", s)
+	}
+	// op 5 names both; carol consented, dave not
+	c.mu.Lock()
+	c.bySSRC[44], c.bySSRC[55] = "carol", "dave"
+	c.mu.Unlock()
+	c.receivePacket(packet(t, sender, 44, 3, []byte("carol-3")), nil, now.Add(10*time.Millisecond))
+	c.receivePacket(packet(t, sender, 55, 3, []byte("dave")), nil, now.Add(10*time.Millisecond))
+	var got []string
+	for len(c.frames) > 0 {
+		got = append(got, string((<-c.frames).Opus))
+	}
+	if fmt.Sprint(got) != "[carol-0 carol-1 carol-2 carol-3]" {
+		t.Fatalf("delivered %v", got)
+	}
+	s := c.Stats()
+	if s.TransportOpens != 4 || s.DroppedNoConsent != 4 || s.UnknownSSRC != 0 {
+		t.Fatalf("after naming: %+v", s)
+	}
+	// the never-named packet expires
+	c.receivePacket(packet(t, sender, 44, 4, []byte("carol-4")), nil, now.Add(time.Second))
+	if s := c.Stats(); s.UnknownSSRC != 1 || len(c.held) != 0 {
+		t.Fatalf("after expiry: %+v, %d held", s, len(c.held))
 	}
 }
 

@@ -14,6 +14,11 @@ const FrameDuration = 20 * time.Millisecond
 // trailingSilence is how many silence frames end an utterance.
 const trailingSilence = 5
 
+// burstAllowance is how far ahead of real time the pacer lets packets
+// run: two frames, which a receiver's jitter buffer absorbs and which lets
+// a producer that stalled for up to two frames catch up.
+const burstAllowance = 2 * FrameDuration
+
 // keepaliveEvery is how often an idle connection sends a UDP keepalive.
 const keepaliveEvery = 5 * time.Second
 
@@ -86,10 +91,11 @@ type sender struct {
 // pace sends frames with the speaking flag set, ends an utterance with
 // five silence frames, and sends UDP keepalives while idle. Pacing is a
 // GCRA (virtual scheduling): each packet advances a theoretical time by
-// 20 ms and a packet may leave once it is at most one frame ahead of it.
-// A producer handing frames over in real time has each sent on arrival,
-// its jitter absorbed up to a frame; frames queued ahead of real time
-// leave at 20 ms intervals (after at most two back to back).
+// 20 ms and a packet may leave once it is at most burstAllowance ahead of
+// it. A producer handing frames over in real time has each sent on
+// arrival, a stall of up to burstAllowance caught up without lasting delay;
+// frames queued ahead of real time leave at 20 ms intervals (after at most
+// three back to back).
 func (c *Conn) pace() {
 	defer c.wg.Done()
 	s := newSender(c)
@@ -131,7 +137,13 @@ func (c *Conn) pace() {
 		tat := time.Now() // theoretical time of the next packet
 		silence := trailingSilence
 		for {
-			if !sleepUntil(tat.Add(-FrameDuration)) {
+			if f != nil && silence != trailingSilence {
+				// Speech resumes after silence frames filled a gap: those
+				// slots are not owed to the schedule, so it restarts now
+				// rather than holding every later frame behind them.
+				tat = time.Now()
+			}
+			if !sleepUntil(tat.Add(-burstAllowance)) {
 				return
 			}
 			now := time.Now()
