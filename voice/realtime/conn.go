@@ -566,8 +566,10 @@ func (c *converse) ack(itemID string) {
 }
 
 // flush writes the latest briefing if this connection has not had it yet.
-// A briefing already acknowledged on an earlier connection is a re-seed and
-// gets ReseedPrefix; one the caller marked as a refresh gets RefreshPrefix.
+// A briefing already written on an earlier connection (acknowledged or not:
+// the connection may have dropped between the server reading it and its
+// acknowledgement reaching us) is a re-seed and gets ReseedPrefix; one the
+// caller marked as a refresh gets RefreshPrefix.
 func (c *converse) flush() error {
 	s := c.s
 	s.mu.Lock()
@@ -579,7 +581,7 @@ func (c *converse) flush() error {
 	}
 	text, kind := b.text, "briefing"
 	switch {
-	case b.delivered:
+	case b.delivered || b.written:
 		text, kind = ReseedPrefix+text, "reseed"
 	case b.refresh:
 		text, kind = RefreshPrefix+text, "refresh"
@@ -597,6 +599,9 @@ func (c *converse) flush() error {
 	s.mu.Lock()
 	s.connGen = b.gen
 	s.stats.ItemsSent++
+	if s.latest.gen == b.gen {
+		s.latest.written = true
+	}
 	s.mu.Unlock()
 	s.log.Debug("realtime briefing sent", zap.String("kind", kind), zap.Int("length", len(text)))
 	return nil

@@ -302,9 +302,11 @@ type briefing struct {
 	text    string
 	refresh bool
 	gen     uint64 // 0: no briefing yet
-	// delivered: acknowledged by some connection's server, so sending it
-	// again on a new connection is a re-seed.
+	// delivered: acknowledged by some connection's server. written: sent on
+	// some connection, acknowledged or not. Either way the model may have
+	// read it, so sending it again on a new connection is a re-seed.
 	delivered bool
+	written   bool
 }
 
 // Session is one realtime voice session: a connection kept up in the

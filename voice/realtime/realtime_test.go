@@ -115,6 +115,28 @@ func TestRefreshIsANewItemThatSaysSo(t *testing.T) {
 	}
 }
 
+// TestReconnectBeforeAckReseeds: a briefing the server read but never
+// acknowledged before the connection dropped may have reached the model, so
+// the next connection gets it as a re-seed, never as a first briefing.
+func TestReconnectBeforeAckReseeds(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t, realtimetest.NoAck())
+	s, _ := start(t, testConfig(f.URL()))
+	text := secret("Dana (consented) prefers tea over coffee.")
+	if err := s.Brief(context.Background(), text, false); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFrames(2)
+	f.Drop()
+	frames := f.WaitConnFrames(2, 2)
+	if frames[1].Type != "conversation.item.create" || frames[1].Text != ReseedPrefix+text {
+		t.Errorf("second frame after reconnect = %s, want the briefing marked as re-sent", frames[1].Raw)
+	}
+	if st := s.Stats(); st.BriefingsDelivered != 0 || !st.Pending {
+		t.Errorf("Stats = %+v, want nothing delivered and the briefing pending (never acknowledged)", st)
+	}
+}
+
 func TestReconnectReseedsLatestBriefing(t *testing.T) {
 	noLeaks(t)
 	f := newFake(t)
@@ -130,6 +152,9 @@ func TestReconnectReseedsLatestBriefing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.WaitFrames(3)
+	// This test drops a connection whose items were all acknowledged; the
+	// next one drops it between the server reading an item and its ack.
+	eventually(t, "both items acknowledged", func() bool { return s.Stats().ItemsAcked == 2 })
 
 	dropped := time.Now()
 	f.Drop()
