@@ -64,26 +64,34 @@ type Peer interface {
 // (voice/dave/davetest) provides the real external sender; NoDAVE is
 // protocol version 0. Methods are called from the peer's gateway goroutine.
 type DAVE interface {
-	// ProtocolVersion is sent in the session description.
-	ProtocolVersion() int
+	// ProtocolVersion is sent in the session description of a client that
+	// identified with maxVersion as its max_dave_protocol_version.
+	ProtocolVersion(maxVersion int) int
 	// Joined is called after a client's session description was sent.
 	Joined(p Peer, maxVersion int)
 	// Left is called when a client's session ended.
 	Left(userID string)
-	// JSON receives opcodes 23 and 31; Binary receives 26 and 28.
-	JSON(p Peer, op int, d json.RawMessage)
-	Binary(p Peer, op int, payload []byte)
+	// JSON receives opcodes 23 and 31; Binary receives 26 and 28. An error
+	// that is a close code (CloseCode) closes the client's socket with it.
+	JSON(p Peer, op int, d json.RawMessage) error
+	Binary(p Peer, op int, payload []byte) error
 }
+
+// CloseCode is a voice gateway close code a DAVE role returns to have the
+// client's socket closed with it (e.g. 4002 for an undecodable message).
+type CloseCode int
+
+func (c CloseCode) Error() string { return protocolError(c).Error() }
 
 // NoDAVE is protocol version 0: no end-to-end encryption.
 type NoDAVE struct{}
 
 // ProtocolVersion reports 0.
-func (NoDAVE) ProtocolVersion() int            { return 0 }
-func (NoDAVE) Joined(Peer, int)                {}
-func (NoDAVE) Left(string)                     {}
-func (NoDAVE) JSON(Peer, int, json.RawMessage) {}
-func (NoDAVE) Binary(Peer, int, []byte)        {}
+func (NoDAVE) ProtocolVersion(int) int               { return 0 }
+func (NoDAVE) Joined(Peer, int)                      {}
+func (NoDAVE) Left(string)                           {}
+func (NoDAVE) JSON(Peer, int, json.RawMessage) error { return nil }
+func (NoDAVE) Binary(Peer, int, []byte) error        { return nil }
 
 // Credentials are what Discord's main gateway would hand a client for one
 // voice session (VOICE_STATE_UPDATE + VOICE_SERVER_UPDATE).
@@ -117,6 +125,7 @@ type Server struct {
 
 	relayed  atomic.Uint64
 	rejected atomic.Uint64
+	payloads [3]atomic.Uint64 // DAVE frames, silence frames, other (clear) frames
 	resumes  atomic.Uint64
 }
 
@@ -197,6 +206,9 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	_ = s.http.Close()
 	_ = s.udp.Close()
+	if c, ok := s.opts.DAVE.(interface{ Close() }); ok {
+		c.Close()
+	}
 	for _, ss := range socks {
 		ss.mu.Lock()
 		if ss.expiry != nil {
@@ -409,6 +421,7 @@ func (s *Server) relay(p []byte, addr *net.UDPAddr) {
 		s.rejected.Add(1)
 		return
 	}
+	s.payloads[classify(hdr, plain)].Add(1)
 	for _, o := range s.others(from) {
 		o.mu.Lock()
 		to, dst := o.transport, o.udpAddr
@@ -423,6 +436,40 @@ func (s *Server) relay(p []byte, addr *net.UDPAddr) {
 			}
 		}
 	}
+}
+
+// Payloads counts the audio frames clients sent through the relay by what
+// the relay saw once transport encryption was off: DAVE frames (ending in
+// the 0xFAFA magic marker), the Opus silence frame (which DAVE never
+// encrypts), and anything else, which in an end-to-end encrypted call is
+// audio sent in the clear.
+type Payloads struct {
+	DAVE, Silence, Clear uint64
+}
+
+// Payloads reports what the relay carried.
+func (s *Server) Payloads() Payloads {
+	return Payloads{DAVE: s.payloads[0].Load(), Silence: s.payloads[1].Load(), Clear: s.payloads[2].Load()}
+}
+
+// classify reads a relayed packet's payload: 0 a DAVE frame, 1 the silence
+// frame, 2 anything else. The extension body (rtpsize encrypts it with the
+// payload) is skipped first.
+func classify(hdr, plain []byte) int {
+	if hdr[0]&0x10 != 0 && len(hdr) >= 16 {
+		n := 4 * int(binary.BigEndian.Uint16(hdr[len(hdr)-2:]))
+		if n > len(plain) {
+			return 2
+		}
+		plain = plain[n:]
+	}
+	switch {
+	case len(plain) == 3 && plain[0] == 0xF8 && plain[1] == 0xFF && plain[2] == 0xFE:
+		return 1
+	case len(plain) > 2 && plain[len(plain)-2] == 0xFA && plain[len(plain)-1] == 0xFA:
+		return 0
+	}
+	return 2
 }
 
 // Wait blocks until cond holds or ctx ends, polling: a helper for tests

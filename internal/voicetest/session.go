@@ -122,6 +122,16 @@ func (ss *session) closeSocket(code int) {
 	}
 }
 
+// daveErr turns a DAVE role's CloseCode into the protocolError that closes
+// the socket; other errors are the role's business and close nothing.
+func daveErr(err error) error {
+	var c CloseCode
+	if errors.As(err, &c) {
+		return protocolError(c)
+	}
+	return nil
+}
+
 // protocolError closes the socket with a Discord close code.
 type protocolError int
 
@@ -242,7 +252,9 @@ func (s *Server) readLoop(c *wsConn, sessp **session) error {
 			if len(b) < 1 || (b[0] != 26 && b[0] != 28) {
 				return closeUnknownOpcode
 			}
-			s.opts.DAVE.Binary(sess, int(b[0]), b[1:])
+			if err := daveErr(s.opts.DAVE.Binary(sess, int(b[0]), b[1:])); err != nil {
+				return err
+			}
 			continue
 		}
 		var m clientMsg
@@ -282,7 +294,9 @@ func (s *Server) readLoop(c *wsConn, sessp **session) error {
 				return err
 			}
 		default:
-			s.opts.DAVE.JSON(sess, op, m.D)
+			if err := daveErr(s.opts.DAVE.JSON(sess, op, m.D)); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -436,7 +450,7 @@ func (s *Server) selectProtocol(sess *session, raw json.RawMessage) error {
 	others := s.others(sess)
 	if err := sess.SendJSON(4, map[string]any{
 		"mode": d.Data.Mode, "secret_key": ints, "audio_codec": "opus",
-		"dave_protocol_version": s.opts.DAVE.ProtocolVersion(), "media_session_id": randHex(8),
+		"dave_protocol_version": s.opts.DAVE.ProtocolVersion(sess.maxDAVE), "media_session_id": randHex(8),
 	}); err != nil {
 		return err
 	}

@@ -147,6 +147,15 @@ func (s *Session) Epoch() uint64 {
 	return s.m.established.Epoch().AsUint64()
 }
 
+// TransitionPending reports whether a prepared transition awaits its
+// execute (op 22): until then our frames still go out under the previous
+// epoch's key.
+func (s *Session) TransitionPending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) > 0
+}
+
 // Members returns the user ids in the established group.
 func (s *Session) Members() []UserID {
 	s.mu.Lock()

@@ -105,7 +105,7 @@ type externalSender struct {
 	peers map[string]voicetest.Peer
 }
 
-func (e *externalSender) ProtocolVersion() int { return 1 }
+func (e *externalSender) ProtocolVersion(int) int { return 1 }
 
 func (e *externalSender) Joined(p voicetest.Peer, max int) {
 	e.mu.Lock()
@@ -116,22 +116,24 @@ func (e *externalSender) Joined(p voicetest.Peer, max int) {
 
 func (e *externalSender) Left(string) {}
 
-func (e *externalSender) JSON(p voicetest.Peer, op int, d json.RawMessage) {
+func (e *externalSender) JSON(p voicetest.Peer, op int, d json.RawMessage) error {
 	e.mu.Lock()
 	e.got = append(e.got, p.UserID()+":json:"+string(rune('0'+op/10))+string(rune('0'+op%10)))
 	e.mu.Unlock()
 	if op == 23 {
 		_ = p.SendJSON(22, map[string]int{"transition_id": 7})
 	}
+	return nil
 }
 
-func (e *externalSender) Binary(p voicetest.Peer, op int, payload []byte) {
+func (e *externalSender) Binary(p voicetest.Peer, op int, payload []byte) error {
 	e.mu.Lock()
 	e.got = append(e.got, p.UserID()+":bin:"+string(rune('0'+op/10))+string(rune('0'+op%10))+":"+string(payload))
 	e.mu.Unlock()
 	if op == 26 {
 		_ = p.SendJSON(21, map[string]int{"transition_id": 7, "protocol_version": 1})
 	}
+	return nil
 }
 
 func TestDAVEOpcodesReachTheSessionAndBack(t *testing.T) {

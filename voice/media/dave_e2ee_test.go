@@ -1,0 +1,161 @@
+package media_test
+
+import (
+	"bytes"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clankie/clankie/internal/voicetest"
+	"github.com/clankie/clankie/voice/dave"
+	"github.com/clankie/clankie/voice/davemedia"
+	"github.com/clankie/clankie/voice/media"
+)
+
+// testChannel is the voice channel every client in these tests joins: its
+// id is the MLS group id.
+const testChannel = "700000000000000001"
+
+func daveServer(t *testing.T) (*voicetest.Server, *voicetest.DAVEServer) {
+	t.Helper()
+	role, err := voicetest.NewDAVEServer(voicetest.DAVEServerOptions{ChannelID: 700000000000000001})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return voicetest.New(t, voicetest.Options{DAVE: role, RequireDAVE: true}), role
+}
+
+// consent is a consent set the test changes while the call runs.
+type consent struct {
+	mu  sync.RWMutex
+	yes map[string]bool
+}
+
+func newConsent(users ...string) *consent {
+	c := &consent{yes: map[string]bool{}}
+	for _, u := range users {
+		c.yes[u] = true
+	}
+	return c
+}
+
+func (c *consent) allow(u string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.yes[u]
+}
+
+// daveClient is our client: media.Conn with a DAVE session through davemedia.
+type daveClient struct {
+	*media.Conn
+	dave *davemedia.Session
+}
+
+func dialDAVE(t *testing.T, srv *voicetest.Server, user string, allow func(string) bool) daveClient {
+	t.Helper()
+	d, err := davemedia.New(davemedia.Config{UserID: user, ChannelID: testChannel, Allow: allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(srv, user, allow)
+	cfg.DAVE = d
+	c, err := media.Dial(ctxT(t, 10*time.Second), cfg)
+	if err != nil {
+		t.Fatalf("dial %s: %v", user, err)
+	}
+	t.Cleanup(func() { _ = c.Close(); d.Close() })
+	if !srv.Wait(ctxT(t, 5*time.Second), func() bool { return srv.Connected(user) }) {
+		t.Fatalf("%s never connected", user)
+	}
+	return daveClient{Conn: c, dave: d}
+}
+
+func uid(t *testing.T, s string) dave.UserID {
+	t.Helper()
+	u, err := dave.ParseUserID(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// settle waits until the DAVE role has exactly users in an established
+// group with nothing in flight, and each of ours has processed the commit
+// and executed the transition (so sends under the new epoch's key).
+func settle(t *testing.T, role *voicetest.DAVEServer, users []string, ours ...daveClient) {
+	t.Helper()
+	waitFor(t, "DAVE group of "+joinIDs(users), func() bool {
+		if !role.Settled(users...) {
+			return false
+		}
+		for _, c := range ours {
+			if s := c.dave.DAVE(); s.Epoch() != role.Epoch() || s.TransitionPending() || !s.Ready() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func joinIDs(ids []string) string {
+	var b bytes.Buffer
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(id)
+	}
+	return b.String()
+}
+
+// TestDAVEBetweenOurClients runs two and then three of our clients through
+// the fake server's DAVE role: frames cross end-to-end encrypted, every
+// relayed payload is a DAVE frame, and a member joining and leaving
+// changes the epoch without stopping the frames.
+func TestDAVEBetweenOurClients(t *testing.T) {
+	srv, role := daveServer(t)
+	a := dialDAVE(t, srv, "100", allowAll)
+	b := dialDAVE(t, srv, "200", allowAll)
+	settle(t, role, []string{"100", "200"}, a, b)
+	ctx := ctxT(t, 20*time.Second)
+	send := func(c daveClient, from byte, n int) {
+		for i := range n {
+			if err := c.Send(ctx, frame(from, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(a, 'a', 10)
+	for _, f := range collect(t, b.Conn, 8, 5*time.Second) {
+		if !bytes.HasPrefix(f.Opus, []byte("opus:a:")) {
+			t.Fatalf("B got %q", f.Opus)
+		}
+	}
+	if st := b.dave.DAVE().Stats(uid(t, "100")); st.Successes < 8 {
+		t.Fatalf("B's DAVE stats for A: %+v", st)
+	}
+	e1 := role.Epoch()
+
+	c := dialDAVE(t, srv, "300", allowAll)
+	settle(t, role, []string{"100", "200", "300"}, a, b, c)
+	if role.Epoch() <= e1 {
+		t.Fatalf("epoch %d after a join, was %d", role.Epoch(), e1)
+	}
+	send(a, 'a', 10)
+	collect(t, b.Conn, 8, 5*time.Second)
+	collect(t, c.Conn, 8, 5*time.Second)
+
+	_ = b.Close()
+	settle(t, role, []string{"100", "300"}, a, c)
+	send(c, 'c', 10)
+	for _, f := range collect(t, a.Conn, 8, 5*time.Second) {
+		if !bytes.HasPrefix(f.Opus, []byte("opus:c:")) {
+			t.Fatalf("A got %q", f.Opus)
+		}
+	}
+	p := srv.Payloads()
+	if p.Clear != 0 || p.DAVE < 24 {
+		t.Fatalf("relay carried %+v", p)
+	}
+	t.Logf("relay %+v; DAVE role %+v", p, role.Stats())
+}
