@@ -35,6 +35,7 @@ type DAVEServer struct {
 	pkg     []byte
 	groupID []byte
 	timeout time.Duration
+	logf    func(format string, args ...any)
 
 	mu          sync.Mutex
 	closed      bool
@@ -95,6 +96,9 @@ type DAVEServerOptions struct {
 	// TransitionTimeout is how long a transition waits for every member's
 	// ready before executing anyway (default 3 s).
 	TransitionTimeout time.Duration
+	// Logf, when set, receives one line per DAVE message the role sends or
+	// receives (opcodes, user ids, epochs; never key material).
+	Logf func(format string, args ...any)
 }
 
 // NewDAVEServer returns a DAVE role with a fresh external sender key.
@@ -108,9 +112,15 @@ func NewDAVEServer(opts DAVEServerOptions) (*DAVEServer, error) {
 	}
 	return &DAVEServer{
 		es: es, pkg: es.Package(), groupID: binary.BigEndian.AppendUint64(nil, opts.ChannelID),
-		timeout: opts.TransitionTimeout, version: 1,
+		timeout: opts.TransitionTimeout, version: 1, logf: opts.Logf,
 		peers: map[string]*davePeer{}, inGroup: map[string]bool{},
 	}, nil
+}
+
+func (d *DAVEServer) log(format string, args ...any) {
+	if d.logf != nil {
+		d.logf("dave role: "+format, args...)
+	}
 }
 
 // Close stops a pending transition's timer; Server.Close calls it.
@@ -181,6 +191,7 @@ func (d *DAVEServer) Joined(p Peer, maxVersion int) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.log("%s joined (max version %d)", p.UserID(), maxVersion)
 	d.peers[p.UserID()] = &davePeer{p: p, id: id, max: maxVersion}
 	if maxVersion < 1 {
 		if d.version > 0 {
@@ -204,6 +215,7 @@ func (d *DAVEServer) Left(userID string) {
 		return
 	}
 	delete(d.peers, userID)
+	d.log("%s left (in group %v)", userID, d.inGroup[userID])
 	if d.version == 0 {
 		if dp.max < 1 && d.allSupportDAVELocked() && len(d.peers) > 0 {
 			d.upgradeLocked()
@@ -235,6 +247,7 @@ func (d *DAVEServer) JSON(p Peer, op int, raw json.RawMessage) error {
 	if d.peers[p.UserID()] == nil {
 		return nil
 	}
+	d.log("op %d from %s: transition %d", op, p.UserID(), *m.TransitionID)
 	switch op {
 	case 23:
 		d.readyLocked(p.UserID(), *m.TransitionID)
@@ -263,6 +276,7 @@ func (d *DAVEServer) Binary(p Peer, op int, payload []byte) error {
 	if dp == nil || d.version == 0 {
 		return nil
 	}
+	d.log("op %d from %s (%d bytes)", op, p.UserID(), len(payload))
 	switch op {
 	case 26:
 		user, err := keyPackageUser(payload)
@@ -327,6 +341,7 @@ func (d *DAVEServer) proposeAddLocked(user string, to []string) *proposal {
 		return nil
 	}
 	pr := &proposal{msg: msg, ref: ref, add: true, user: user}
+	d.log("propose add %s at epoch %d to %v", user, d.epoch, to)
 	d.props = append(d.props, pr)
 	d.sendProposalLocked(pr, to)
 	return pr
@@ -360,6 +375,7 @@ func (d *DAVEServer) revokeAddLocked(user string) {
 	}
 	d.props = slices.DeleteFunc(d.props, func(p *proposal) bool { return p == pr })
 	d.stats.Revokes++
+	d.log("revoke add %s", user)
 	body := davetest.ProposalsRevoke(pr.ref)
 	for _, u := range pr.to {
 		if dp := d.peers[u]; dp != nil && u != user {
@@ -385,6 +401,7 @@ func (d *DAVEServer) removeMemberLocked(user, except string) {
 		return
 	}
 	pr := &proposal{msg: msg, ref: ref, user: user}
+	d.log("propose remove %s (leaf %d) at epoch %d", user, leaf, d.epoch)
 	d.props = append(d.props, pr)
 	var to []string
 	for _, u := range d.members() {
@@ -403,6 +420,7 @@ func (d *DAVEServer) soleMemberResetLocked(leaving string) {
 	rest := d.others(d.members(), leaving)
 	d.resetGroupLocked()
 	d.stats.SoleMemberResets++
+	d.log("sole member reset for %v", rest)
 	for _, u := range rest {
 		dp := d.peers[u]
 		if dp == nil {
@@ -432,6 +450,7 @@ func (d *DAVEServer) commitLocked(from *davePeer, c commitInfo, commit, welcome 
 	user := strconv.FormatUint(from.id, 10)
 	eligible := d.inGroup[user] || (!d.established && from.kp != nil)
 	if !eligible || c.epoch != d.epoch || !bytes.Equal(c.groupID, d.groupID) || len(c.refs) == 0 {
+		d.log("commit from %s for epoch %d ignored (epoch %d, eligible %v)", user, c.epoch, d.epoch, eligible)
 		d.stats.CommitsIgnored++
 		return
 	}
@@ -447,12 +466,14 @@ func (d *DAVEServer) commitLocked(from *davePeer, c commitInfo, commit, welcome 
 	for _, ref := range c.refs {
 		i := slices.IndexFunc(want, func(p *proposal) bool { return bytes.Equal(p.ref, ref) })
 		if i < 0 {
+			d.log("commit from %s references an unknown proposal", user)
 			d.stats.CommitsIgnored++
 			return
 		}
 		ordered = append(ordered, want[i])
 	}
 	if len(ordered) != len(want) {
+		d.log("commit from %s references %d of %d proposals", user, len(ordered), len(want))
 		d.stats.CommitsIgnored++
 		return
 	}
@@ -506,6 +527,7 @@ func (d *DAVEServer) commitLocked(from *davePeer, c commitInfo, commit, welcome 
 			d.stats.Welcomes++
 		}
 	}
+	d.log("commit from %s accepted: epoch %d, transition %d, added %v removed %v", user, d.epoch, tid, added, removed)
 	d.startTransitionLocked(tid, d.version, d.members())
 	// Members whose key package missed this commit are proposed anew.
 	for _, u := range d.pendingPeers() {
@@ -561,6 +583,7 @@ func (d *DAVEServer) executeLocked(timedOut bool) {
 		t.timer.Stop()
 	}
 	d.stats.Executed++
+	d.log("execute transition %d (timed out %v) for %v", t.id, timedOut, t.members)
 	for _, u := range t.members {
 		if dp := d.peers[u]; dp != nil {
 			_ = dp.p.SendJSON(22, map[string]int{"transition_id": int(t.id)})

@@ -18,7 +18,7 @@ const testChannel = "700000000000000001"
 
 func daveServer(t *testing.T) (*voicetest.Server, *voicetest.DAVEServer) {
 	t.Helper()
-	role, err := voicetest.NewDAVEServer(voicetest.DAVEServerOptions{ChannelID: 700000000000000001})
+	role, err := voicetest.NewDAVEServer(voicetest.DAVEServerOptions{ChannelID: 700000000000000001, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,6 +53,13 @@ type daveClient struct {
 
 func dialDAVE(t *testing.T, srv *voicetest.Server, user string, allow func(string) bool) daveClient {
 	t.Helper()
+	return dialDAVEFor(t, t, srv, user, allow)
+}
+
+// dialDAVEFor dials in t but leaves the connection open until owner (a
+// parent test) ends, for a client that outlives the subtest dialing it.
+func dialDAVEFor(t *testing.T, owner testing.TB, srv *voicetest.Server, user string, allow func(string) bool) daveClient {
+	t.Helper()
 	d, err := davemedia.New(davemedia.Config{UserID: user, ChannelID: testChannel, Allow: allow})
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +70,7 @@ func dialDAVE(t *testing.T, srv *voicetest.Server, user string, allow func(strin
 	if err != nil {
 		t.Fatalf("dial %s: %v", user, err)
 	}
-	t.Cleanup(func() { _ = c.Close(); d.Close() })
+	owner.Cleanup(func() { _ = c.Close(); d.Close() })
 	if !srv.Wait(ctxT(t, 5*time.Second), func() bool { return srv.Connected(user) }) {
 		t.Fatalf("%s never connected", user)
 	}
@@ -84,6 +91,15 @@ func uid(t *testing.T, s string) dave.UserID {
 // and executed the transition (so sends under the new epoch's key).
 func settle(t *testing.T, role *voicetest.DAVEServer, users []string, ours ...daveClient) {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			t.Logf("role: settled %v epoch %d version %d %+v", role.Settled(users...), role.Epoch(), role.Version(), role.Stats())
+			for _, c := range ours {
+				s := c.dave.DAVE()
+				t.Logf("client: epoch %d pending %v ready %v members %v", s.Epoch(), s.TransitionPending(), s.Ready(), s.Members())
+			}
+		}
+	}()
 	waitFor(t, "DAVE group of "+joinIDs(users), func() bool {
 		if !role.Settled(users...) {
 			return false

@@ -22,6 +22,7 @@ type nodePeer struct {
 	cmd    *exec.Cmd
 	lines  chan map[string]any
 	stderr bytes.Buffer
+	early  []map[string]any // events read while waiting for another
 }
 
 func startNode(t *testing.T, srv *voicetest.Server, mode string, cfg any) *nodePeer {
