@@ -36,6 +36,7 @@ type DAVEServer struct {
 	groupID []byte
 	timeout time.Duration
 	logf    func(format string, args ...any)
+	tamper  func(op int, user string, body []byte) []byte
 
 	mu          sync.Mutex
 	closed      bool
@@ -96,6 +97,10 @@ type DAVEServerOptions struct {
 	// TransitionTimeout is how long a transition waits for every member's
 	// ready before executing anyway (default 3 s).
 	TransitionTimeout time.Duration
+	// Tamper, when set, sees every commit (op 29) and welcome (op 30) body
+	// before it goes to user and returns what to send instead: a test
+	// corrupts one to drive a member through op 31 recovery.
+	Tamper func(op int, user string, body []byte) []byte
 	// Logf, when set, receives one line per DAVE message the role sends or
 	// receives (opcodes, user ids, epochs; never key material).
 	Logf func(format string, args ...any)
@@ -112,7 +117,7 @@ func NewDAVEServer(opts DAVEServerOptions) (*DAVEServer, error) {
 	}
 	return &DAVEServer{
 		es: es, pkg: es.Package(), groupID: binary.BigEndian.AppendUint64(nil, opts.ChannelID),
-		timeout: opts.TransitionTimeout, version: 1, logf: opts.Logf,
+		timeout: opts.TransitionTimeout, version: 1, logf: opts.Logf, tamper: opts.Tamper,
 		peers: map[string]*davePeer{}, inGroup: map[string]bool{},
 	}, nil
 }
@@ -438,10 +443,11 @@ func (d *DAVEServer) resetGroupLocked() {
 	d.roster.Reset()
 	clear(d.inGroup)
 	d.props = nil
-	if d.trans != nil && d.trans.timer != nil {
-		d.trans.timer.Stop()
+	// A transition in flight is executed, not dropped: members that sent
+	// op 23 would otherwise wait for it forever.
+	if d.trans != nil {
+		d.executeLocked(false)
 	}
-	d.trans = nil
 }
 
 // commitLocked accepts the first valid commit of the epoch: it announces it
@@ -514,16 +520,14 @@ func (d *DAVEServer) commitLocked(from *davePeer, c commitInfo, commit, welcome 
 	d.props = nil
 	d.epoch++
 	tid := d.nextTIDLocked()
-	announce := davetest.Binary(0, 29, tid, commit)[3:]
 	for _, u := range old {
 		if dp := d.peers[u]; dp != nil && !slices.Contains(removed, u) {
-			_ = dp.p.SendBinary(29, announce)
+			_ = dp.p.SendBinary(29, davetest.Binary(0, 29, tid, d.tampered(29, u, commit))[3:])
 		}
 	}
-	welcomeMsg := davetest.Binary(0, 30, tid, welcome)[3:]
 	for _, u := range added {
 		if dp := d.peers[u]; dp != nil {
-			_ = dp.p.SendBinary(30, welcomeMsg)
+			_ = dp.p.SendBinary(30, davetest.Binary(0, 30, tid, d.tampered(30, u, welcome))[3:])
 			d.stats.Welcomes++
 		}
 	}
@@ -535,6 +539,13 @@ func (d *DAVEServer) commitLocked(from *davePeer, c commitInfo, commit, welcome 
 			d.proposeAddLocked(u, d.members())
 		}
 	}
+}
+
+func (d *DAVEServer) tampered(op int, user string, body []byte) []byte {
+	if d.tamper == nil {
+		return body
+	}
+	return d.tamper(op, user, slices.Clone(body))
 }
 
 func (d *DAVEServer) nextTIDLocked() uint16 {

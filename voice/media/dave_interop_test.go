@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -316,5 +317,58 @@ func TestDiscordJSDAVEInterop(t *testing.T) {
 	// Whatever happened, no audio crossed the relay in the clear.
 	if p := srv.Payloads(); p.Clear != 0 {
 		t.Fatalf("relay carried %d clear frames into an end-to-end encrypted call (%+v)", p.Clear, p)
+	}
+}
+
+// TestDiscordJSDAVERecovery corrupts the first commit or welcome the fake
+// server sends discord.js: davey refuses it, discord.js reports op 31 and
+// sends a new key package, the server re-adds it, and the call carries
+// audio both ways again.
+func TestDiscordJSDAVERecovery(t *testing.T) {
+	var corrupted atomic.Bool
+	role, err := voicetest.NewDAVEServer(voicetest.DAVEServerOptions{
+		ChannelID: 700000000000000001, Logf: t.Logf,
+		Tamper: func(op int, user string, body []byte) []byte {
+			if user == "111" && corrupted.CompareAndSwap(false, true) {
+				body[len(body)/2] ^= 0xFF
+			}
+			return body
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := voicetest.New(t, voicetest.Options{DAVE: role, RequireDAVE: true})
+	const frames = 50
+	nodeTone := encodeTone(t, 440, frames)
+	ourTone := encodeTone(t, 660, frames)
+	ctx := ctxT(t, 60*time.Second)
+	us := dialDAVE(t, srv, "222", allowAll)
+	p := startNode(t, srv, "dave", map[string]any{
+		"creds": srv.Join("111"), "channel": testChannel, "with": []string{"222"},
+		"hear": "222", "hearFrames": frames - 3, "frames": b64(nodeTone), "timeoutMs": 20000,
+	})
+	waitFor(t, "op 31 from discord.js", func() bool { return role.Stats().InvalidReports >= 1 })
+	settle(t, role, []string{"111", "222"}, us)
+	p.await(t, "ready", 20*time.Second)
+	sent := sendAll(ctx, us.Conn, ourTone)
+	got := collectFrom(t, us.Conn, p, "111", 30*time.Second, nil)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	heard := p.awaitHeard(t)
+	hf := heardFrames(t, heard)
+	t.Logf("after recovery: we got %d (DAVE %+v), discord.js heard %d; role %+v", len(got), us.dave.DAVE().Stats(uid(t, "111")), len(hf), role.Stats())
+	if !corrupted.Load() {
+		t.Fatal("nothing was corrupted")
+	}
+	if len(got) < frames-2 || !near(toneOf(t, got), 440, 5) {
+		t.Fatalf("after recovery we got %d frames", len(got))
+	}
+	if len(hf) < frames-3 || !near(toneOf(t, hf), 660, 5) {
+		t.Fatalf("after recovery discord.js heard %d frames", len(hf))
+	}
+	if p := srv.Payloads(); p.Clear != 0 {
+		t.Fatalf("relay carried clear frames: %+v", p)
 	}
 }
