@@ -175,3 +175,63 @@ func TestDAVEBetweenOurClients(t *testing.T) {
 	}
 	t.Logf("relay %+v; DAVE role %+v", p, role.Stats())
 }
+
+// TestDAVEDowngradeAndUpgrade: a client without DAVE joining an end-to-end
+// encrypted call downgrades it to protocol version 0 (op 21/23/22), where
+// everyone hears everyone unencrypted; when it leaves, op 24 epoch 1 builds
+// a new group and the call is end-to-end encrypted again.
+func TestDAVEDowngradeAndUpgrade(t *testing.T) {
+	role, err := voicetest.NewDAVEServer(voicetest.DAVEServerOptions{ChannelID: 700000000000000001, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := voicetest.New(t, voicetest.Options{DAVE: role})
+	a := dialDAVE(t, srv, "100", allowAll)
+	b := dialDAVE(t, srv, "200", allowAll)
+	settle(t, role, []string{"100", "200"}, a, b)
+	ctx := ctxT(t, 20*time.Second)
+
+	plain := dial(t, srv, "900", allowAll) // media.Passthrough: max_dave_protocol_version 0
+	waitFor(t, "downgrade executed", func() bool {
+		return role.Version() == 0 && a.dave.DAVE().ProtocolVersion() == 0 && !a.dave.DAVE().TransitionPending() &&
+			b.dave.DAVE().ProtocolVersion() == 0 && !b.dave.DAVE().TransitionPending()
+	})
+	before := srv.Payloads()
+	for i := range 10 {
+		if err := a.Send(ctx, frame('a', i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range collect(t, plain, 8, 5*time.Second) {
+		if !bytes.HasPrefix(f.Opus, []byte("opus:a:")) {
+			t.Fatalf("the client without DAVE got %q", f.Opus)
+		}
+	}
+	collect(t, b.Conn, 8, 5*time.Second)
+	if p := srv.Payloads(); p.Clear-before.Clear < 8 || p.DAVE != before.DAVE {
+		t.Fatalf("downgraded call carried %+v (before %+v)", p, before)
+	}
+
+	_ = plain.Close()
+	settle(t, role, []string{"100", "200"}, a, b)
+	if a.dave.DAVE().ProtocolVersion() != 1 || b.dave.DAVE().ProtocolVersion() != 1 {
+		t.Fatal("not upgraded")
+	}
+	before = srv.Payloads()
+	for i := range 10 {
+		if err := b.Send(ctx, frame('b', i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range collect(t, a.Conn, 8, 5*time.Second) {
+		if !bytes.HasPrefix(f.Opus, []byte("opus:b:")) {
+			t.Fatalf("A got %q", f.Opus)
+		}
+	}
+	if p := srv.Payloads(); p.Clear != before.Clear || p.DAVE-before.DAVE < 8 {
+		t.Fatalf("upgraded call carried %+v (before %+v)", p, before)
+	}
+	if st := role.Stats(); st.Downgrades != 1 || st.Upgrades != 1 {
+		t.Fatalf("role %+v", st)
+	}
+}
