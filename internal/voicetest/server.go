@@ -6,6 +6,10 @@
 //
 // End-to-end encryption is pluggable (DAVE); the default is protocol
 // version 0, where the relay carries frames as the clients sent them.
+// DAVEServer plays Discord's part in DAVE protocol version 1 (external
+// sender, proposals, commits, welcomes, transitions). The relay never
+// decrypts end-to-end: it only counts what it carried (Payloads), so a test
+// can prove no audio crossed it in the clear.
 package voicetest
 
 import (

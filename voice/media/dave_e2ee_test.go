@@ -235,3 +235,44 @@ func TestDAVEDowngradeAndUpgrade(t *testing.T) {
 		t.Fatalf("role %+v", st)
 	}
 }
+
+// TestDAVEConcurrentJoins: two clients joining an established group at once
+// (their add proposals may land in one epoch or two) still end in one group
+// where everyone hears everyone.
+func TestDAVEConcurrentJoins(t *testing.T) {
+	srv, role := daveServer(t)
+	a := dialDAVE(t, srv, "100", allowAll)
+	b := dialDAVE(t, srv, "200", allowAll)
+	settle(t, role, []string{"100", "200"}, a, b)
+	ctx := ctxT(t, 20*time.Second)
+	type result struct {
+		c   *media.Conn
+		err error
+	}
+	done := make(chan result, 2)
+	for _, u := range []string{"300", "400"} {
+		go func() {
+			c, err := dialPlain(ctx, srv, u)
+			done <- result{c, err}
+		}()
+	}
+	var joined []*media.Conn
+	for range 2 {
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		joined = append(joined, r.c)
+		t.Cleanup(func() { _ = r.c.Close() })
+	}
+	settle(t, role, []string{"100", "200", "300", "400"}, a, b)
+	for i := range 10 {
+		if err := a.Send(ctx, frame('a', i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range append(joined, b.Conn) {
+		collect(t, c, 8, 5*time.Second)
+	}
+	t.Logf("role %+v", role.Stats())
+}
