@@ -64,6 +64,7 @@ type TextBridge struct {
 	Memory       MemoryClient
 	Discord      Discord
 	Log          Log
+	Metrics      Metrics
 }
 
 // Validate names the variable that is wrong.
@@ -71,7 +72,7 @@ func (t TextBridge) Validate() error {
 	if strings.TrimSpace(t.DiscordToken) == "" {
 		return fmt.Errorf("DISCORD_TEXT_BOT_TOKEN is required: the text bridge's Discord bot token")
 	}
-	for _, v := range []Validator{t.Memory, t.Discord, t.Log} {
+	for _, v := range []Validator{t.Memory, t.Discord, t.Log, t.Metrics} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
@@ -125,6 +126,7 @@ type VoiceBridge struct {
 	Memory         MemoryClient
 	Discord        Discord
 	Log            Log
+	Metrics        Metrics
 }
 
 // Validate names the variable that is wrong.
@@ -148,7 +150,7 @@ func (v VoiceBridge) Validate() error {
 			return err
 		}
 	}
-	for _, x := range []Validator{v.Memory, v.Discord, v.Log} {
+	for _, x := range []Validator{v.Memory, v.Discord, v.Log, v.Metrics} {
 		if err := x.Validate(); err != nil {
 			return err
 		}
@@ -158,3 +160,28 @@ func (v VoiceBridge) Validate() error {
 
 // LoadVoiceBridge reads and validates the voice bridge's settings.
 func LoadVoiceBridge() (VoiceBridge, error) { return load[VoiceBridge]() }
+
+// ValidateBridges checks both bridges' settings, including those of a
+// bridge whose Discord token is unset, so `clankie up` refuses a bad value
+// (DISCORD_VOICE_CONSENT_POLICY=maybe) before it starts anything, rather
+// than only when that bridge is enabled later.
+func ValidateBridges() error {
+	t, err := parse[TextBridge]()
+	if err != nil {
+		return err
+	}
+	if t.DiscordToken == "" {
+		t.DiscordToken = "unset" // a missing token only skips the bridge
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	v, err := parse[VoiceBridge]()
+	if err != nil {
+		return err
+	}
+	if v.DiscordToken == "" {
+		v.DiscordToken = "unset"
+	}
+	return v.Validate()
+}
