@@ -12,6 +12,11 @@ func newMemoryCommand() *cobra.Command {
 	cmd := parentCommand(&cobra.Command{
 		Use:   "memory",
 		Short: "Run the memory service or inspect what it keeps",
+		Long: `Run the memory service ('clankie memory serve') or inspect and correct what
+it keeps: every other subcommand is an operator command that reaches the
+service over its HTTP API. Each takes --json (the service's records, for
+scripts) and --timeout.
+` + exitCodesHelp,
 		Example: `  clankie memory serve
   clankie memory status
   clankie memory person 123456789012345678 234567890123456789`,

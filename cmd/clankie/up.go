@@ -35,8 +35,13 @@ SIGTERM or Ctrl-C stops everything cleanly.`,
 }
 
 func runUp(ctx context.Context, out io.Writer) error {
+	// Validate every setting, the bridges' included (even one whose token
+	// is unset), before anything starts or touches the disk.
 	memCfg, err := config.LoadMemory()
 	if err != nil {
+		return configError(err)
+	}
+	if err := config.ValidateBridges(); err != nil {
 		return configError(err)
 	}
 	log, err := newLogger(memCfg.Log)
@@ -51,7 +56,12 @@ func runUp(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	memURL := loopbackURL(srv.Addr)
-	fmt.Fprintf(out, "memory service: %s (data in %s)\n", memURL, memCfg.Dir)
+	fmt.Fprintf(out, "memory service: %s (data in %s)\n", describeListen(srv.Addr), memCfg.Dir)
+	if srv.MetricsAddr != "" {
+		fmt.Fprintf(out, "metrics: GET /metrics at %s, no credential\n", describeListen(srv.MetricsAddr))
+	} else {
+		fmt.Fprintf(out, "metrics: %s/metrics with the operator bearer (set CLANKIE_METRICS_ADDR for a listener without one)\n", memURL)
+	}
 	if len(srv.Minted) > 0 {
 		fmt.Fprintf(out, "minted bearer tokens for %v into %s/%s (0600); the CLI and bridges read them from there\n", srv.Minted, memCfg.Dir, config.BearersFile)
 	}
@@ -78,7 +88,7 @@ func runUp(ctx context.Context, out io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := r.run(ctx, log)
+			err := r.run(ctx, log, srv.Registry)
 			errs <- err
 			if err != nil {
 				cancel() // one part failing stops the whole process
@@ -122,6 +132,20 @@ func configuredBridges(memURL, dir string, out io.Writer) ([]bridgeRunner, error
 		fmt.Fprintf(out, "%s: starting\n", k.name)
 	}
 	return runners, nil
+}
+
+// describeListen says where a listener is, as it is: a wildcard bind is
+// every interface (and reachable from this host over loopback), never
+// presented as if it were 127.0.0.1.
+func describeListen(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Sprintf("%s on every interface (port %s; from this host %s)", addr, port, loopbackURL(addr))
+	}
+	return "http://" + addr
 }
 
 // loopbackURL answers how a process on this host reaches addr: a wildcard
