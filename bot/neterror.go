@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 )
 
@@ -48,6 +49,9 @@ func NetReason(err error) string {
 		return "TLS: the server did not speak TLS (is the URL http rather than https?)"
 	case errors.As(err, &alertErr):
 		return "TLS: the handshake failed"
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		// net/http's own wording for a TLS record header that is HTTP.
+		return "TLS: the server did not speak TLS (is the URL http rather than https?)"
 	case errors.Is(err, ErrTokenRejected):
 		return "the bot token was rejected"
 	}

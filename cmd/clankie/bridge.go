@@ -40,7 +40,7 @@ and reaches the memory service at CLANKIE_MEMORY_URL with the text bridge's
 bearer (CLANKIE_TEXT_BRIDGE_TOKEN, or the one minted into CLANKIE_MEMORY_DIR).
 A token Discord rejects stops it at start with exit code 2.`,
 		Example: `  DISCORD_TEXT_BOT_TOKEN=... DISCORD_GUILD_IDS=123456789012345678 clankie bridge text`,
-		Args:    cobra.NoArgs,
+		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBridgeAlone(cmd.Context(), loadTextBridge)
 		},
@@ -58,7 +58,7 @@ hands a briefing of consented speakers' facts to the realtime voice model at
 CLANKIE_REALTIME_URL. It moves the bot into and out of voice channels but does
 not carry audio: discordgo cannot speak today's encrypted voice protocol.`,
 		Example: `  DISCORD_VOICE_BOT_TOKEN=... CLANKIE_REALTIME_URL=wss://realtime.example/v1/realtime clankie bridge voice`,
-		Args:    cobra.NoArgs,
+		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBridgeAlone(cmd.Context(), loadVoiceBridge)
 		},

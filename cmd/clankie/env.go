@@ -23,7 +23,7 @@ its default, whether it is a secret (never printed or logged), and what it
 does.
 The README's configuration table is this command's --markdown output.`,
 		Example: "  clankie env\n  clankie env --markdown",
-		Args:    cobra.NoArgs,
+		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if markdown {
 				_, err := io.WriteString(cmd.OutOrStdout(), envMarkdown())

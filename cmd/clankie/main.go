@@ -41,7 +41,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	msg := err.Error()
-	if !strings.HasPrefix(msg, "clankie ") {
+	if !strings.HasPrefix(msg, "clankie ") && !strings.HasPrefix(msg, "clankie:") {
 		// A usage error already names its command ("clankie memory
 		// person needs …"); every other error gets the binary's name once.
 		msg = "clankie: " + msg

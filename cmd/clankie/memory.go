@@ -36,7 +36,7 @@ environment into <dir>/bearers.json on first start. One service per directory:
 a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
 		Example: `  CLANKIE_MEMORY_DIR=/var/lib/clankie clankie memory serve
   CLANKIE_LOG_FORMAT=console clankie memory serve`,
-		Args: cobra.NoArgs,
+		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.LoadMemory()
 			if err != nil {

@@ -89,7 +89,10 @@ func operatorCommand(cmd *cobra.Command, fl *opFlags) *cobra.Command {
 // command and points to its help. run prints it without another prefix.
 func usageError(cmd *cobra.Command, err error) error {
 	msg := strings.TrimSuffix(strings.TrimSpace(err.Error()), ".")
-	return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s. See '%s --help'.", cmd.CommandPath(), msg, cmd.CommandPath())}
+	if !strings.HasSuffix(msg, "?") {
+		msg += "."
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s See '%s --help'.", cmd.CommandPath(), msg, cmd.CommandPath())}
 }
 
 // usagef is usageError with a formatted sentence.

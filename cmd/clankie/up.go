@@ -27,7 +27,7 @@ without a token is skipped with one line saying which variable enables it.
 SIGTERM or Ctrl-C stops everything cleanly.`,
 		Example: `  clankie up
   DISCORD_TEXT_BOT_TOKEN=... DISCORD_GUILD_IDS=123456789012345678 clankie up`,
-		Args: cobra.NoArgs,
+		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUp(cmd.Context(), cmd.OutOrStdout())
 		},
@@ -56,9 +56,9 @@ func runUp(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	memURL := loopbackURL(srv.Addr)
-	fmt.Fprintf(out, "memory service: %s (data in %s)\n", describeListen(srv.Addr), memCfg.Dir)
+	fmt.Fprintf(out, "memory service: %s (data in %s)\n", describeListen(memCfg.Addr, srv.Addr), memCfg.Dir)
 	if srv.MetricsAddr != "" {
-		fmt.Fprintf(out, "metrics: GET /metrics at %s, no credential\n", describeListen(srv.MetricsAddr))
+		fmt.Fprintf(out, "metrics: GET /metrics at %s, no credential\n", describeListen(memCfg.Metrics.ListenAddr(), srv.MetricsAddr))
 	} else {
 		fmt.Fprintf(out, "metrics: %s/metrics with the operator bearer (set CLANKIE_METRICS_ADDR for a listener without one)\n", memURL)
 	}
@@ -137,11 +137,17 @@ func configuredBridges(memURL, dir string, out io.Writer) ([]bridgeRunner, error
 // describeListen says where a listener is, as it is: a wildcard bind is
 // every interface (and reachable from this host over loopback), never
 // presented as if it were 127.0.0.1.
-func describeListen(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "http://" + addr
+//
+// configured is the address as set (its host is what the operator wrote:
+// 0.0.0.0 stays 0.0.0.0, where the listener would say [::]); actual is the
+// one bound (its port is the real one when the setting asked for :0).
+func describeListen(configured, actual string) string {
+	host, _, err := net.SplitHostPort(configured)
+	_, port, err2 := net.SplitHostPort(actual)
+	if err != nil || err2 != nil {
+		return "http://" + actual
 	}
+	addr := net.JoinHostPort(host, port)
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		return fmt.Sprintf("%s on every interface (port %s; from this host %s)", addr, port, loopbackURL(addr))
 	}

@@ -88,7 +88,7 @@ and commit time (or "unknown" when the build carried none, such as a build
 with -buildvcs=false), and the Go version. 'clankie --version' prints the same
 line, and every clankie process logs it as its first line.`,
 		Example: "  clankie version\n  docker run --rm clankie version",
-		Args:    cobra.NoArgs,
+		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := io.WriteString(cmd.OutOrStdout(), readBuildInfo().String()+"\n")
 			return err
