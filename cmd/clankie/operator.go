@@ -92,7 +92,9 @@ func usageError(cmd *cobra.Command, err error) error {
 	if !strings.HasSuffix(msg, "?") {
 		msg += "."
 	}
-	return &exitError{code: exitUsage, err: fmt.Errorf("%s: %s See '%s --help'.", cmd.CommandPath(), msg, cmd.CommandPath())}
+	// A sentence, so it ends with a full stop (built, not a format literal).
+	path := cmd.CommandPath()
+	return &exitError{code: exitUsage, err: errors.New(path + ": " + msg + " See '" + path + " --help'.")}
 }
 
 // usagef is usageError with a formatted sentence.
