@@ -200,3 +200,62 @@ func TestMetricsScrapeIsContentFree(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeAloneServesItsMetrics (issue 14, item 4): `clankie bridge text`
+// on its own serves its metrics on CLANKIE_METRICS_ADDR, without the
+// memory service's, content-free.
+func TestBridgeAloneServesItsMetrics(t *testing.T) {
+	const guild, channel, user = "100000000000000002", "100000000000000022", "200000000000000002"
+	f := startMemory(t)
+	fake := discordtest.New(t, discordtest.WithGuilds(discordtest.Guild{ID: guild,
+		Members:  []discordtest.Member{{UserID: user}},
+		Channels: []discordtest.Channel{{ID: channel, Name: "general", Type: discordgo.ChannelTypeGuildText}}}))
+	metricsAddr := freeAddr(t)
+	t.Setenv("CLANKIE_METRICS_ADDR", metricsAddr)
+	t.Setenv("DISCORD_TEXT_BOT_TOKEN", fake.Token())
+	t.Setenv("DISCORD_API_URL", fake.APIURL())
+	t.Setenv("DISCORD_GUILD_IDS", guild)
+	t.Setenv("CLANKIE_LOG_LEVEL", "error")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runBridgeAlone(ctx, loadTextBridge) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("clankie bridge text stopped with %v", err)
+		}
+	}()
+	wctx, wcancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer wcancel()
+	if _, err := fake.WaitCommandPuts(wctx, guild, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"propose", "recall"} {
+		opts := []discordtest.OptionValue{discordtest.UserOption("person", user)}
+		if sub == "propose" {
+			opts = append(opts, discordtest.StringOption("fact", "CANARY9 plays the oboe"))
+		}
+		in := fake.Interact(wctx, discordtest.InteractionSpec{GuildID: guild, ChannelID: channel, UserID: user, Command: "person-memory", Subcommand: sub, Options: opts})
+		if _, err := in.WaitReply(wctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, text, fams := scrape(t, "http://"+metricsAddr+"/metrics", "")
+	if fams == nil {
+		t.Fatalf("no metrics on CLANKIE_METRICS_ADDR: %s", text)
+	}
+	if v, ok := metricValue(fams["clankie_bridge_interactions_total"], map[string]string{"bridge": "text", "command": "person-memory", "outcome": "ok"}); !ok || v < 2 {
+		t.Errorf("interactions: %v %v\n%s", v, ok, text)
+	}
+	if fams["clankie_bridge_first_callback_seconds"].GetType() != dto.MetricType_HISTOGRAM || fams["clankie_bridge_gateway_reconnects_total"].GetType() != dto.MetricType_COUNTER {
+		t.Errorf("bridge metric types wrong:\n%s", text)
+	}
+	if fams["clankie_memory_requests_total"] != nil {
+		t.Errorf("a bridge alone reports the memory service's metrics")
+	}
+	for _, secret := range append([]string{"CANARY9", "oboe", guild, channel, user, fake.Token()}, f.secrets...) {
+		if strings.Contains(text, secret) {
+			t.Errorf("bridge metrics hold %q", secret)
+		}
+	}
+}

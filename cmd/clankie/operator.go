@@ -204,7 +204,9 @@ func cliLogger(c config.Log, w io.Writer) *zap.Logger {
 		ec.EncodeTime = zapcore.ISO8601TimeEncoder
 		enc = zapcore.NewJSONEncoder(ec)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zapcore.DebugLevel))
+	log := zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zapcore.DebugLevel))
+	logBuild(log)
+	return log
 }
 
 // explain turns a failed call into the sentence and exit code a person or a
