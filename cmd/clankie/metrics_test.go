@@ -45,9 +45,28 @@ func scrape(t *testing.T, url, bearer string) (int, string, map[string]*dto.Metr
 	return resp.StatusCode, string(b), fams
 }
 
+// scrapeAfter scrapes until the interactions counter of the text bridge
+// reaches n: the router counts an interaction just after its reply reaches
+// Discord, so a test that saw the reply may scrape a moment too early.
+func scrapeAfter(t *testing.T, url, bearer string, n float64) (string, map[string]*dto.MetricFamily) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, text, fams := scrape(t, url, bearer)
+		v, _ := metricValue(fams["clankie_bridge_interactions_total"], map[string]string{"bridge": "text"})
+		if v >= n || time.Now().After(deadline) {
+			return text, fams
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // metricValue sums the samples of a counter or gauge family whose labels
 // include want.
 func metricValue(f *dto.MetricFamily, want map[string]string) (float64, bool) {
+	if f == nil {
+		return 0, false
+	}
 	var sum float64
 	found := false
 	for _, m := range f.GetMetric() {
@@ -146,8 +165,8 @@ func TestMetricsScrapeIsContentFree(t *testing.T) {
 	if code, _, _ := scrape(t, "http://"+addr+"/metrics", textTok); code != http.StatusForbidden {
 		t.Fatalf("/metrics with the text bridge's bearer answered %d, want 403", code)
 	}
-	_, memText, memFams := scrape(t, "http://"+addr+"/metrics", opTok)
-	_, allText, allFams := scrape(t, "http://"+metricsAddr+"/metrics", "")
+	memText, memFams := scrapeAfter(t, "http://"+addr+"/metrics", opTok, 1)
+	allText, allFams := scrapeAfter(t, "http://"+metricsAddr+"/metrics", "", 1)
 
 	type want struct {
 		name    string
@@ -240,7 +259,7 @@ func TestBridgeAloneServesItsMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, text, fams := scrape(t, "http://"+metricsAddr+"/metrics", "")
+	text, fams := scrapeAfter(t, "http://"+metricsAddr+"/metrics", "", 2)
 	if fams == nil {
 		t.Fatalf("no metrics on CLANKIE_METRICS_ADDR: %s", text)
 	}
