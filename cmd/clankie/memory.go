@@ -51,7 +51,8 @@ a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
 			if err != nil {
 				return err
 			}
-			log.Info("memory service listening", zap.String("addr", srv.Addr), zap.String("root", cfg.Dir), zap.Strings("mintedLanes", srv.Minted))
+			log.Info("memory service listening", zap.String("addr", describeListen(cfg.Addr, srv.Addr)), zap.String("metricsAddr", srv.MetricsAddr),
+				zap.String("root", cfg.Dir), zap.Strings("mintedLanes", srv.Minted))
 			err = srv.Serve(cmd.Context())
 			log.Info("memory service stopped")
 			return err

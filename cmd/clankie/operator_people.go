@@ -310,7 +310,8 @@ func parseExpires(text string, now time.Time) (*time.Time, error) {
 		if rest, ok := strings.CutPrefix(ue.Sentence, "I couldn't read that expiry. "); ok {
 			return nil, fmt.Errorf("--expires %q is not a duration or a date. %s", oneLine(text), rest)
 		}
-		return nil, fmt.Errorf("--expires %q: %s", oneLine(text), ue.Sentence)
+		// The bot speaks in the first person; the CLI does not.
+		return nil, fmt.Errorf("--expires %q: %s", oneLine(text), strings.ReplaceAll(ue.Sentence, "the latest date I accept is", "the latest date accepted is"))
 	}
 	if err == nil && t == nil {
 		return nil, errors.New("--expires needs a value; to remove an expiry use --no-expiry")
