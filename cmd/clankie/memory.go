@@ -51,7 +51,9 @@ a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
 			if err != nil {
 				return err
 			}
-			log.Info("memory service listening", zap.String("addr", describeListen(cfg.Addr, srv.Addr)), zap.String("metricsAddr", srv.MetricsAddr),
+			// addr is the bound address, which scripts and the crash test
+			// read; everyInterface says what a wildcard bind means.
+			log.Info("memory service listening", zap.String("addr", srv.Addr), zap.Bool("everyInterface", isWildcard(cfg.Addr)), zap.String("metricsAddr", srv.MetricsAddr),
 				zap.String("root", cfg.Dir), zap.Strings("mintedLanes", srv.Minted))
 			err = srv.Serve(cmd.Context())
 			log.Info("memory service stopped")

@@ -148,7 +148,7 @@ func describeListen(configured, actual string) string {
 		return "http://" + actual
 	}
 	addr := net.JoinHostPort(host, port)
-	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+	if isWildcard(configured) {
 		return fmt.Sprintf("%s on every interface (port %s; from this host %s)", addr, port, loopbackURL(addr))
 	}
 	return "http://" + addr
@@ -171,4 +171,12 @@ func stopServer(srv *memory.Server) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = srv.Serve(ctx)
+}
+
+// isWildcard reports whether addr binds every interface (0.0.0.0, ::, or
+// no host).
+func isWildcard(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && (host == "" || ip != nil && ip.IsUnspecified())
 }
