@@ -37,7 +37,7 @@ how many facts each has, one page at a time. When there are more, it prints
 the --cursor to pass for the next page; --all follows every page. With --json
 it prints the service's page (with --all: every person in one answer).`,
 		Example: `  clankie memory people
-  clankie memory people --limit 50 --cursor 'CURSOR-FROM-THE-LAST-PAGE'
+  clankie memory people --limit 50 --cursor p-123456789012345678_234567890123456789.json
   clankie memory people --all --json | jq -r '.people[] | "\(.subject.guildId) \(.subject.userId)"'`,
 		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
