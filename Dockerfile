@@ -4,7 +4,18 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/clankie ./cmd/clankie \
+# The context leaves .git out, so the build cannot stamp VCS information
+# itself: pass it in (`clankie version` prints "unknown" for what is not).
+#   docker build --build-arg VERSION=$(git describe --tags --always) \
+#     --build-arg REVISION=$(git rev-parse HEAD) \
+#     --build-arg COMMIT_TIME=$(git log -1 --format=%cI) -t clankie .
+ARG VERSION=""
+ARG REVISION=""
+ARG COMMIT_TIME=""
+RUN CGO_ENABLED=0 go build -trimpath \
+      -ldflags="-s -w -X main.stampVersion=${VERSION} -X main.stampRevision=${REVISION} -X main.stampTime=${COMMIT_TIME}" \
+      -o /out/clankie ./cmd/clankie \
+ && /out/clankie version \
  && mkdir -p /out/data
 
 # Run: nothing but the binary, as a non-root user, memory on a volume.
@@ -18,5 +29,8 @@ ENV CLANKIE_MEMORY_DIR=/data \
 VOLUME ["/data"]
 EXPOSE 4310
 USER nonroot:nonroot
+# distroless has no shell or curl: the binary checks its own readiness.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["/usr/local/bin/clankie", "health"]
 ENTRYPOINT ["/usr/local/bin/clankie"]
 CMD ["up"]

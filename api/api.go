@@ -231,6 +231,23 @@ type Catalog struct {
 	Retained         int            `json:"retained"`
 	RetainedCapacity int            `json:"retainedCapacity"`
 	EpisodesPerLane  map[string]int `json:"episodesPerLane"`
+	// CorruptPersonFiles counts person files set aside as unreadable;
+	// GET /v1/memory/discord-people/corrupt lists them.
+	CorruptPersonFiles int `json:"corruptPersonFiles"`
+}
+
+// CorruptFile is a person file the service set aside because it could not
+// be parsed: its path under the memory root, when, and its size.
+type CorruptFile struct {
+	File       string    `json:"file"`
+	SetAsideAt time.Time `json:"setAsideAt"`
+	Bytes      int64     `json:"bytes"`
+}
+
+// CorruptFiles answers GET /v1/memory/discord-people/corrupt, oldest first.
+type CorruptFiles struct {
+	SchemaVersion int           `json:"schemaVersion"`
+	Files         []CorruptFile `json:"files"`
 }
 
 // EpisodeProvenance is content-free.
@@ -289,4 +306,7 @@ type EpisodePatch struct {
 type Card struct {
 	Card  string `json:"card"`
 	Count int    `json:"count"`
+	// Episodes are the card's notes as records, newest first; only the
+	// operator lane gets them (the CLI's --json).
+	Episodes []Episode `json:"episodes,omitempty"`
 }

@@ -2,6 +2,7 @@ package bot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -38,6 +39,9 @@ type Router struct {
 	HandlerTimeout time.Duration
 	// Guilds, when not empty, are the only servers served.
 	Guilds map[string]bool
+	// Metrics, when not nil, counts interactions by command and outcome
+	// and times each one's first callback.
+	Metrics *Metrics
 
 	answered *answered
 	wg       sync.WaitGroup
@@ -92,9 +96,15 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 		r.log.Debug("interaction already answered", zap.String("interactionId", in.ID))
 		return
 	}
-	a := &ack{s: s, in: in, log: r.log}
+	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.Metrics, command: r.commandLabel(in), outcome: OutcomeOK}
+	defer func() {
+		if in.Type == discordgo.InteractionApplicationCommand || in.Type == discordgo.InteractionApplicationCommandAutocomplete {
+			r.Metrics.interaction(a.command, in.Type == discordgo.InteractionApplicationCommandAutocomplete, a.outcome)
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
+			a.outcome = OutcomePanicked
 			r.log.Error("interaction handler panicked", zap.String("interactionId", in.ID),
 				zap.String("panicType", fmt.Sprintf("%T", p)), zap.String("stack", firstFrames(debug.Stack())))
 			if in.Type == discordgo.InteractionApplicationCommandAutocomplete {
@@ -136,11 +146,13 @@ func (r *Router) serves(guildID string) bool {
 
 func (r *Router) command(ctx context.Context, a *ack, in *discordgo.Interaction) {
 	if !r.serves(in.GuildID) {
+		a.outcome = OutcomeNotServed
 		a.reply(Reply{Content: notHere})
 		return
 	}
 	cmd, inv, err := r.invocation(in)
 	if err != nil {
+		a.outcome = OutcomeStale
 		a.reply(r.errorReply(in, err))
 		return
 	}
@@ -156,7 +168,7 @@ func (r *Router) command(ctx context.Context, a *ack, in *discordgo.Interaction)
 			if p := recover(); p != nil {
 				r.log.Error("command handler panicked", zap.String("interactionId", in.ID), zap.String("command", inv.Command),
 					zap.String("panicType", fmt.Sprintf("%T", p)), zap.String("stack", firstFrames(debug.Stack())))
-				done <- result{Reply{Content: genericFailure}, nil}
+				done <- result{Reply{Content: genericFailure}, errHandlerPanicked}
 			}
 		}()
 		rep, err := cmd.Handle(ctx, inv)
@@ -171,16 +183,41 @@ func (r *Router) command(ctx context.Context, a *ack, in *discordgo.Interaction)
 		a.deferReply()
 		res = <-done
 	}
-	if res.err != nil {
+	switch {
+	case res.err == errHandlerPanicked:
+		a.outcome = OutcomePanicked
+	case res.err != nil:
+		a.outcome = OutcomeFailed
+		if _, ok := AsUserError(res.err); ok {
+			a.outcome = OutcomeRefused
+		}
 		res.reply = r.errorReply(in, res.err)
 	}
 	a.reply(res.reply)
+}
+
+// errHandlerPanicked marks a command handler's panic, already logged, so
+// the reply is the failure sentence and the outcome says why.
+var errHandlerPanicked = errors.New("command handler panicked")
+
+// commandLabel names the interaction's command for metrics: a registered
+// command's name, "unknown" for any other (a name Discord sends is not a
+// closed set), "" for interactions that are not commands.
+func (r *Router) commandLabel(in *discordgo.Interaction) string {
+	if in.Type != discordgo.InteractionApplicationCommand && in.Type != discordgo.InteractionApplicationCommandAutocomplete {
+		return ""
+	}
+	if _, ok := r.commands[in.ApplicationCommandData().Name]; ok {
+		return in.ApplicationCommandData().Name
+	}
+	return "unknown"
 }
 
 func (r *Router) autocomplete(ctx context.Context, a *ack, in *discordgo.Interaction) {
 	if !r.serves(in.GuildID) {
 		// A server the commands refuse gets no suggestions either: no
 		// choices is the only answer Discord takes here.
+		a.outcome = OutcomeNotServed
 		a.choices(nil)
 		return
 	}
@@ -192,7 +229,9 @@ func (r *Router) autocomplete(ctx context.Context, a *ack, in *discordgo.Interac
 		cancel()
 	}
 	if err != nil {
+		a.outcome = OutcomeRefused
 		if _, ok := AsUserError(err); !ok {
+			a.outcome = OutcomeFailed
 			r.log.Warn("autocomplete failed", zap.String("interactionId", in.ID), zap.String("errorType", fmt.Sprintf("%T", err)))
 		}
 		choices = nil
@@ -223,12 +262,20 @@ type ack struct {
 	log      *zap.Logger
 	deferred bool
 	done     bool
+
+	start   time.Time // when the interaction arrived
+	metrics *Metrics
+	command string // the metrics label
+	outcome string
 }
 
 func (a *ack) respond(resp *discordgo.InteractionResponse) {
 	if err := a.s.InteractionRespond(a.in, resp); err != nil {
 		a.log.Warn("interaction callback failed", zap.String("interactionId", a.in.ID), zap.String("error", restError(err)))
 		return
+	}
+	if !a.done {
+		a.metrics.callback(a.command, time.Since(a.start))
 	}
 	a.done = true
 }
@@ -300,7 +347,7 @@ func restError(err error) string {
 		}
 		return fmt.Sprintf("discord answered %d (code %d)", status, code)
 	}
-	return fmt.Sprintf("%T", err)
+	return NetReason(err)
 }
 
 func clip(s string, n int) string {

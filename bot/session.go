@@ -86,8 +86,11 @@ func (b *Bot) Run(ctx context.Context) error {
 	defer removeReady()
 	removeRoute := b.Session.AddHandler(b.Router.Handle)
 	defer removeRoute()
+	if m := b.Router.Metrics; m != nil {
+		defer b.Session.AddHandler(m.onConnect)()
+	}
 	if err := b.Session.Open(); err != nil {
-		return fmt.Errorf("connect to the discord gateway: %w", err)
+		return &reasonError{prefix: "connect to the discord gateway", err: err}
 	}
 	defer func() {
 		if b.BeforeClose != nil {

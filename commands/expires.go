@@ -120,3 +120,11 @@ func issuedAt(interactionID string, now time.Time) time.Time {
 	}
 	return at
 }
+
+// ParseExpires reads an expiry as the `expires` option does (90m, 12h, 7d,
+// 2w counted from now, or a date; in the future and at most 365 days
+// ahead), so the operator CLI's --expires takes the same forms. A refusal
+// is a UserError whose sentence gives examples.
+func ParseExpires(text string, now time.Time) (*time.Time, error) {
+	return parseExpires(text, now, now)
+}

@@ -69,6 +69,7 @@ type TextBridge struct {
 	Memory       MemoryClient
 	Discord      Discord
 	Log          Log
+	Metrics      Metrics
 }
 
 // Validate names the variable that is wrong.
@@ -76,7 +77,7 @@ func (t TextBridge) Validate() error {
 	if strings.TrimSpace(t.DiscordToken) == "" {
 		return fmt.Errorf("DISCORD_TEXT_BOT_TOKEN is required: the text bridge's Discord bot token")
 	}
-	for _, v := range []Validator{t.Memory, t.Discord, t.Log} {
+	for _, v := range []Validator{t.Memory, t.Discord, t.Log, t.Metrics} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
@@ -133,6 +134,7 @@ type VoiceBridge struct {
 	Memory         MemoryClient
 	Discord        Discord
 	Log            Log
+	Metrics        Metrics
 }
 
 // Validate names the variable that is wrong.
@@ -160,7 +162,7 @@ func (v VoiceBridge) Validate() error {
 	if err := v.validateRealtime(); err != nil {
 		return err
 	}
-	for _, x := range []Validator{v.Memory, v.Discord, v.Log} {
+	for _, x := range []Validator{v.Memory, v.Discord, v.Log, v.Metrics} {
 		if err := x.Validate(); err != nil {
 			return err
 		}
@@ -186,12 +188,12 @@ func (v VoiceBridge) validateRealtime() error {
 	switch v.RealtimeAuth {
 	case RealtimeAuthBearer, RealtimeAuthAPIKey:
 	default:
-		return fmt.Errorf("CLANKIE_REALTIME_AUTH must be bearer or api-key (got %q)", v.RealtimeAuth)
+		return fmt.Errorf("CLANKIE_REALTIME_AUTH must be bearer or api-key")
 	}
 	switch v.RealtimeTurns {
 	case RealtimeServerVAD, RealtimeSemVAD:
 	default:
-		return fmt.Errorf("CLANKIE_REALTIME_TURN_DETECTION must be server_vad or semantic_vad (got %q)", v.RealtimeTurns)
+		return fmt.Errorf("CLANKIE_REALTIME_TURN_DETECTION must be server_vad or semantic_vad")
 	}
 	if !plainName(v.RealtimeModel, 128) {
 		return fmt.Errorf("CLANKIE_REALTIME_MODEL must be a model or deployment name: letters, digits, '.', '-', '_' (at most 128)")
@@ -216,4 +218,29 @@ func plainName(s string, max int) bool {
 		}
 	}
 	return true
+}
+
+// ValidateBridges checks both bridges' settings, including those of a
+// bridge whose Discord token is unset, so `clankie up` refuses a bad value
+// (DISCORD_VOICE_CONSENT_POLICY=maybe) before it starts anything, rather
+// than only when that bridge is enabled later.
+func ValidateBridges() error {
+	t, err := parse[TextBridge]()
+	if err != nil {
+		return err
+	}
+	if t.DiscordToken == "" {
+		t.DiscordToken = "unset" // a missing token only skips the bridge
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	v, err := parse[VoiceBridge]()
+	if err != nil {
+		return err
+	}
+	if v.DiscordToken == "" {
+		v.DiscordToken = "unset"
+	}
+	return v.Validate()
 }

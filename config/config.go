@@ -83,10 +83,11 @@ func (t Tokens) Validate() error {
 
 // Memory configures `clankie memory serve`.
 type Memory struct {
-	Addr   string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
-	Dir    string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
-	Tokens Tokens
-	Log    Log
+	Addr    string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
+	Dir     string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+	Tokens  Tokens
+	Log     Log
+	Metrics Metrics
 }
 
 // Validate names the variable that is wrong.
@@ -100,6 +101,9 @@ func (m Memory) Validate() error {
 	if err := m.Tokens.Validate(); err != nil {
 		return err
 	}
+	if err := m.Metrics.Validate(); err != nil {
+		return err
+	}
 	return m.Log.Validate()
 }
 
@@ -110,12 +114,21 @@ func LoadMemory() (Memory, error) { return load[Memory]() }
 func LoadLog() (Log, error) { return load[Log]() }
 
 func load[T Validator]() (T, error) {
-	var c T
-	if err := env.Parse(&c); err != nil {
-		return c, explain(err, fieldVars(reflect.TypeOf(c)))
+	c, err := parse[T]()
+	if err != nil {
+		return c, err
 	}
 	if err := c.Validate(); err != nil {
 		return c, err
+	}
+	return c, nil
+}
+
+// parse reads T from the environment without validating it.
+func parse[T any]() (T, error) {
+	var c T
+	if err := env.Parse(&c); err != nil {
+		return c, explain(err, fieldVars(reflect.TypeOf(c)))
 	}
 	return c, nil
 }

@@ -23,3 +23,7 @@ func (o Operator) Validate() error {
 // Token is not an error here: the CLI then reads the minted one with
 // ResolveBearer and says plainly when there is none.
 func LoadOperator() (Operator, error) { return load[Operator]() }
+
+// LoadMemoryClient reads and validates only where the memory service
+// answers (for `clankie health`, which needs no credential).
+func LoadMemoryClient() (MemoryClient, error) { return load[MemoryClient]() }

@@ -837,6 +837,11 @@ func TestContractScenario(t *testing.T) {
 		t.Errorf("catalog: %+v", cat)
 	}
 	c.do(contractExchange{name: "catalog from gameplay", method: "GET", path: "/v1/memory", token: gameTok, want: 403})
+	c.do(contractExchange{name: "corrupt person files", method: "GET", path: "/v1/memory/discord-people/corrupt", token: opTok, want: 200})
+	c.do(contractExchange{name: "corrupt person files from text", method: "GET", path: "/v1/memory/discord-people/corrupt", token: textTok, want: 403})
+	c.do(contractExchange{name: "metrics", method: "GET", path: "/metrics", token: opTok, want: 200})
+	c.do(contractExchange{name: "metrics from text", method: "GET", path: "/metrics", token: textTok, want: 403})
+	c.do(contractExchange{name: "metrics without bearer", method: "GET", path: "/metrics", want: 401, docRejects: true})
 	c.do(contractExchange{name: "catalog unknown bearer", method: "GET", path: "/v1/memory", token: "not-a-known-token-000000", want: 401})
 
 	// Forget a person.

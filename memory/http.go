@@ -69,6 +69,7 @@ func (s *Service) route(a access, h handlerFunc) http.Handler {
 			writeError(w, http.StatusUnauthorized, "unauthorized", a.credentialSentence())
 			return
 		}
+		setLane(r, who.Lane)
 		if !a.allows(who.Lane) {
 			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("The %s bearer may not use this route.", who.Lane))
 			return

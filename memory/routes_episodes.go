@@ -36,11 +36,25 @@ func (s *Service) episodeCard(r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	var card api.Card
 	if q.Has("q") {
-		card, err := s.episodes.Search(r.who.Lane, q.Get("q"), limit)
-		return http.StatusOK, card, err
+		if card, err = s.episodes.Search(r.who.Lane, q.Get("q"), limit); err != nil {
+			return 0, nil, err
+		}
+	} else {
+		card = s.episodes.Card(r.who.Lane)
 	}
-	return http.StatusOK, s.episodes.Card(r.who.Lane), nil
+	if r.who.Lane == api.LaneOperator {
+		// The operator may see every summary; a script wants fields.
+		n := limit
+		if !q.Has("q") {
+			n = 0 // the card: the newest 8
+		}
+		if card.Episodes, err = s.episodes.Records(r.who.Lane, q.Get("q"), n); err != nil {
+			return 0, nil, err
+		}
+	}
+	return http.StatusOK, card, nil
 }
 
 func (s *Service) editEpisode(r *request) (int, any, error) {

@@ -25,6 +25,8 @@ func (s *Service) catalog(r *request) (int, any, error) {
 		Retained:         es.Retained,
 		RetainedCapacity: api.RetainedCapacity,
 		EpisodesPerLane:  es.PerLane,
+
+		CorruptPersonFiles: len(s.corruptFiles()),
 	}, nil
 }
 

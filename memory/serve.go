@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/config"
@@ -19,29 +21,59 @@ import (
 // Server is a running memory service: the root locked, the stores loaded,
 // the listener open.
 type Server struct {
-	Addr    string // the address actually listened on
-	Minted  []string
-	http    *http.Server
-	ln      net.Listener
-	lock    *durable.Lock
-	closeFn func() error
-	log     *zap.Logger
+	Addr   string // the address actually listened on
+	Minted []string
+	// MetricsAddr is where /metrics is served without a bearer
+	// (CLANKIE_METRICS_ADDR), empty when it is not set.
+	MetricsAddr string
+	// Registry holds the service's metrics; the bridges of the same
+	// process register theirs here, so one scrape shows the process.
+	Registry  *prometheus.Registry
+	metrics   *http.Server
+	metricsLn net.Listener
+	http      *http.Server
+	ln        net.Listener
+	lock      *durable.Lock
+	closeFn   func() error
+	log       *zap.Logger
 }
 
 // Start opens the root (creating it 0700, tightening it), takes the
 // one-writer lock, loads both stores and listens. It does not serve until
 // Serve is called, so a caller can print the address first.
 func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
+	// Bind first: a port in use must fail before anything touches the
+	// disk (no root created, no token minted, no LOCK left behind).
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, listenError("CLANKIE_MEMORY_ADDR", cfg.Addr, err)
+	}
+	var mln net.Listener
+	if cfg.Metrics.Addr != "" {
+		if mln, err = net.Listen("tcp", cfg.Metrics.ListenAddr()); err != nil {
+			ln.Close()
+			return nil, listenError("CLANKIE_METRICS_ADDR", cfg.Metrics.ListenAddr(), err)
+		}
+	}
+	closeListeners := func() {
+		ln.Close()
+		if mln != nil {
+			mln.Close()
+		}
+	}
 	root, err := durable.OpenRoot(cfg.Dir)
 	if err != nil {
+		closeListeners()
 		return nil, err
 	}
 	lock, err := durable.AcquireLock(root, cfg.Dir)
 	if err != nil {
+		closeListeners()
 		root.Close()
 		return nil, err
 	}
 	fail := func(err error) (*Server, error) {
+		closeListeners()
 		lock.Release()
 		root.Close()
 		return nil, err
@@ -62,10 +94,6 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		return fail(fmt.Errorf("load episodes: %w", err))
 	}
 	svc := NewService(root, cfg.Dir, bearers, ps, es, log, time.Now)
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fail(fmt.Errorf("listen on CLANKIE_MEMORY_ADDR %s: %w", cfg.Addr, err))
-	}
 	srv := &http.Server{
 		Handler:           svc.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -75,10 +103,30 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
-	return &Server{
+	out := &Server{
 		Addr: ln.Addr().String(), Minted: minted, http: srv, ln: ln, lock: lock, log: log,
-		closeFn: func() error { lock.Release(); return root.Close() },
-	}, nil
+		Registry: svc.Registry(),
+		closeFn:  func() error { svc.stopSync(); lock.Release(); return root.Close() },
+	}
+	if mln != nil {
+		out.MetricsAddr, out.metricsLn = mln.Addr().String(), mln
+		out.metrics = MetricsServer(svc.MetricsHandler(), log)
+	}
+	return out, nil
+}
+
+// MetricsServer serves h at /metrics (and nothing else) with the same
+// timeouts as the service, for a CLANKIE_METRICS_ADDR listener.
+func MetricsServer(h http.Handler, log *zap.Logger) *http.Server {
+	only := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" || r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, http.StatusNotFound, "not_found", "This listener serves only GET /metrics.")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	return &http.Server{Handler: only, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: zap.NewStdLog(log.Named("metrics"))}
 }
 
 // Serve answers requests until ctx is done, then stops accepting, lets
@@ -86,6 +134,10 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.ln) }()
+	if s.metrics != nil {
+		go func() { _ = s.metrics.Serve(s.metricsLn) }()
+		defer s.metrics.Close()
+	}
 	var serveErr error
 	select {
 	case serveErr = <-errc:
@@ -104,4 +156,17 @@ func (s *Server) Serve(ctx context.Context) error {
 		serveErr = err
 	}
 	return serveErr
+}
+
+// listenError says why an address could not be bound, in words.
+func listenError(variable, addr string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return fmt.Errorf("%s %s is already in use by another process; stop it or choose another port", variable, addr)
+	case errors.Is(err, syscall.EACCES):
+		return fmt.Errorf("%s %s may not be bound by this user (ports below 1024 need privileges)", variable, addr)
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return fmt.Errorf("%s %s names an address this host does not have", variable, addr)
+	}
+	return fmt.Errorf("cannot listen on %s %s: %w", variable, addr, err)
 }

@@ -30,6 +30,8 @@ type Service struct {
 	episodes *episodes.Store
 	log      *zap.Logger
 	now      func() time.Time
+	metrics  *metrics
+	stopSync func()
 }
 
 // NewService wires the stores behind the routes.
@@ -37,7 +39,10 @@ func NewService(root *os.Root, rootPath string, b *Bearers, p *people.Store, e *
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, log: log, now: now}
+	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, log: log, now: now}
+	s.metrics = newMetrics(s)
+	s.stopSync = durable.ObserveSyncs(root, func(d time.Duration) { s.metrics.fsync.Observe(d.Seconds()) })
+	return s
 }
 
 // Handler answers every route of the contract.
@@ -47,10 +52,12 @@ func (s *Service) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.metricsRoute())
 
 	const person = "/v1/memory/discord-people/{guildId}/{userId}"
 	mux.Handle("GET /v1/memory", s.route(operatorOnly, s.catalog))
 	mux.Handle("GET /v1/memory/discord-people", s.route(operatorOnly, s.listPeople))
+	mux.Handle("GET /v1/memory/discord-people/corrupt", s.route(operatorOnly, s.listCorrupt))
 	mux.Handle("POST /v1/memory/discord-people/proposals", s.route(peopleLanes, s.propose))
 	mux.Handle("GET "+person, s.route(peopleLanes, s.recall))
 	mux.Handle("GET "+person+"/mine", s.route(discordLanes, s.mine))
@@ -65,7 +72,7 @@ func (s *Service) Handler() http.Handler {
 	mux.Handle("PATCH /v1/memory/captain-episodes/{episodeId}", s.route(operatorOnly, s.editEpisode))
 	mux.Handle("DELETE /v1/memory/captain-episodes/{episodeId}", s.route(operatorOnly, s.forgetEpisode))
 
-	return limitBody(jsonErrors(mux))
+	return s.metrics.instrument(limitBody(jsonErrors(mux)))
 }
 
 // limitBody caps every request body at 64 KiB; decode turns the overflow

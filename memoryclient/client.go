@@ -298,6 +298,10 @@ func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 	for attempt := 1; ; attempt++ {
 		status, err := cl.attempt(callCtx, c, body, out)
 		if err == nil {
+			// Content-free: the route template, never the path's ids.
+			cl.log.Debug("memory call",
+				zap.String("op", c.op), zap.String("method", c.method), zap.String("route", c.route),
+				zap.Int("status", status), zap.Int("attempts", attempt), zap.Duration("elapsed", time.Since(start)))
 			return status, nil
 		}
 		err.Attempts = attempt

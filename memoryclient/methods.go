@@ -317,3 +317,17 @@ func (cl *Client) ForgetEpisode(ctx context.Context, episodeID string) error {
 		path: routeEpisodes + "/" + url.PathEscape(episodeID)}, nil)
 	return err
 }
+
+// routeCorrupt lists person files set aside as unreadable.
+const routeCorrupt = "/v1/memory/discord-people/corrupt"
+
+// CorruptFiles lists the person files the service set aside because they
+// could not be parsed (operator only).
+func (cl *Client) CorruptFiles(ctx context.Context) (api.CorruptFiles, error) {
+	var out api.CorruptFiles
+	if _, err := cl.do(ctx, call{op: "corrupt", method: http.MethodGet, route: routeCorrupt,
+		path: routeCorrupt, retry: true}, &out); err != nil {
+		return api.CorruptFiles{}, err
+	}
+	return out, nil
+}

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -11,6 +16,7 @@ import (
 	"github.com/clankie/clankie/bot"
 	"github.com/clankie/clankie/bridges"
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/memory"
 )
 
 func newBridgeCommand() *cobra.Command {
@@ -34,7 +40,7 @@ and reaches the memory service at CLANKIE_MEMORY_URL with the text bridge's
 bearer (CLANKIE_TEXT_BRIDGE_TOKEN, or the one minted into CLANKIE_MEMORY_DIR).
 A token Discord rejects stops it at start with exit code 2.`,
 		Example: `  DISCORD_TEXT_BOT_TOKEN=... DISCORD_GUILD_IDS=123456789012345678 clankie bridge text`,
-		Args:    cobra.NoArgs,
+		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBridgeAlone(cmd.Context(), loadTextBridge)
 		},
@@ -54,7 +60,7 @@ CLANKIE_REALTIME_AUTH=api-key); /voice status says whether that model is
 connecting, ready, reconnecting or refused, and why. It moves the bot into and
 out of voice channels but does not carry audio yet.`,
 		Example: `  DISCORD_VOICE_BOT_TOKEN=... CLANKIE_REALTIME_URL=wss://realtime.example/v1/realtime clankie bridge voice`,
-		Args:    cobra.NoArgs,
+		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runBridgeAlone(cmd.Context(), loadVoiceBridge)
 		},
@@ -66,13 +72,15 @@ type bridgeRunner struct {
 	name     string
 	tokenVar string // the Discord token variable, named when Discord rejects it
 	logCfg   config.Log
-	build    func(log *zap.Logger) (func(context.Context) error, error)
+	metrics  config.Metrics
+	// build makes the bridge, its metrics registered in reg.
+	build func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error)
 }
 
 // run builds and runs the bridge, turning a rejected Discord token into one
 // line naming the variable (exit code 2).
-func (b bridgeRunner) run(ctx context.Context, log *zap.Logger) error {
-	run, err := b.build(log)
+func (b bridgeRunner) run(ctx context.Context, log *zap.Logger, reg prometheus.Registerer) error {
+	run, err := b.build(log, reg)
 	if err != nil {
 		return configError(err)
 	}
@@ -102,12 +110,13 @@ func loadTextBridge(mem *config.MemoryClient) (bridgeRunner, error) {
 	if err != nil {
 		return bridgeRunner{}, configError(err)
 	}
-	return bridgeRunner{name: "text bridge", tokenVar: "DISCORD_TEXT_BOT_TOKEN", logCfg: cfg.Log,
-		build: func(log *zap.Logger) (func(context.Context) error, error) {
+	return bridgeRunner{name: "text bridge", tokenVar: "DISCORD_TEXT_BOT_TOKEN", logCfg: cfg.Log, metrics: cfg.Metrics,
+		build: func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error) {
 			tb, err := bridges.NewText(cfg, bearer, log.Named("text"))
 			if err != nil {
 				return nil, err
 			}
+			tb.Bot.Router.Metrics = bot.NewMetrics(reg, "text")
 			return tb.Run, nil
 		}}, nil
 }
@@ -124,12 +133,15 @@ func loadVoiceBridge(mem *config.MemoryClient) (bridgeRunner, error) {
 	if err != nil {
 		return bridgeRunner{}, configError(err)
 	}
-	return bridgeRunner{name: "voice bridge", tokenVar: "DISCORD_VOICE_BOT_TOKEN", logCfg: cfg.Log,
-		build: func(log *zap.Logger) (func(context.Context) error, error) {
+	return bridgeRunner{name: "voice bridge", tokenVar: "DISCORD_VOICE_BOT_TOKEN", logCfg: cfg.Log, metrics: cfg.Metrics,
+		build: func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error) {
 			vb, err := bridges.NewVoiceBridge(cfg, bearer, log.Named("voice"))
 			if err != nil {
 				return nil, err
 			}
+			// Voice sessions and briefings delivered register into
+			// Metrics.Registerer once the voice code is carved out.
+			vb.Bot.Router.Metrics = bot.NewMetrics(reg, "voice")
 			return vb.Run, nil
 		}}, nil
 }
@@ -140,11 +152,34 @@ func runBridgeAlone(ctx context.Context, load bridgeLoader) error {
 	if err != nil {
 		return err
 	}
+	// Bind the metrics listener before connecting anywhere: a port in use
+	// fails at once.
+	reg := newProcessRegistry()
+	var mln net.Listener
+	if b.metrics.Addr != "" {
+		if mln, err = net.Listen("tcp", b.metrics.ListenAddr()); err != nil {
+			return fmt.Errorf("CLANKIE_METRICS_ADDR %s cannot be bound: %s", b.metrics.ListenAddr(), bot.NetReason(err))
+		}
+	}
 	log, err := newLogger(b.logCfg)
 	if err != nil {
 		return configError(err)
 	}
 	defer log.Sync()
 	bot.RouteDiscordgoLogs(log)
-	return b.run(ctx, log)
+	if mln != nil {
+		ms := memory.MetricsServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), log)
+		go func() { _ = ms.Serve(mln) }()
+		defer ms.Close()
+		log.Info("metrics listening", zap.String("addr", mln.Addr().String()))
+	}
+	return b.run(ctx, log, reg)
+}
+
+// newProcessRegistry is a registry for one process with the Go runtime's
+// and the process's own collectors (never the global default registry).
+func newProcessRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }

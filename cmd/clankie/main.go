@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -39,7 +40,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "clankie:", err)
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "clankie ") && !strings.HasPrefix(msg, "clankie:") {
+		// A usage error already names its command ("clankie memory
+		// person needs …"); every other error gets the binary's name once.
+		msg = "clankie: " + msg
+	}
+	fmt.Fprintln(stderr, msg)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
@@ -58,12 +65,20 @@ front of people through two Discord bots.
 Every setting comes from the environment; 'clankie env' lists them all.`,
 		Example: `  clankie up                 # the memory service, plus each bridge whose Discord token is set
   clankie env                # every setting, its default and what it does
-  clankie memory status      # what memory holds`,
+  clankie memory status      # what memory holds
+  clankie health             # exit 0 when the memory service answers ready
+  clankie version            # what this binary was built from`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       readBuildInfo().Version,
 	}
+	root.SetVersionTemplate(versionTemplate())
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newUpCommand(), newMemoryCommand(), newBridgeCommand(), newEnvCommand())
+	// One grammar everywhere: an unknown command or flag at any level is
+	// bad usage (exit code 2) with a suggestion; subcommands inherit this.
+	parentCommand(root)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
+	root.AddCommand(newUpCommand(), newMemoryCommand(), newBridgeCommand(), newEnvCommand(), newVersionCommand(), newHealthCommand())
 	return root
 }

@@ -12,6 +12,11 @@ func newMemoryCommand() *cobra.Command {
 	cmd := parentCommand(&cobra.Command{
 		Use:   "memory",
 		Short: "Run the memory service or inspect what it keeps",
+		Long: `Run the memory service ('clankie memory serve') or inspect and correct what
+it keeps: every other subcommand is an operator command that reaches the
+service over its HTTP API. Each takes --json (the service's records, for
+scripts) and --timeout.
+` + exitCodesHelp,
 		Example: `  clankie memory serve
   clankie memory status
   clankie memory person 123456789012345678 234567890123456789`,
@@ -31,7 +36,7 @@ environment into <dir>/bearers.json on first start. One service per directory:
 a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
 		Example: `  CLANKIE_MEMORY_DIR=/var/lib/clankie clankie memory serve
   CLANKIE_LOG_FORMAT=console clankie memory serve`,
-		Args: cobra.NoArgs,
+		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.LoadMemory()
 			if err != nil {
@@ -46,7 +51,10 @@ a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
 			if err != nil {
 				return err
 			}
-			log.Info("memory service listening", zap.String("addr", srv.Addr), zap.String("root", cfg.Dir), zap.Strings("mintedLanes", srv.Minted))
+			// addr is the bound address, which scripts and the crash test
+			// read; everyInterface says what a wildcard bind means.
+			log.Info("memory service listening", zap.String("addr", srv.Addr), zap.Bool("everyInterface", isWildcard(cfg.Addr)), zap.String("metricsAddr", srv.MetricsAddr),
+				zap.String("root", cfg.Dir), zap.Strings("mintedLanes", srv.Minted))
 			err = srv.Serve(cmd.Context())
 			log.Info("memory service stopped")
 			return err

@@ -37,7 +37,7 @@ const (
 	operatorTimeout = 10 * time.Second
 )
 
-// exitCodesHelp ends every operator command's Long.
+// exitCodesHelp ends 'clankie memory --help', once for every operator command.
 const exitCodesHelp = `
 Exit codes:
   0  success
@@ -57,6 +57,7 @@ call (route templates and statuses only) on stderr.`
 func newOperatorCommands() []*cobra.Command {
 	return []*cobra.Command{
 		newStatusCommand(),
+		newCorruptCommand(),
 		newPeopleCommand(),
 		newPersonCommand(),
 		newFactCommand(),
@@ -80,18 +81,34 @@ func operatorCommand(cmd *cobra.Command, fl *opFlags) *cobra.Command {
 		cmd.Flags().DurationVar(&fl.timeout, "timeout", operatorTimeout, "give up when the memory service has not answered within this long")
 	}
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
-	cmd.Long = strings.TrimSpace(cmd.Long) + "\n" + exitCodesHelp
+	cmd.Long = strings.TrimSpace(cmd.Long) + "\n\nExit codes, the credential and debug logging: 'clankie memory --help'."
 	return cmd
 }
 
-// usageError is bad usage: exit code 2 and a pointer to the help.
+// usageError is bad usage: exit code 2 and one sentence that names the
+// command and points to its help. run prints it without another prefix.
 func usageError(cmd *cobra.Command, err error) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf("%s: %v; see '%s --help'", cmd.CommandPath(), err, cmd.CommandPath())}
+	msg := strings.TrimSuffix(strings.TrimSpace(err.Error()), ".")
+	if !strings.HasSuffix(msg, "?") {
+		msg += "."
+	}
+	// A sentence, so it ends with a full stop (built, not a format literal).
+	path := cmd.CommandPath()
+	return &exitError{code: exitUsage, err: errors.New(path + ": " + msg + " See '" + path + " --help'.")}
 }
 
 // usagef is usageError with a formatted sentence.
 func usagef(cmd *cobra.Command, format string, args ...any) error {
 	return usageError(cmd, fmt.Errorf(format, args...))
+}
+
+// checkLimit is the one rule for every --limit: when given, a whole number
+// from 1 to max; when not given, the service's default applies.
+func checkLimit(cmd *cobra.Command, limit, max int) error {
+	if cmd.Flags().Changed("limit") && (limit < 1 || limit > max) {
+		return usagef(cmd, "--limit must be 1 to %d (got %d)", max, limit)
+	}
+	return nil
 }
 
 // argsNamed accepts exactly the named positional arguments and says which
@@ -118,8 +135,12 @@ func groupCommand(cmd *cobra.Command) *cobra.Command {
 // a help page that exits 0 and hides the typo from a script.
 func parentCommand(cmd *cobra.Command) *cobra.Command {
 	cmd.Args = cobra.ArbitraryArgs
+	cmd.SuggestionsMinimumDistance = 2
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				return usagef(c, "unknown command %q; did you mean %q?", oneLine(args[0]), s[0])
+			}
 			return usagef(c, "unknown command %q", oneLine(args[0]))
 		}
 		return c.Help()
@@ -183,7 +204,9 @@ func cliLogger(c config.Log, w io.Writer) *zap.Logger {
 		ec.EncodeTime = zapcore.ISO8601TimeEncoder
 		enc = zapcore.NewJSONEncoder(ec)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zapcore.DebugLevel))
+	log := zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), zapcore.DebugLevel))
+	logBuild(log)
+	return log
 }
 
 // explain turns a failed call into the sentence and exit code a person or a
@@ -261,6 +284,43 @@ released or forgotten.`,
 					return writeJSON(s.out, c)
 				}
 				return renderStatus(s.out, s.url, c)
+			})
+		},
+	}
+	return operatorCommand(cmd, &fl)
+}
+
+func newCorruptCommand() *cobra.Command {
+	var fl opFlags
+	cmd := &cobra.Command{
+		Use:   "corrupt",
+		Short: "List person files set aside because they could not be read",
+		Long: `List the person files the memory service could not parse and moved aside
+(never overwritten; that person started empty): the file under
+CLANKIE_MEMORY_DIR, when it was set aside, and its size. Inspect or restore
+one by hand while the service is stopped. 'clankie memory status' counts them.`,
+		Example: `  clankie memory corrupt
+  clankie memory corrupt --json | jq -r '.files[].file'`,
+		Args: argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fl.connect(cmd, func(ctx context.Context, s *session) error {
+				c, err := s.client.CorruptFiles(ctx)
+				if err != nil {
+					return err
+				}
+				if s.json {
+					return writeJSON(s.out, c)
+				}
+				if len(c.Files) == 0 {
+					_, err := fmt.Fprintln(s.out, "No person file has been set aside.")
+					return err
+				}
+				tw := newTable(s.out)
+				fmt.Fprintln(tw, "SET ASIDE\tBYTES\tFILE")
+				for _, f := range c.Files {
+					fmt.Fprintf(tw, "%s\t%d\t%s\n", f.SetAsideAt.UTC().Format(tableTime), f.Bytes, oneLine(f.File))
+				}
+				return tw.Flush()
 			})
 		},
 	}

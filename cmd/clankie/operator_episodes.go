@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -24,11 +25,13 @@ operator sees it (operator_private ones included). With --search (or
 'episodes search TERMS…'), show the episodes whose summary or room holds every
 term, newest first, at most --limit (default 8, at most 32). Each line carries
 the date, lane, room, episode id and whether it was corrected or kept; the id
-is what 'clankie memory episode' takes. --json prints the service's answer.`,
+is what 'clankie memory episode' takes. --json prints the same episodes as a
+JSON array of records: id, lane, room, date, marks (kept, corrected),
+visibility and summary.`,
 		Example: `  clankie memory episodes
   clankie memory episodes --search "lighthouse storm" --limit 20
   clankie memory episodes search lighthouse storm
-  clankie memory episodes --json | jq -r .card`,
+  clankie memory episodes --json | jq -r '.[] | "\(.date) \(.id) \(.summary)"'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && args[0] != "search" {
 				return usagef(cmd, "unexpected argument %q; search with --search TERMS or 'episodes search TERMS'", oneLine(args[0]))
@@ -50,8 +53,8 @@ is what 'clankie memory episode' takes. --json prints the service's answer.`,
 				if !searching {
 					return usagef(cmd, "--limit applies to a search; the card always shows the newest %d", api.EpisodeCardSize)
 				}
-				if limit < 1 || limit > api.MaxEpisodeSearch {
-					return usagef(cmd, "--limit must be 1 to %d (got %d)", api.MaxEpisodeSearch, limit)
+				if err := checkLimit(cmd, limit, api.MaxEpisodeSearch); err != nil {
+					return err
 				}
 			}
 			return fl.connect(cmd, func(ctx context.Context, s *session) error {
@@ -60,7 +63,7 @@ is what 'clankie memory episode' takes. --json prints the service's answer.`,
 					return err
 				}
 				if s.json {
-					return writeJSON(s.out, card)
+					return writeJSON(s.out, episodeRecords(card.Episodes))
 				}
 				return renderCard(s.out, card, searching)
 			})
@@ -78,10 +81,10 @@ func newEpisodeCommand() *cobra.Command {
 		Long: `Act on one episode by its id (shown on every line of 'clankie memory
 episodes'): keep it for good, release it back into the recent window, edit its
 summary or visibility, or forget it.`,
-		Example: `  clankie memory episode keep ep-01J9Z3
-  clankie memory episode release ep-01J9Z3
-  clankie memory episode edit ep-01J9Z3 --summary "Helped Ana fix the lighthouse lamp" --visibility shareable
-  clankie memory episode forget ep-01J9Z3`,
+		Example: `  clankie memory episode keep ep-kq3mw7xzb2
+  clankie memory episode release ep-kq3mw7xzb2
+  clankie memory episode edit ep-kq3mw7xzb2 --summary "Helped Ana fix the lighthouse lamp" --visibility shareable
+  clankie memory episode forget ep-kq3mw7xzb2`,
 	})
 	cmd.AddCommand(
 		newEpisodeRetainCommand(true),
@@ -102,7 +105,7 @@ func newEpisodeRetainCommand(keep bool) *cobra.Command {
 most 1024 episodes are kept; at that ceiling the service refuses (exit 4)
 until one is released or forgotten. 'clankie memory status' shows the
 headroom. --json prints the episode as stored.`,
-		Example: `  clankie memory episode keep ep-01J9Z3`,
+		Example: `  clankie memory episode keep ep-kq3mw7xzb2`,
 	}
 	if !keep {
 		cmd.Use = "release ID"
@@ -111,7 +114,7 @@ headroom. --json prints the episode as stored.`,
 across every lane and ages out with them; if it is older than the newest 128
 unretained ones, releasing it lets it go at once. --json prints the episode
 as it was last stored.`
-		cmd.Example = `  clankie memory episode release ep-01J9Z3`
+		cmd.Example = `  clankie memory episode release ep-kq3mw7xzb2`
 	}
 	cmd.Args = argsNamed("ID")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -146,8 +149,8 @@ func newEpisodeEditCommand() *cobra.Command {
 visibility, operator_private (the operator alone sees it) or shareable (every
 lane may). Its id, lane, room, time and provenance never change; the card
 marks it corrected. --json prints the episode as stored.`,
-		Example: `  clankie memory episode edit ep-01J9Z3 --summary "Helped Ana fix the lighthouse lamp"
-  clankie memory episode edit ep-01J9Z3 --visibility operator_private`,
+		Example: `  clankie memory episode edit ep-kq3mw7xzb2 --summary "Helped Ana fix the lighthouse lamp"
+  clankie memory episode edit ep-kq3mw7xzb2 --visibility operator_private`,
 		Args: argsNamed("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p api.EpisodePatch
@@ -192,7 +195,7 @@ func newEpisodeForgetCommand() *cobra.Command {
 		Long: `Forget one episode, from whichever lane holds it. An unknown id exits 3. The
 service answers with no body; --json prints
 {"schemaVersion":1,"episodeId":"…","forgotten":true}.`,
-		Example: `  clankie memory episode forget ep-01J9Z3`,
+		Example: `  clankie memory episode forget ep-kq3mw7xzb2`,
 		Args:    argsNamed("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return fl.connect(cmd, func(ctx context.Context, s *session) error {
@@ -216,4 +219,33 @@ type forgottenEpisode struct {
 	SchemaVersion int    `json:"schemaVersion"`
 	EpisodeID     string `json:"episodeId"`
 	Forgotten     bool   `json:"forgotten"`
+}
+
+// episodeRecord is one episode as `memory episodes --json` prints it.
+type episodeRecord struct {
+	ID         string    `json:"id"`
+	Lane       string    `json:"lane"`
+	Room       string    `json:"room"`
+	Date       time.Time `json:"date"`
+	Marks      []string  `json:"marks"` // "kept", "corrected"
+	Visibility string    `json:"visibility"`
+	Summary    string    `json:"summary"`
+}
+
+// episodeRecords turns the service's records into what scripts read:
+// always an array, [] when there are none.
+func episodeRecords(eps []api.Episode) []episodeRecord {
+	out := make([]episodeRecord, 0, len(eps))
+	for _, ep := range eps {
+		marks := []string{}
+		if ep.Retained {
+			marks = append(marks, "kept")
+		}
+		if ep.CorrectedAt != nil {
+			marks = append(marks, "corrected")
+		}
+		out = append(out, episodeRecord{ID: ep.EpisodeID, Lane: ep.Lane, Room: ep.Room, Date: ep.OccurredAt.UTC(),
+			Marks: marks, Visibility: ep.Visibility, Summary: ep.Summary})
+	}
+	return out
 }

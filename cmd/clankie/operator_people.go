@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -11,6 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/commands"
+)
+
+// The service's page of people: its default and its ceiling.
+const (
+	defaultPeoplePage = 100
+	maxPeoplePage     = 1000
 )
 
 func newPeopleCommand() *cobra.Command {
@@ -28,12 +37,12 @@ how many facts each has, one page at a time. When there are more, it prints
 the --cursor to pass for the next page; --all follows every page. With --json
 it prints the service's page (with --all: every person in one answer).`,
 		Example: `  clankie memory people
-  clankie memory people --limit 50 --cursor 'CURSOR-FROM-THE-LAST-PAGE'
+  clankie memory people --limit 50 --cursor p-123456789012345678_234567890123456789.json
   clankie memory people --all --json | jq -r '.people[] | "\(.subject.guildId) \(.subject.userId)"'`,
 		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 0 {
-				return usagef(cmd, "--limit must be positive (got %d)", limit)
+			if err := checkLimit(cmd, limit, maxPeoplePage); err != nil {
+				return err
 			}
 			return fl.connect(cmd, func(ctx context.Context, s *session) error {
 				page, err := s.client.People(ctx, cursor, limit)
@@ -59,7 +68,7 @@ it prints the service's page (with --all: every person in one answer).`,
 			})
 		},
 	}
-	cmd.Flags().IntVar(&limit, "limit", 0, "people per page (the service's default is 100, at most 1000)")
+	cmd.Flags().IntVar(&limit, "limit", 0, fmt.Sprintf("people per page (default %d, at most %d)", defaultPeoplePage, maxPeoplePage))
 	cmd.Flags().StringVar(&cursor, "cursor", "", "start after this cursor, printed at the end of the previous page")
 	cmd.Flags().BoolVar(&all, "all", false, "follow every page and list everyone")
 	return operatorCommand(cmd, &fl)
@@ -100,8 +109,8 @@ func newFactCommand() *cobra.Command {
 		Short: "Edit or forget one fact about a person",
 		Long: `Edit or forget one fact about a person. The fact id is the ID column of
 'clankie memory person GUILD USER'.`,
-		Example: `  clankie memory fact edit 123456789012345678 234567890123456789 f-7q2k --body "prefers tea"
-  clankie memory fact forget 123456789012345678 234567890123456789 f-7q2k`,
+		Example: `  clankie memory fact edit 123456789012345678 234567890123456789 fq7mk2xa --body "prefers tea"
+  clankie memory fact forget 123456789012345678 234567890123456789 fq7mk2xa`,
 	})
 	cmd.AddCommand(newFactEditCommand(), newFactForgetCommand())
 	return cmd
@@ -116,7 +125,7 @@ func newFactEditCommand() *cobra.Command {
 		noExpiry               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "edit GUILD USER FACTID [--body S] [--kind K] [--visibility V] [--confidence F] [--expires T|--no-expiry]",
+		Use:   "edit GUILD USER FACTID [--body S] [--kind K] [--visibility V] [--confidence F] [--expires WHEN|--no-expiry]",
 		Short: "Change a fact's body, kind, visibility, confidence or expiry",
 		Long: `Change one fact. Give at least one of the flags; what is not given stays as it
 is. The fact keeps its id, subject, creation time and provenance.
@@ -125,13 +134,15 @@ is. The fact keeps its id, subject, creation time and provenance.
   --visibility  guild (every room of the guild), channel:<id> (that room
                 only) or operator_private (never shown in Discord)
   --confidence  0 to 1
-  --expires     an RFC 3339 time in the future, such as 2030-01-02T15:04:05Z
+  --expires     as /person-memory's expires option: 90m, 12h, 7d, 2w (from
+                now) or a date such as 2027-01-31 (kept through that day,
+                UTC); at most 365 days ahead
   --no-expiry   keep the fact until it is forgotten
 
 It prints the fact as stored; --json prints the service's answer.`,
-		Example: `  clankie memory fact edit 123456789012345678 234567890123456789 f-7q2k --body "prefers green tea"
-  clankie memory fact edit 123456789012345678 234567890123456789 f-7q2k --visibility channel:345678901234567890 --confidence 0.6
-  clankie memory fact edit 123456789012345678 234567890123456789 f-7q2k --visibility operator_private --no-expiry`,
+		Example: `  clankie memory fact edit 123456789012345678 234567890123456789 fq7mk2xa --body "prefers green tea"
+  clankie memory fact edit 123456789012345678 234567890123456789 fq7mk2xa --visibility channel:345678901234567890 --confidence 0.6
+  clankie memory fact edit 123456789012345678 234567890123456789 fq7mk2xa --visibility operator_private --no-expiry`,
 		Args: argsNamed("GUILD", "USER", "FACTID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var p api.FactPatch
@@ -167,11 +178,11 @@ It prints the fact as stored; --json prints the service's answer.`,
 				return usagef(cmd, "give --expires or --no-expiry, not both")
 			}
 			if f.Changed("expires") {
-				t, err := time.Parse(time.RFC3339, strings.TrimSpace(expires))
+				t, err := parseExpires(expires, time.Now())
 				if err != nil {
-					return usagef(cmd, "--expires must be an RFC 3339 time such as 2030-01-02T15:04:05Z (got %q)", oneLine(expires))
+					return usageError(cmd, err)
 				}
-				p.ExpiresAt = api.OptionalTime{Set: true, Value: &t}
+				p.ExpiresAt = api.OptionalTime{Set: true, Value: t}
 			}
 			if noExpiry {
 				p.ExpiresAt = api.OptionalTime{Set: true}
@@ -196,7 +207,7 @@ It prints the fact as stored; --json prints the service's answer.`,
 	cmd.Flags().StringVar(&kind, "kind", "", "person-fact, preference or relationship-note")
 	cmd.Flags().StringVar(&visibility, "visibility", "", "guild, channel:<id> or operator_private")
 	cmd.Flags().Float64Var(&confidence, "confidence", 0, "how sure Clankie is, 0 to 1")
-	cmd.Flags().StringVar(&expires, "expires", "", "when the fact expires, RFC 3339 (such as 2030-01-02T15:04:05Z)")
+	cmd.Flags().StringVar(&expires, "expires", "", "when the fact expires: 90m, 12h, 7d, 2w or a date such as 2027-01-31, at most a year ahead")
 	cmd.Flags().BoolVar(&noExpiry, "no-expiry", false, "clear the expiry: keep the fact until it is forgotten")
 	return operatorCommand(cmd, &fl)
 }
@@ -222,7 +233,7 @@ func newFactForgetCommand() *cobra.Command {
 		Long: `Forget one fact about a person, whoever proposed it and whatever its
 visibility. An unknown fact id exits 3. The service answers with no body;
 --json prints {"schemaVersion":1,"subject":{…},"factId":"…","forgotten":true}.`,
-		Example: `  clankie memory fact forget 123456789012345678 234567890123456789 f-7q2k`,
+		Example: `  clankie memory fact forget 123456789012345678 234567890123456789 fq7mk2xa`,
 		Args:    argsNamed("GUILD", "USER", "FACTID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return fl.connect(cmd, func(ctx context.Context, s *session) error {
@@ -288,4 +299,22 @@ removed; --json prints the service's answer with their ids.`,
 	}
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm: delete every fact about this person, irreversibly")
 	return operatorCommand(cmd, &fl)
+}
+
+// parseExpires reads --expires with /person-memory's own parser, so the CLI
+// and the slash command accept the same forms and bounds; its refusal
+// sentence (with examples) becomes a usage error.
+func parseExpires(text string, now time.Time) (*time.Time, error) {
+	t, err := commands.ParseExpires(text, now)
+	if ue, ok := bot.AsUserError(err); ok {
+		if rest, ok := strings.CutPrefix(ue.Sentence, "I couldn't read that expiry. "); ok {
+			return nil, fmt.Errorf("--expires %q is not a duration or a date. %s", oneLine(text), rest)
+		}
+		// The bot speaks in the first person; the CLI does not.
+		return nil, fmt.Errorf("--expires %q: %s", oneLine(text), strings.ReplaceAll(ue.Sentence, "the latest date I accept is", "the latest date accepted is"))
+	}
+	if err == nil && t == nil {
+		return nil, errors.New("--expires needs a value; to remove an expiry use --no-expiry")
+	}
+	return t, err
 }

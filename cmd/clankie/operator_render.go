@@ -94,8 +94,13 @@ func renderStatus(w io.Writer, url string, c api.Catalog) error {
 	fmt.Fprintf(tw, "  unretained\t%d of %d\t(the recent window across every lane; the oldest age out)\n", c.Unretained, ring)
 	fmt.Fprintf(tw, "  retained\t%d of %d\t(kept for good; they never age out)\n", c.Retained, shelf)
 	fmt.Fprintf(tw, "  headroom\t%d\t(how many more episodes can be kept)\n", headroom)
+	fmt.Fprintf(tw, "Corrupt person files\t%d\t(set aside as unreadable; 'clankie memory corrupt' lists them)\n", c.CorruptPersonFiles)
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if c.CorruptPersonFiles > 0 {
+		fmt.Fprintf(w, "\nWarning: %d person file%s could not be read and %s set aside; those people started empty. 'clankie memory corrupt' lists them.\n",
+			c.CorruptPersonFiles, plural(c.CorruptPersonFiles), map[bool]string{true: "were", false: "was"}[c.CorruptPersonFiles > 1])
 	}
 	if headroom == 0 {
 		fmt.Fprintf(w, "\nWarning: %d of %d episodes are kept, the most there can be. Keeping another is refused until one is released ('clankie memory episode release ID') or forgotten.\n", c.Retained, shelf)

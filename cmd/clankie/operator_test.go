@@ -367,10 +367,12 @@ func TestFactEditAndForget(t *testing.T) {
 		resp.Fact.Kind != api.KindPreference || resp.Fact.ExpiresAt != nil || resp.Fact.Body != "likes green tea" {
 		t.Fatalf("fact edit --json: %+v", resp.Fact)
 	}
-	later := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
-	f.mustRun(t, "fact", "edit", "g1", "u1", fact.FactID, "--expires", later.Format(time.RFC3339), "--visibility", "operator_private")
+	// --expires takes the slash command's forms: 2d is two days from now.
+	before := time.Now().Add(48 * time.Hour)
+	f.mustRun(t, "fact", "edit", "g1", "u1", fact.FactID, "--expires", "2d", "--visibility", "operator_private")
+	after := time.Now().Add(48 * time.Hour)
 	e := findFact(f.export(t, "g1", "u1").Facts, fact.FactID)
-	if e.ExpiresAt == nil || !e.ExpiresAt.Equal(later) || e.Visibility.Scope != api.ScopeOperatorPrivate {
+	if e.ExpiresAt == nil || e.ExpiresAt.Before(before.Add(-time.Second)) || e.ExpiresAt.After(after) || e.Visibility.Scope != api.ScopeOperatorPrivate {
 		t.Fatalf("after --expires: %+v", e)
 	}
 
@@ -454,9 +456,9 @@ func TestEpisodesSearchAndEpisodeCommands(t *testing.T) {
 		}
 	}
 	mustMatch(t, "no match", f.mustRun(t, "episodes", "--search", "dragon"), `^No episodes match that search\.\n$`)
-	card := decodeJSON[api.Card](t, f.mustRun(t, "episodes", "--search", "shanty", "--json"))
-	if card.Count != 1 || !strings.Contains(card.Card, song.EpisodeID) {
-		t.Errorf("episodes --json: %+v", card)
+	recs := decodeJSON[[]episodeRecord](t, f.mustRun(t, "episodes", "--search", "shanty", "--json"))
+	if len(recs) != 1 || recs[0].ID != song.EpisodeID || recs[0].Summary != song.Summary {
+		t.Errorf("episodes --json: %+v", recs)
 	}
 
 	mustMatch(t, "keep", f.mustRun(t, "episode", "keep", lamp.EpisodeID), `Kept episode`, `kept\s+yes`)
@@ -600,7 +602,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"status", "extra"}, "takes no arguments"},
 		{[]string{"status", "--timeout", "0s"}, "--timeout must be positive"},
 		{[]string{"status", "--bogus"}, "unknown flag: --bogus"},
-		{[]string{"people", "--limit", "-1"}, "--limit must be positive"},
+		{[]string{"people", "--limit", "-1"}, "--limit must be 1 to 1000 (got -1)"},
+		{[]string{"people", "--limit", "0"}, "--limit must be 1 to 1000 (got 0)"},
 		{[]string{"people", "--limit", "x"}, `invalid argument "x"`},
 		{[]string{"person", "g1"}, "needs GUILD USER (got 1 argument)"},
 		{[]string{"person", "", "u1"}, "guild id is empty"},
@@ -613,9 +616,11 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--visibility", "everyone"}, "--visibility must be guild, channel:<id> or operator_private"},
 		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--visibility", "channel:"}, "--visibility must be"},
 		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--confidence", "1.5"}, "--confidence must be between 0 and 1"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", "tomorrow"}, "--expires must be an RFC 3339 time"},
+		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", "tomorrow"}, `--expires "tomorrow" is not a duration or a date. Use a duration like 90m, 12h, 7d or 2w`},
+		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", "400d"}, "at most 365 days ahead"},
+		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", "2020-01-31"}, "must be in the future"},
 		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", past, "--no-expiry"}, "not both"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", past}, "expiresAt must be in the future"}, // the service's 400
+		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", past}, `--expires "` + past + `" is not a duration or a date`},
 		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--body", strings.Repeat("x", 3000)}, "the memory service rejected the request"},
 		{[]string{"forget-person", "g1", "u1"}, "--yes"},
 		{[]string{"episodes", "--limit", "5"}, "--limit applies to a search"},

@@ -27,7 +27,7 @@ without a token is skipped with one line saying which variable enables it.
 SIGTERM or Ctrl-C stops everything cleanly.`,
 		Example: `  clankie up
   DISCORD_TEXT_BOT_TOKEN=... DISCORD_GUILD_IDS=123456789012345678 clankie up`,
-		Args: cobra.NoArgs,
+		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runUp(cmd.Context(), cmd.OutOrStdout())
 		},
@@ -35,8 +35,13 @@ SIGTERM or Ctrl-C stops everything cleanly.`,
 }
 
 func runUp(ctx context.Context, out io.Writer) error {
+	// Validate every setting, the bridges' included (even one whose token
+	// is unset), before anything starts or touches the disk.
 	memCfg, err := config.LoadMemory()
 	if err != nil {
+		return configError(err)
+	}
+	if err := config.ValidateBridges(); err != nil {
 		return configError(err)
 	}
 	log, err := newLogger(memCfg.Log)
@@ -51,7 +56,12 @@ func runUp(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	memURL := loopbackURL(srv.Addr)
-	fmt.Fprintf(out, "memory service: %s (data in %s)\n", memURL, memCfg.Dir)
+	fmt.Fprintf(out, "memory service: %s (data in %s)\n", describeListen(memCfg.Addr, srv.Addr), memCfg.Dir)
+	if srv.MetricsAddr != "" {
+		fmt.Fprintf(out, "metrics: GET /metrics at %s, no credential\n", describeListen(memCfg.Metrics.ListenAddr(), srv.MetricsAddr))
+	} else {
+		fmt.Fprintf(out, "metrics: %s/metrics with the operator bearer (set CLANKIE_METRICS_ADDR for a listener without one)\n", memURL)
+	}
 	if len(srv.Minted) > 0 {
 		fmt.Fprintf(out, "minted bearer tokens for %v into %s/%s (0600); the CLI and bridges read them from there\n", srv.Minted, memCfg.Dir, config.BearersFile)
 	}
@@ -78,7 +88,7 @@ func runUp(ctx context.Context, out io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := r.run(ctx, log)
+			err := r.run(ctx, log, srv.Registry)
 			errs <- err
 			if err != nil {
 				cancel() // one part failing stops the whole process
@@ -124,6 +134,26 @@ func configuredBridges(memURL, dir string, out io.Writer) ([]bridgeRunner, error
 	return runners, nil
 }
 
+// describeListen says where a listener is, as it is: a wildcard bind is
+// every interface (and reachable from this host over loopback), never
+// presented as if it were 127.0.0.1.
+//
+// configured is the address as set (its host is what the operator wrote:
+// 0.0.0.0 stays 0.0.0.0, where the listener would say [::]); actual is the
+// one bound (its port is the real one when the setting asked for :0).
+func describeListen(configured, actual string) string {
+	host, _, err := net.SplitHostPort(configured)
+	_, port, err2 := net.SplitHostPort(actual)
+	if err != nil || err2 != nil {
+		return "http://" + actual
+	}
+	addr := net.JoinHostPort(host, port)
+	if isWildcard(configured) {
+		return fmt.Sprintf("%s on every interface (port %s; from this host %s)", addr, port, loopbackURL(addr))
+	}
+	return "http://" + addr
+}
+
 // loopbackURL answers how a process on this host reaches addr: a wildcard
 // listen address is reached over 127.0.0.1.
 func loopbackURL(addr string) string {
@@ -141,4 +171,12 @@ func stopServer(srv *memory.Server) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_ = srv.Serve(ctx)
+}
+
+// isWildcard reports whether addr binds every interface (0.0.0.0, ::, or
+// no host).
+func isWildcard(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	ip := net.ParseIP(host)
+	return err == nil && (host == "" || ip != nil && ip.IsUnspecified())
 }

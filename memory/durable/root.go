@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,9 @@ func OpenRoot(dir string) (*os.Root, error) {
 		return nil, errors.New("the memory root is empty; set CLANKIE_MEMORY_DIR")
 	}
 	if err := os.MkdirAll(dir, DirMode); err != nil {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("cannot create the memory root %s: %s", dir, ownership(filepath.Dir(dir)))
+		}
 		return nil, fmt.Errorf("cannot create the memory root %s: %w", dir, err)
 	}
 	st, err := os.Stat(dir)
@@ -29,10 +33,41 @@ func OpenRoot(dir string) (*os.Root, error) {
 	}
 	if st.Mode().Perm()&^DirMode != 0 {
 		if err := os.Chmod(dir, DirMode); err != nil {
+			if owner, ok := ownerOf(st); ok && owner != os.Getuid() {
+				return nil, fmt.Errorf("the memory root %s has mode %04o and cannot be tightened to 0700: %s", dir, st.Mode().Perm(), ownership(dir))
+			}
 			return nil, fmt.Errorf("the memory root %s has mode %04o and cannot be tightened to 0700 (%v); fix its permissions or choose another CLANKIE_MEMORY_DIR", dir, st.Mode().Perm(), err)
 		}
 	}
+	if owner, ok := ownerOf(st); ok && owner != os.Getuid() && os.Getuid() != 0 {
+		// Mode 0700 owned by someone else: nothing in it can be written.
+		return nil, fmt.Errorf("the memory root %s cannot be used: %s", dir, ownership(dir))
+	}
 	return os.OpenRoot(dir)
+}
+
+// ownerOf answers the uid that owns a file, where the platform says.
+func ownerOf(st fs.FileInfo) (int, bool) {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return int(sys.Uid), true
+	}
+	return 0, false
+}
+
+// ownership explains a directory owned by another user: the fix is a chown
+// (or running as that user), not a chmod. A host directory bind-mounted
+// into the container is the usual case: the image runs as uid 65532.
+func ownership(dir string) string {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Sprintf("%s cannot be read (%v)", dir, errors.Unwrap(err))
+	}
+	owner, ok := ownerOf(st)
+	me := os.Getuid()
+	if !ok || owner == me {
+		return fmt.Sprintf("%s has mode %04o and this user (uid %d) may not write in it; fix its permissions", dir, st.Mode().Perm(), me)
+	}
+	return fmt.Sprintf("%s is owned by uid %d, but clankie runs as uid %d; give it to this user (chown -R %d %s) or run clankie as uid %d", dir, owner, me, me, dir, owner)
 }
 
 // Lock is the exclusive lock that makes one service the only writer of a root.

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // cacheBytes bounds the decoded person files kept in memory, counted by the
@@ -18,6 +19,9 @@ const cacheBytes = 8 << 20
 // file), so the cache cannot disagree with the disk. Entries are never
 // handed out: get answers a copy the caller may change.
 type fileCache struct {
+	// hits and misses count lookups, for the service's metrics.
+	hits, misses atomic.Uint64
+
 	mu    sync.Mutex
 	size  int
 	order *list.List // most recently used at the front; values are *cached
@@ -40,8 +44,10 @@ func (c *fileCache) get(name string) (*personFile, bool) {
 	defer c.mu.Unlock()
 	el, ok := c.items[name]
 	if !ok {
+		c.misses.Add(1)
 		return nil, false
 	}
+	c.hits.Add(1)
 	c.order.MoveToFront(el)
 	pf := *el.Value.(*cached).pf
 	pf.Facts = slices.Clone(pf.Facts)
@@ -78,4 +84,12 @@ func (c *fileCache) dropLocked(name string) {
 		c.order.Remove(el)
 		delete(c.items, name)
 	}
+}
+
+// CacheStats counts lookups of the decoded-file cache since Open.
+type CacheStats struct{ Hits, Misses uint64 }
+
+// CacheStats answers how often a person was served from the cache.
+func (s *Store) CacheStats() CacheStats {
+	return CacheStats{Hits: s.cache.hits.Load(), Misses: s.cache.misses.Load()}
 }

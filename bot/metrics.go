@@ -1,0 +1,84 @@
+package bot
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a bridge's Prometheus figures. Labels come from closed sets
+// (a registered command's name, an outcome word); no id and no text.
+type Metrics struct {
+	// Registerer is where the rest of the bridge registers its own metrics
+	// (voice sessions, briefings delivered), already labelled with the
+	// bridge's name, so every metric of one bridge carries bridge="…".
+	Registerer prometheus.Registerer
+
+	interactions  *prometheus.CounterVec
+	firstCallback *prometheus.HistogramVec
+	reconnects    prometheus.Counter
+	connects      atomic.Int64
+}
+
+// Interaction outcomes.
+const (
+	OutcomeOK        = "ok"         // answered with the handler's reply
+	OutcomeRefused   = "refused"    // a sentence for the user (bad input, not allowed)
+	OutcomeFailed    = "failed"     // the generic failure sentence
+	OutcomePanicked  = "panicked"   // a handler panicked; the user got the failure sentence
+	OutcomeStale     = "stale"      // the command or its options are not what the router knows
+	OutcomeNotServed = "not_served" // a server outside DISCORD_GUILD_IDS
+)
+
+// NewMetrics registers a bridge's metrics in reg under the label
+// bridge=name ("text" or "voice"), so two bridges in one process share a
+// registry without clashing.
+func NewMetrics(reg prometheus.Registerer, bridge string) *Metrics {
+	r := prometheus.WrapRegistererWith(prometheus.Labels{"bridge": bridge}, reg)
+	m := &Metrics{
+		Registerer: r,
+		interactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clankie_bridge_interactions_total",
+			Help: "Interactions answered, by command name, kind (command or autocomplete) and outcome.",
+		}, []string{"command", "kind", "outcome"}),
+		firstCallback: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "clankie_bridge_first_callback_seconds",
+			Help:    "Time from receiving an interaction to its first callback (a reply, a deferral or choices); Discord drops one not answered within 3 s.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 1.5, 2, 2.5, 3, 5},
+		}, []string{"command"}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "clankie_bridge_gateway_reconnects_total",
+			Help: "Gateway connections after the first (each reconnect or resume).",
+		}),
+	}
+	r.MustRegister(m.interactions, m.firstCallback, m.reconnects)
+	return m
+}
+
+// interaction counts one answered interaction; nil-safe.
+func (m *Metrics) interaction(command string, autocomplete bool, outcome string) {
+	if m == nil {
+		return
+	}
+	kind := "command"
+	if autocomplete {
+		kind = "autocomplete"
+	}
+	m.interactions.WithLabelValues(command, kind, outcome).Inc()
+}
+
+// callback records the time to an interaction's first callback; nil-safe.
+func (m *Metrics) callback(command string, d time.Duration) {
+	if m != nil {
+		m.firstCallback.WithLabelValues(command).Observe(d.Seconds())
+	}
+}
+
+// onConnect counts gateway connections after the first as reconnects.
+func (m *Metrics) onConnect(*discordgo.Session, *discordgo.Connect) {
+	if m.connects.Add(1) > 1 {
+		m.reconnects.Inc()
+	}
+}

@@ -1,0 +1,169 @@
+package memory
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/clankie/clankie/api"
+)
+
+// metrics are the service's Prometheus figures, in a registry the Service
+// owns (never the global default one, so two services in one process each
+// report their own). Every label is from a closed set: the route pattern
+// (never the path, which holds ids), the lane, the outcome. No id, no text.
+type metrics struct {
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	fsync    prometheus.Histogram
+}
+
+func newMetrics(s *Service) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clankie_memory_requests_total",
+			Help: "Requests answered, by route pattern, lane of the bearer (none when unauthenticated) and outcome.",
+		}, []string{"route", "lane", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "clankie_memory_request_duration_seconds",
+			Help:    "Time to answer a request, by route pattern.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "clankie_memory_fsync_duration_seconds",
+			Help:    "Duration of each fsync of a file or directory in the memory root (every acknowledged write makes at least two).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	reg.MustRegister(m.requests, m.latency, m.fsync,
+		gauge("clankie_memory_people", "People with at least one fact.", func() float64 { return float64(s.people.Stats().People) }),
+		gauge("clankie_memory_facts", "Facts kept, across every person.", func() float64 { return float64(s.people.Stats().Facts) }),
+		gauge("clankie_memory_episodes_unretained", "Episodes in the recent window (at most 128).", func() float64 { return float64(s.episodes.Stats().Unretained) }),
+		gauge("clankie_memory_episodes_retained", "Episodes kept for good (at most 1024).", func() float64 { return float64(s.episodes.Stats().Retained) }),
+		gauge("clankie_memory_person_files_corrupt", "Person files set aside as unreadable (see 'clankie memory corrupt').", func() float64 { return float64(len(s.corruptFiles())) }),
+		counter("clankie_memory_people_cache_hits_total", "Person lookups served from the decoded-file cache.", func() float64 { return float64(s.people.CacheStats().Hits) }),
+		counter("clankie_memory_people_cache_misses_total", "Person lookups that read the file from disk.", func() float64 { return float64(s.people.CacheStats().Misses) }),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// reqLabels is filled in while a request is answered: the route wrapper
+// knows the lane once the bearer is checked.
+type reqLabels struct{ lane string }
+
+type labelsKey struct{}
+
+// setLane records the authenticated lane for the request's metrics.
+func setLane(r *http.Request, lane string) {
+	if l, ok := r.Context().Value(labelsKey{}).(*reqLabels); ok {
+		l.lane = lane
+	}
+}
+
+// instrument counts and times every request by its route pattern, which
+// the mux sets on the request once it has matched (an unmatched request is
+// "unmatched"; a path's ids never become a label).
+func (m *metrics) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		labels := &reqLabels{lane: "none"}
+		r = r.WithContext(context.WithValue(r.Context(), labelsKey{}, labels))
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(route, labels.lane, outcome(sw.code)).Inc()
+		m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// outcome names a status class in words a dashboard can group by.
+func outcome(code int) string {
+	switch {
+	case code < 300:
+		return "ok"
+	case code == http.StatusUnauthorized:
+		return "unauthorized"
+	case code == http.StatusForbidden:
+		return "forbidden"
+	case code == http.StatusNotFound:
+		return "not_found"
+	case code == http.StatusConflict:
+		return "conflict"
+	case code == http.StatusRequestEntityTooLarge, code == http.StatusBadRequest:
+		return "invalid"
+	case code < 500:
+		return "client_error_" + strconv.Itoa(code)
+	default:
+		return "server_error"
+	}
+}
+
+// statusWriter keeps the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.code, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// MetricsHandler serves the registry in Prometheus's text format, with no
+// credential: for the separate CLANKIE_METRICS_ADDR listener only.
+func (s *Service) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+}
+
+// Registry is where other parts of the same process (the bridges under
+// `clankie up`) register their metrics, so one scrape shows them all.
+func (s *Service) Registry() *prometheus.Registry { return s.metrics.reg }
+
+// metricsRoute is GET /metrics on the service's own listener: the operator
+// bearer, then the registry.
+func (s *Service) metricsRoute() http.Handler {
+	h := s.MetricsHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		who, ok := s.bearers.Authenticate(r.Header.Get("Authorization"))
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "unauthorized", operatorOnly.credentialSentence())
+			return
+		}
+		setLane(r, who.Lane)
+		if who.Lane != api.LaneOperator {
+			writeError(w, http.StatusForbidden, "forbidden", "Only the operator bearer may read /metrics.")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
