@@ -58,7 +58,14 @@ func (m MemoryClient) Validate() error {
 	if err := validDir(m.Dir); err != nil {
 		return err
 	}
-	return checkURL("CLANKIE_MEMORY_URL", m.URL, urlRule{schemes: []string{"http", "https"},
+	return CheckMemoryURL("CLANKIE_MEMORY_URL", m.URL)
+}
+
+// CheckMemoryURL validates a memory service URL given under name (the
+// variable, or a flag such as `clankie health --url`) by the rules of
+// CLANKIE_MEMORY_URL. Its error names name and never quotes the value.
+func CheckMemoryURL(name, v string) error {
+	return checkURL(name, v, urlRule{schemes: []string{"http", "https"},
 		credVar: "the bearer is passed separately (the lane's token variable, or the minted one)"})
 }
 

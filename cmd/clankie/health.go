@@ -42,7 +42,7 @@ defaults to CLANKIE_MEMORY_URL.`,
 					return configError(err)
 				}
 				url = mc.URL
-			} else if err := config.URLVar("--url", url, "http", "https"); err != nil {
+			} else if err := config.CheckMemoryURL("--url", url); err != nil {
 				return usageError(cmd, err)
 			}
 			return checkReady(cmd.Context(), cmd.OutOrStdout(), strings.TrimRight(url, "/"), timeout)
