@@ -35,14 +35,24 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger) (*Text, erro
 	if err != nil {
 		return nil, err
 	}
-	sess, err := bot.NewSession(cfg.DiscordToken, cfg.Discord.APIURL, discordgo.IntentsGuilds)
+	shards, err := newShards(cfg.DiscordToken, cfg.Discord, discordgo.IntentsGuilds, log)
 	if err != nil {
 		return nil, err
 	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	router := bot.NewRouter(log, commands.PersonMemory(mem, policy, time.Now))
 	router.Guilds = guildSet(cfg.Discord.GuildIDs)
-	return &Text{Bot: &bot.Bot{Session: sess, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log}}, nil
+	return &Text{Bot: &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log}}, nil
+}
+
+// newShards builds a bridge's gateway shards from its settings (validated:
+// the plan parses).
+func newShards(token string, d config.Discord, intents discordgo.Intent, log *zap.Logger) (*bot.Shards, error) {
+	plan, err := d.Shards()
+	if err != nil {
+		return nil, err
+	}
+	return bot.NewShards(token, d.APIURL, intents, bot.ShardPlan{Count: plan.Count, IDs: plan.IDs}, log)
 }
 
 // Run serves until ctx is done.
