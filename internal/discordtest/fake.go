@@ -72,6 +72,9 @@ type Fake struct {
 	faults       map[string]*fault
 	violations   []Violation
 	resumes      int
+	keys         httpKeys
+	httpClient   *http.Client
+	httpPosts    map[string]int // interactions endpoint -> requests sent
 	started      time.Time
 	startsLeft   int
 	lastIdentify map[int]time.Time // max_concurrency bucket -> last IDENTIFY
@@ -187,6 +190,9 @@ func New(t testing.TB, opts ...Option) *Fake {
 		faults:       map[string]*fault{},
 		upgrader:     websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
 		started:      time.Now(),
+		keys:         newHTTPKeys(),
+		httpClient:   &http.Client{},
+		httpPosts:    map[string]int{},
 		startsLeft:   cfg.startLimit.Remaining,
 		lastIdentify: map[int]time.Time{},
 	}
@@ -268,6 +274,7 @@ func (f *Fake) Close() {
 			c.shutdown()
 		}
 		f.srv.Close()
+		f.httpClient.CloseIdleConnections()
 		f.wg.Wait()
 	})
 }
