@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,15 +193,34 @@ func (sh *Shards) resolve(gi gatewayInfo) (int, []int, error) {
 	return count, ids, nil
 }
 
-// startLimitSentence says why nothing connects and when it can.
-func startLimitSentence(need int, gi gatewayInfo, now time.Time) error {
-	at := now.Add(gi.resetAfter).UTC().Truncate(time.Second)
-	left := "no gateway session starts left"
-	if gi.remaining > 0 {
-		left = fmt.Sprintf("only %d gateway session starts left and this process needs %d", gi.remaining, need)
+// startLimitError says why nothing connects and when it can.
+type startLimitError struct {
+	need, remaining int
+	resetAt         time.Time
+	in              time.Duration
+}
+
+func (e *startLimitError) Error() string {
+	left := "no more gateway session starts"
+	if e.remaining > 0 {
+		left = fmt.Sprintf("only %d more gateway session starts (this process needs %d)", e.remaining, e.need)
 	}
-	return fmt.Errorf("%w: Discord allows this bot %s until %s (in %s); not connecting, so none is spent",
-		ErrNoSessionStarts, left, at.Format("2006-01-02 15:04 UTC"), gi.resetAfter.Round(time.Minute))
+	in := strings.TrimSuffix(e.in.String(), "0s") // 2h30m, not 2h30m0s
+	if strings.HasSuffix(in, "h0m") {
+		in = strings.TrimSuffix(in, "0m") // 3h, not 3h0m
+	}
+	if in == "" {
+		in = "under a minute"
+	}
+	return fmt.Sprintf("Discord allows this bot %s until %s (in %s); not connecting, so none is spent",
+		left, e.resetAt.Format("2006-01-02 15:04 UTC"), in)
+}
+
+func (e *startLimitError) Unwrap() error { return ErrNoSessionStarts }
+
+func startLimitSentence(need int, gi gatewayInfo, now time.Time) error {
+	return &startLimitError{need: need, remaining: gi.remaining,
+		resetAt: now.Add(gi.resetAfter).UTC().Truncate(time.Minute), in: gi.resetAfter.Round(time.Minute)}
 }
 
 // Open resolves the shard count, checks the session start budget, and

@@ -270,3 +270,24 @@ func TestVoiceBridgeJoinsOnTheGuildsShard(t *testing.T) {
 	}
 	l.assertClean(t, fake.Token(), tokens.VoiceBridge)
 }
+
+// TestNoSessionStartsLeftStopsTheBridgeWithASentence: with
+// session_start_limit.remaining 0 the bridge stops at start with one
+// sentence saying when the budget resets, and identifies nothing.
+func TestNoSessionStartsLeftStopsTheBridgeWithASentence(t *testing.T) {
+	l := newLogs()
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()),
+		discordtest.WithSessionStartLimit(discordtest.SessionStartLimit{Total: 1000, Remaining: 0, ResetAfter: 3 * time.Hour, MaxConcurrency: 1}))
+	tb, err := NewText(textConfig(fake, deadURL(t)), tokens.TextBridge, l.log.Named("text"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tb.Run(ctxFor(t, 10*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "no more gateway session starts until") || !strings.Contains(err.Error(), "(in 3h)") ||
+		strings.Count(err.Error(), ";") != 1 {
+		t.Fatalf("Run = %v", err)
+	}
+	if n := len(fake.Identifies()); n != 0 || fake.SessionStartsRemaining() != 0 {
+		t.Fatalf("%d identifies", n)
+	}
+}
