@@ -123,7 +123,7 @@ var ErrShardNotHere = errors.New("this server's gateway shard is not connected i
 // ChannelVoiceJoinManual sends the voice state update (op 4) for gID on the
 // shard that owns gID, so Discord acts on it: Discord ignores op 4 sent on
 // another shard. cID "" leaves voice. It satisfies voice.Gateway.
-func (sh *Shards) ChannelVoiceJoinManual(gID, cID string, mute, deaf bool) (err error) {
+func (sh *Shards) ChannelVoiceJoinManual(gID, cID string, mute, deaf bool) error {
 	sh.mu.Lock()
 	count := sh.count
 	sh.mu.Unlock()
@@ -137,13 +137,17 @@ func (sh *Shards) ChannelVoiceJoinManual(gID, cID string, mute, deaf bool) (err 
 	if s == nil {
 		return fmt.Errorf("shard %d: %w", id, ErrShardNotHere)
 	}
-	defer func() {
-		// discordgo writes to its websocket without checking that one is
-		// open: between a drop and the reconnect it is nil.
-		if p := recover(); p != nil {
-			err = fmt.Errorf("shard %d is reconnecting; try again in a moment: %w", id, ErrShardNotHere)
-		}
-	}()
+	// discordgo writes op 4 to its websocket without checking that one is
+	// open, and between a drop and the reconnect there is none. Its own
+	// lock orders this: Close clears DataReady before it drops the
+	// connection and Open sets the connection before the heartbeat sets
+	// DataReady, both under the write lock, so while we hold the read lock
+	// a ready session keeps its connection.
+	s.RLock()
+	defer s.RUnlock()
+	if !s.DataReady {
+		return fmt.Errorf("shard %d is reconnecting; try again in a moment: %w", id, ErrShardNotHere)
+	}
 	return s.ChannelVoiceJoinManual(gID, cID, mute, deaf)
 }
 
@@ -337,14 +341,26 @@ func openShard(ctx context.Context, s *discordgo.Session) (*discordgo.Ready, err
 	if err := s.Open(); err != nil {
 		return nil, err
 	}
+	var r *discordgo.Ready
 	select {
-	case r := <-ch:
-		return r, nil
+	case r = <-ch:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-time.After(30 * time.Second):
 		return nil, errors.New("the discord gateway did not send READY within 30s")
 	}
+	// The session takes commands (op 4) once its heartbeat runs, at once
+	// after Open; wait for it so a caller never sees a fresh shard as
+	// reconnecting.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		s.RLock()
+		ready := s.DataReady
+		s.RUnlock()
+		if ready {
+			break
+		}
+	}
+	return r, nil
 }
 
 // shardError turns a failed connection into a sentence; the gateway's
