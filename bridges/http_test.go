@@ -102,6 +102,14 @@ func TestHTTPInteractionsServeCommands(t *testing.T) {
 	if got, _ := httpReply(t, fake, endpoint, pm(guildID, textA, alice, "recall")); !strings.Contains(got, "green tea") {
 		t.Fatalf("recall answered %q", got)
 	}
+	// Autocomplete answers its choices in the HTTP response too.
+	ctx := ctxFor(t, 10*time.Second)
+	ac := fake.InteractHTTP(ctx, endpoint, discordtest.InteractionSpec{GuildID: guildID, ChannelID: textA, UserID: alice,
+		Command: "person-memory", Subcommand: "forget", Autocomplete: true, Options: []discordtest.OptionValue{str("fact", "").Focus()}})
+	cb, err := ac.WaitCallback(ctx)
+	if err != nil || cb.Type != discordgo.InteractionApplicationCommandAutocompleteResult || len(cb.Choices) != 1 || cb.Choices[0].Value != facts[0].FactID {
+		t.Fatalf("autocomplete callback %+v, %v", cb, err)
+	}
 	l.assertClean(t, fake.Token(), tokens.TextBridge, "green tea")
 }
 
