@@ -1,7 +1,7 @@
 package bot
 
 import (
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -19,7 +19,7 @@ type Metrics struct {
 	interactions  *prometheus.CounterVec
 	firstCallback *prometheus.HistogramVec
 	reconnects    prometheus.Counter
-	connects      atomic.Int64
+	connected     sync.Map // *discordgo.Session → true once it connected
 }
 
 // Interaction outcomes.
@@ -76,9 +76,10 @@ func (m *Metrics) callback(command string, d time.Duration) {
 	}
 }
 
-// onConnect counts gateway connections after the first as reconnects.
-func (m *Metrics) onConnect(*discordgo.Session, *discordgo.Connect) {
-	if m.connects.Add(1) > 1 {
+// onConnect counts each shard's gateway connections after its first as
+// reconnects: every shard connects once at start.
+func (m *Metrics) onConnect(s *discordgo.Session, _ *discordgo.Connect) {
+	if _, seen := m.connected.LoadOrStore(s, true); seen {
 		m.reconnects.Inc()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -19,15 +20,24 @@ var ErrTokenRejected = errors.New("discord rejected the bot token")
 // off: the bridges keep their own rosters, and discordgo's cache races
 // between guild updates and voice-state reads.
 func NewSession(token, apiURL string, intents discordgo.Intent) (*discordgo.Session, error) {
-	s, err := discordgo.New("Bot " + token)
+	s, err := newSession(token, intents)
 	if err != nil {
-		return nil, fmt.Errorf("build discord session: %w", err)
+		return nil, err
 	}
 	rt, err := NewRESTTransport(apiURL, nil)
 	if err != nil {
 		return nil, err
 	}
 	s.Client = &http.Client{Transport: rt, Timeout: 20 * time.Second}
+	return s, nil
+}
+
+// newSession is a session with our settings and discordgo's own REST client.
+func newSession(token string, intents discordgo.Intent) (*discordgo.Session, error) {
+	s, err := discordgo.New("Bot " + token)
+	if err != nil {
+		return nil, fmt.Errorf("build discord session: %w", err)
+	}
 	s.StateEnabled = false
 	// Events reach handlers in gateway order: a voice bridge must see a
 	// member leave after they joined, never before. Handlers that do slow
@@ -55,72 +65,83 @@ func CheckToken(ctx context.Context, s *discordgo.Session) (*discordgo.User, err
 	return u, nil
 }
 
-// Bot is a connected Discord application serving a Router.
+// Bot is a connected Discord application serving a Router over its gateway
+// shards.
 type Bot struct {
-	Session  *discordgo.Session
+	Shards   *Shards
 	Router   *Router
 	GuildIDs []string
 	Log      *zap.Logger
-	// OnReady runs once the gateway is ready and commands are synced.
+	// SyncCommands says whether this process registers the commands: by
+	// default the one that runs shard 0, so processes that split a bot's
+	// shards do not all write them.
+	SyncCommands *bool
+	// OnReady runs for each shard once it is ready and commands are synced.
 	OnReady func(ctx context.Context, r *discordgo.Ready)
 	// BeforeClose runs while the gateway is still connected, so a bridge
 	// can leave voice channels before it disconnects.
 	BeforeClose func()
 }
 
-// Run checks the token, connects, syncs commands once READY arrives, serves
-// interactions until ctx is done, then disconnects and waits for replies in
-// flight.
+// Run checks the token, connects this process's shards, syncs commands
+// once they are ready, serves interactions until ctx is done, then
+// disconnects and waits for replies in flight.
 func (b *Bot) Run(ctx context.Context) error {
-	me, err := CheckToken(ctx, b.Session)
+	rest := b.Shards.REST()
+	me, err := CheckToken(ctx, rest)
 	if err != nil {
 		return err
 	}
-	ready := make(chan *discordgo.Ready, 1)
-	removeReady := b.Session.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) {
-		select {
-		case ready <- r:
-		default:
-		}
-	})
-	defer removeReady()
-	removeRoute := b.Session.AddHandler(b.Router.Handle)
-	defer removeRoute()
+	b.Shards.AddHandler(b.Router.Handle)
 	if m := b.Router.Metrics; m != nil {
-		defer b.Session.AddHandler(m.onConnect)()
+		b.Shards.AddHandler(m.onConnect)
 	}
-	if err := b.Session.Open(); err != nil {
-		return &reasonError{prefix: "connect to the discord gateway", err: err}
+	readies, err := b.Shards.Open(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
 	}
 	defer func() {
 		if b.BeforeClose != nil {
 			b.BeforeClose()
 		}
-		_ = b.Session.Close()
+		b.Shards.Close()
 		b.Router.Wait()
 	}()
-	var r *discordgo.Ready
-	select {
-	case r = <-ready:
-	case <-ctx.Done():
-		return nil
-	case <-time.After(30 * time.Second):
-		return errors.New("the discord gateway did not send READY within 30s")
-	}
+	ids := make([]int, 0, len(readies))
+	guilds := 0
 	appID := me.ID
-	if r.Application != nil && r.Application.ID != "" {
-		appID = r.Application.ID
+	for id, r := range readies {
+		ids = append(ids, id)
+		guilds += len(r.Guilds)
+		if r.Application != nil && r.Application.ID != "" {
+			appID = r.Application.ID
+		}
 	}
-	synced, err := SyncCommands(ctx, b.Session, appID, b.GuildIDs, b.Router.Definitions())
-	if err != nil {
-		return err
+	slices.Sort(ids)
+	doSync := len(ids) > 0 && ids[0] == 0
+	if b.SyncCommands != nil {
+		doSync = *b.SyncCommands
 	}
-	for scope, wrote := range synced {
-		b.Log.Info("commands synced", zap.String("scope", scopeName(scope)), zap.Bool("registered", wrote))
+	if doSync {
+		synced, err := SyncCommands(ctx, rest, appID, b.GuildIDs, b.Router.Definitions())
+		if err != nil {
+			return err
+		}
+		for scope, wrote := range synced {
+			b.Log.Info("commands synced", zap.String("scope", scopeName(scope)), zap.Bool("registered", wrote))
+		}
+	} else {
+		b.Log.Info("commands left to the process running shard 0")
 	}
-	b.Log.Info("discord bot ready", zap.String("botUserId", me.ID), zap.Int("guilds", len(r.Guilds)))
+	b.Log.Info("discord bot ready", zap.String("botUserId", me.ID), zap.Int("guilds", guilds),
+		zap.Ints("shards", ids), zap.Int("shardCount", b.Shards.Count()))
 	if b.OnReady != nil {
-		b.OnReady(ctx, r)
+		for _, id := range ids {
+			b.OnReady(ctx, readies[id])
+		}
 	}
 	<-ctx.Done()
 	return nil

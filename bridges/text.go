@@ -23,9 +23,17 @@ import (
 // editing; a dead service is reported at once (connection refused).
 const memoryTimeout = 8 * time.Second
 
-// Text is the text bridge: /person-memory over the discord_presence bearer.
+// Text is the text bridge: /person-memory over the discord_presence bearer,
+// served over the gateway (Bot) or, with DISCORD_INTERACTIONS_ADDR, over
+// HTTP interactions (HTTP); one router either way.
 type Text struct {
-	Bot *bot.Bot
+	Bot  *bot.Bot
+	HTTP *bot.HTTPBot
+
+	router   *bot.Router
+	rest     *discordgo.Session
+	guildIDs []string
+	log      *zap.Logger
 }
 
 // NewText builds the text bridge from its settings. bearer is the resolved
@@ -35,18 +43,49 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger) (*Text, erro
 	if err != nil {
 		return nil, err
 	}
-	sess, err := bot.NewSession(cfg.DiscordToken, cfg.Discord.APIURL, discordgo.IntentsGuilds)
+	shards, err := newShards(cfg.DiscordToken, cfg.Discord, discordgo.IntentsGuilds, log)
 	if err != nil {
 		return nil, err
 	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	router := bot.NewRouter(log, commands.PersonMemory(mem, policy, time.Now))
 	router.Guilds = guildSet(cfg.Discord.GuildIDs)
-	return &Text{Bot: &bot.Bot{Session: sess, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log}}, nil
+	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
+	if cfg.InteractionsAddr != "" {
+		t.HTTP = &bot.HTTPBot{REST: shards.REST(), Router: router, Key: cfg.PublicKeyBytes(), Addr: cfg.InteractionsAddr,
+			GuildIDs: cfg.Discord.GuildIDs, Log: log}
+		return t, nil
+	}
+	t.Bot = &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log}
+	return t, nil
 }
 
 // Run serves until ctx is done.
-func (t *Text) Run(ctx context.Context) error { return t.Bot.Run(ctx) }
+func (t *Text) Run(ctx context.Context) error {
+	if t.HTTP != nil {
+		return t.HTTP.Run(ctx)
+	}
+	return t.Bot.Run(ctx)
+}
+
+// SyncCommands registers /person-memory once and returns: `clankie bridge
+// text sync`, for HTTP replicas that leave it to a separate step.
+func (t *Text) SyncCommands(ctx context.Context) error {
+	if _, err := bot.CheckToken(ctx, t.rest); err != nil {
+		return err
+	}
+	return bot.SyncAll(ctx, t.rest, t.guildIDs, t.router.Definitions(), t.log)
+}
+
+// newShards builds a bridge's gateway shards from its settings (validated:
+// the plan parses).
+func newShards(token string, d config.Discord, intents discordgo.Intent, log *zap.Logger) (*bot.Shards, error) {
+	plan, err := d.Shards()
+	if err != nil {
+		return nil, err
+	}
+	return bot.NewShards(token, d.APIURL, intents, bot.ShardPlan{Count: plan.Count, IDs: plan.IDs}, log)
+}
 
 func guildSet(ids []string) map[string]bool {
 	if len(ids) == 0 {
@@ -61,3 +100,7 @@ func guildSet(ids []string) map[string]bool {
 
 // TextLane is the lane whose bearer the text bridge holds.
 const TextLane = api.LaneDiscordPresence
+
+// Router returns the one router both transports feed, for wiring such as
+// metrics.
+func (t *Text) Router() *bot.Router { return t.router }

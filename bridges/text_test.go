@@ -20,7 +20,9 @@ var discordSpec = discordtest.NewSpec()
 func TestTextBridgeRegistersCommandsOnce(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
-	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
+	// The bridge restarts within a second: no identify interval, which a
+	// real restart would wait out.
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()), discordtest.WithIdentifyInterval(0))
 	first := startText(t, fake, mem.url, l)
 	if puts := fake.CommandPuts(guildID); len(puts) != 1 {
 		t.Fatalf("first start registered %d times", len(puts))
@@ -244,7 +246,9 @@ func TestHostileFactIsShownSafely(t *testing.T) {
 
 func TestMemoryDownOrSlow(t *testing.T) {
 	l := newLogs()
-	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
+	// One bridge after another against one fake, within seconds: no
+	// identify interval, which real restarts would wait out.
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()), discordtest.WithIdentifyInterval(0))
 	t.Run("down", func(t *testing.T) {
 		r := startText(t, fake, deadURL(t), l)
 		defer r.stop()

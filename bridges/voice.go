@@ -29,9 +29,8 @@ const realtimeInstructions = "You are Clankie, speaking in a Discord voice chann
 // VoiceBridge is the voice bridge: /person-memory and /voice over the
 // discord_voice bearer, with voice sessions run by a voice.Manager.
 type VoiceBridge struct {
-	Bot    *bot.Bot
-	Voice  *voice.Manager
-	remove []func()
+	Bot   *bot.Bot
+	Voice *voice.Manager
 }
 
 // NewVoiceBridge builds the voice bridge from its settings.
@@ -40,7 +39,7 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 	if err != nil {
 		return nil, err
 	}
-	sess, err := bot.NewSession(cfg.DiscordToken, cfg.Discord.APIURL, discordgo.IntentsGuilds|discordgo.IntentsGuildVoiceStates)
+	shards, err := newShards(cfg.DiscordToken, cfg.Discord, discordgo.IntentsGuilds|discordgo.IntentsGuildVoiceStates, log)
 	if err != nil {
 		return nil, err
 	}
@@ -55,28 +54,25 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 			return realtime.Start(ctx, rc, rlog)
 		}
 	}
-	vm := voice.NewManager(cfg.ConsentPolicy, mem, sess, opener, log.Named("voice"))
+	// A server's voice state updates go out on the shard that owns it.
+	vm := voice.NewManager(cfg.ConsentPolicy, mem, shards, opener, log.Named("voice"))
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	router := bot.NewRouter(log,
 		commands.PersonMemory(mem, policy, time.Now),
 		commands.Voice(voiceSessions{vm}, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
 	router.Guilds = guildSet(cfg.Discord.GuildIDs)
-	vb := &VoiceBridge{Bot: &bot.Bot{Session: sess, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close}, Voice: vm}
-	vb.remove = append(vb.remove,
-		sess.AddHandler(vm.OnReady),
-		sess.AddHandler(vm.OnGuildCreate),
-		sess.AddHandler(vm.OnVoiceStateUpdate))
+	vb := &VoiceBridge{Bot: &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close}, Voice: vm}
+	// Every shard feeds the one manager: each server's events arrive on its
+	// own shard, in order.
+	shards.AddHandler(vm.OnReady)
+	shards.AddHandler(vm.OnGuildCreate)
+	shards.AddHandler(vm.OnVoiceStateUpdate)
 	return vb, nil
 }
 
 // Run serves until ctx is done, then ends every voice session.
 func (vb *VoiceBridge) Run(ctx context.Context) error {
-	defer func() {
-		vb.Voice.Close() // idempotent; already run before the gateway closed
-		for _, r := range vb.remove {
-			r()
-		}
-	}()
+	defer vb.Voice.Close() // idempotent; already run before the gateway closed
 	return vb.Bot.Run(ctx)
 }
 

@@ -1,11 +1,15 @@
 package config
 
 import (
+	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -16,6 +20,8 @@ type Discord struct {
 	GuildIDs      []string `env:"DISCORD_GUILD_IDS" envSeparator:"," help:"Comma-separated server ids to serve, with commands registered in each at once; empty: every server that installed the app, with global commands."`
 	MemoryRoleIDs []string `env:"DISCORD_MEMORY_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may propose facts about other people (besides Manage Server)."`
 	MemoryUserIDs []string `env:"DISCORD_MEMORY_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may propose facts about other people (besides Manage Server)."`
+	ShardCount    string   `env:"DISCORD_SHARD_COUNT" envDefault:"auto" help:"How many gateway shards the bot has in all: auto (what Discord recommends, about one per 1000 servers) or a number; every process of one bot must agree."`
+	ShardIDs      string   `env:"DISCORD_SHARD_IDS" help:"Which shards this process runs, e.g. 0-3 or 4,5 (ranges and commas); empty: all of them. Split a bot's shards between processes with it."`
 }
 
 // Validate names the variable that is wrong.
@@ -32,7 +38,64 @@ func (d Discord) Validate() error {
 			return err
 		}
 	}
-	return nil
+	_, err := d.Shards()
+	return err
+}
+
+// ShardPlan is which gateway shards a process runs: Count 0 means auto (the
+// count Discord recommends), IDs nil means every shard.
+type ShardPlan struct {
+	Count int
+	IDs   []int
+}
+
+// maxShards bounds DISCORD_SHARD_COUNT and the ids: far above any bot's
+// need, low enough that a typo is not a million connections.
+const maxShards = 65536
+
+// Shards parses DISCORD_SHARD_COUNT and DISCORD_SHARD_IDS. Its errors name
+// the variable and the problem, not the value.
+func (d Discord) Shards() (ShardPlan, error) {
+	var p ShardPlan
+	switch c := strings.TrimSpace(d.ShardCount); c {
+	case "", "auto":
+	default:
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 || n > maxShards {
+			return p, fmt.Errorf("DISCORD_SHARD_COUNT must be auto or a whole number from 1 to %d", maxShards)
+		}
+		p.Count = n
+	}
+	ids := strings.TrimSpace(d.ShardIDs)
+	if ids == "" {
+		return p, nil
+	}
+	seen := map[int]bool{}
+	const form = "DISCORD_SHARD_IDS must list shard numbers and ranges such as 0-3 or 4,5"
+	for i, part := range strings.Split(ids, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err1 := strconv.Atoi(strings.TrimSpace(lo))
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(strings.TrimSpace(hi))
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a || b >= maxShards {
+			return p, fmt.Errorf("%s (item %d is not)", form, i+1)
+		}
+		for id := a; id <= b; id++ {
+			if seen[id] {
+				return p, fmt.Errorf("DISCORD_SHARD_IDS lists shard %d twice", id)
+			}
+			if p.Count > 0 && id >= p.Count {
+				return p, fmt.Errorf("DISCORD_SHARD_IDS names shard %d, but DISCORD_SHARD_COUNT makes shards 0 to %d", id, p.Count-1)
+			}
+			seen[id] = true
+			p.IDs = append(p.IDs, id)
+		}
+	}
+	slices.Sort(p.IDs)
+	return p, nil
 }
 
 // snowflakes checks a list of ids; the error says which item is wrong by
@@ -73,10 +136,14 @@ func CheckMemoryURL(name, v string) error {
 type TextBridge struct {
 	DiscordToken string `env:"DISCORD_TEXT_BOT_TOKEN" secret:"true" help:"The text bridge's Discord bot token (Developer Portal → your application → Bot)."`
 	Bearer       string `env:"CLANKIE_TEXT_BRIDGE_TOKEN" secret:"true" help:"Bearer of the text bridge (discord_presence lane). Minted into the memory root when unset."`
-	Memory       MemoryClient
-	Discord      Discord
-	Log          Log
-	Metrics      Metrics
+	// InteractionsAddr, when set, makes the text bridge serve Discord's
+	// Interactions Endpoint URL over HTTP instead of opening a gateway.
+	InteractionsAddr string `env:"DISCORD_INTERACTIONS_ADDR" help:"Listen address (host:port) for Discord's HTTP interactions; set, the text bridge answers slash commands there instead of opening a gateway (put it behind a TLS reverse proxy). Empty: gateway."`
+	PublicKey        string `env:"DISCORD_PUBLIC_KEY" help:"The application's public key (Developer Portal → General Information, 64 hex digits); every interaction's Ed25519 signature is checked against it. Required with DISCORD_INTERACTIONS_ADDR."`
+	Memory           MemoryClient
+	Discord          Discord
+	Log              Log
+	Metrics          Metrics
 }
 
 // Validate names the variable that is wrong.
@@ -84,12 +151,39 @@ func (t TextBridge) Validate() error {
 	if strings.TrimSpace(t.DiscordToken) == "" {
 		return fmt.Errorf("DISCORD_TEXT_BOT_TOKEN is required: the text bridge's Discord bot token")
 	}
+	if err := t.validateInteractions(); err != nil {
+		return err
+	}
 	for _, v := range []Validator{t.Memory, t.Discord, t.Log, t.Metrics} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// validateInteractions checks the HTTP interactions settings.
+func (t TextBridge) validateInteractions() error {
+	if t.InteractionsAddr != "" {
+		if _, port, err := net.SplitHostPort(t.InteractionsAddr); err != nil || port == "" {
+			return errors.New("DISCORD_INTERACTIONS_ADDR must be host:port, such as 127.0.0.1:8080 (or :8080)")
+		}
+		if t.PublicKey == "" {
+			return errors.New("DISCORD_PUBLIC_KEY is required with DISCORD_INTERACTIONS_ADDR: the application's public key from the Developer Portal (General Information)")
+		}
+	}
+	if t.PublicKey != "" {
+		if b, err := hex.DecodeString(t.PublicKey); err != nil || len(b) != ed25519.PublicKeySize {
+			return fmt.Errorf("DISCORD_PUBLIC_KEY must be the application's public key: %d hex digits", 2*ed25519.PublicKeySize)
+		}
+	}
+	return nil
+}
+
+// PublicKeyBytes answers DISCORD_PUBLIC_KEY decoded (after Validate).
+func (t TextBridge) PublicKeyBytes() ed25519.PublicKey {
+	b, _ := hex.DecodeString(t.PublicKey)
+	return b
 }
 
 // LoadTextBridge reads and validates the text bridge's settings.

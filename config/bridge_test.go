@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,73 @@ func TestRealtimeSettingsAreValidatedByName(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.variable)
 		} else if strings.Contains(err.Error(), v.RealtimeAPIKey) {
 			t.Errorf("%s: the error echoes the key", tc.name)
+		}
+	}
+}
+
+func TestShardSettings(t *testing.T) {
+	for _, tc := range []struct {
+		count, ids string
+		want       ShardPlan
+		variable   string // the variable the error names; "" for no error
+	}{
+		{"auto", "", ShardPlan{}, ""},
+		{"", "", ShardPlan{}, ""},
+		{"8", "", ShardPlan{Count: 8}, ""},
+		{"8", "0-3", ShardPlan{Count: 8, IDs: []int{0, 1, 2, 3}}, ""},
+		{"8", "4,5", ShardPlan{Count: 8, IDs: []int{4, 5}}, ""},
+		{"auto", "6, 0-1", ShardPlan{IDs: []int{0, 1, 6}}, ""},
+		{"0", "", ShardPlan{}, "DISCORD_SHARD_COUNT"},
+		{"many", "", ShardPlan{}, "DISCORD_SHARD_COUNT"},
+		{"4", "3-5", ShardPlan{}, "DISCORD_SHARD_IDS"},
+		{"auto", "3-1", ShardPlan{}, "DISCORD_SHARD_IDS"},
+		{"auto", "1,1", ShardPlan{}, "DISCORD_SHARD_IDS"},
+		{"auto", "a", ShardPlan{}, "DISCORD_SHARD_IDS"},
+		{"auto", "-1", ShardPlan{}, "DISCORD_SHARD_IDS"},
+		{"auto", "0,,1", ShardPlan{}, "DISCORD_SHARD_IDS"},
+	} {
+		d := Discord{APIURL: "https://discord.com/api/v10", ShardCount: tc.count, ShardIDs: tc.ids}
+		got, err := d.Shards()
+		verr := d.Validate()
+		if tc.variable == "" {
+			if err != nil || verr != nil || got.Count != tc.want.Count || fmt.Sprint(got.IDs) != fmt.Sprint(tc.want.IDs) {
+				t.Errorf("%q/%q: %+v, %v, %v; want %+v", tc.count, tc.ids, got, err, verr, tc.want)
+			}
+			continue
+		}
+		if err == nil || verr == nil || !strings.Contains(err.Error(), tc.variable) || !strings.Contains(verr.Error(), tc.variable) {
+			t.Errorf("%q/%q: %v, want an error naming %s", tc.count, tc.ids, err, tc.variable)
+		}
+	}
+}
+
+func TestInteractionsSettings(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	base := func() TextBridge {
+		return TextBridge{DiscordToken: "t", Memory: MemoryClient{URL: "http://127.0.0.1:4310", Dir: "/tmp/m"},
+			Discord: Discord{APIURL: "https://discord.com/api/v10"}, Log: Log{Level: "info", Format: "json"}}
+	}
+	for _, tc := range []struct {
+		addr, key, variable string
+	}{
+		{"", "", ""},
+		{":8080", key, ""},
+		{"127.0.0.1:8080", strings.ToUpper(key), ""},
+		{":8080", "", "DISCORD_PUBLIC_KEY"},
+		{"8080", key, "DISCORD_INTERACTIONS_ADDR"},
+		{":8080", key[:62], "DISCORD_PUBLIC_KEY"},
+		{":8080", strings.Repeat("zz", 32), "DISCORD_PUBLIC_KEY"},
+	} {
+		c := base()
+		c.InteractionsAddr, c.PublicKey = tc.addr, tc.key
+		err := c.Validate()
+		switch {
+		case tc.variable == "" && err != nil:
+			t.Errorf("%q/%q refused: %v", tc.addr, tc.key, err)
+		case tc.variable != "" && (err == nil || !strings.Contains(err.Error(), tc.variable)):
+			t.Errorf("%q/%q: %v, want an error naming %s", tc.addr, tc.key, err, tc.variable)
+		case err != nil && tc.key != "" && strings.Contains(err.Error(), tc.key):
+			t.Errorf("the error echoes the key")
 		}
 	}
 }

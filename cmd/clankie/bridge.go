@@ -31,20 +31,48 @@ func newBridgeCommand() *cobra.Command {
 }
 
 func newTextBridgeCommand() *cobra.Command {
-	return &cobra.Command{
+	var syncCommands bool
+	cmd := &cobra.Command{
 		Use:   "text",
 		Short: "Run the text bridge: /person-memory for a Discord application",
 		Long: `Run the text bridge. It connects to Discord with DISCORD_TEXT_BOT_TOKEN,
 registers /person-memory (in each of DISCORD_GUILD_IDS at once, or globally),
 and reaches the memory service at CLANKIE_MEMORY_URL with the text bridge's
 bearer (CLANKIE_TEXT_BRIDGE_TOKEN, or the one minted into CLANKIE_MEMORY_DIR).
-A token Discord rejects stops it at start with exit code 2.`,
-		Example: `  DISCORD_TEXT_BOT_TOKEN=... DISCORD_GUILD_IDS=123456789012345678 clankie bridge text`,
-		Args:    argsNamed(),
+A token Discord rejects stops it at start with exit code 2.
+
+Gateway (default): it runs the shards DISCORD_SHARD_IDS names out of
+DISCORD_SHARD_COUNT (auto: as many as Discord recommends); the process that
+runs shard 0 registers the commands.
+
+HTTP interactions: with DISCORD_INTERACTIONS_ADDR and DISCORD_PUBLIC_KEY it
+opens no gateway and answers Discord's Interactions Endpoint URL instead, as
+one of any number of stateless replicas behind a TLS reverse proxy. Replicas
+do not register commands unless started with --sync-commands; or run
+"clankie bridge text sync" once per deploy.`,
+		Example: `  DISCORD_TEXT_BOT_TOKEN=... DISCORD_GUILD_IDS=123456789012345678 clankie bridge text
+  DISCORD_TEXT_BOT_TOKEN=... DISCORD_SHARD_COUNT=8 DISCORD_SHARD_IDS=0-3 clankie bridge text
+  DISCORD_TEXT_BOT_TOKEN=... DISCORD_INTERACTIONS_ADDR=127.0.0.1:8080 DISCORD_PUBLIC_KEY=... clankie bridge text --sync-commands`,
+		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runBridgeAlone(cmd.Context(), loadTextBridge)
+			return runBridgeAlone(cmd.Context(), textBridgeLoader(syncCommands))
 		},
 	}
+	cmd.Flags().BoolVar(&syncCommands, "sync-commands", false, "with DISCORD_INTERACTIONS_ADDR: register the commands at start (one replica, or use `clankie bridge text sync`)")
+	cmd.AddCommand(&cobra.Command{
+		Use:   "sync",
+		Short: "Register /person-memory with Discord once and exit",
+		Long: `Register the text bridge's slash commands (in each of DISCORD_GUILD_IDS, or
+globally) and exit, writing nothing when Discord already holds the same
+definitions. Run it once per deploy when HTTP interaction replicas serve the
+commands, so no replica needs --sync-commands.`,
+		Example: "  DISCORD_TEXT_BOT_TOKEN=... clankie bridge text sync",
+		Args:    argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runTextSync(cmd.Context())
+		},
+	})
+	return cmd
 }
 
 func newVoiceBridgeCommand() *cobra.Command {
@@ -99,26 +127,70 @@ func (b bridgeRunner) run(ctx context.Context, log *zap.Logger, reg prometheus.R
 type bridgeLoader func(mem *config.MemoryClient) (bridgeRunner, error)
 
 func loadTextBridge(mem *config.MemoryClient) (bridgeRunner, error) {
+	return textBridgeLoader(false)(mem)
+}
+
+// textBridgeLoader loads the text bridge; syncCommands makes an HTTP
+// interactions replica register the commands at start.
+func textBridgeLoader(syncCommands bool) bridgeLoader {
+	return func(mem *config.MemoryClient) (bridgeRunner, error) {
+		cfg, bearer, err := textSettings(mem)
+		if err != nil {
+			return bridgeRunner{}, err
+		}
+		return bridgeRunner{name: "text bridge", tokenVar: "DISCORD_TEXT_BOT_TOKEN", logCfg: cfg.Log, metrics: cfg.Metrics,
+			build: func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error) {
+				tb, err := bridges.NewText(cfg, bearer, log.Named("text"))
+				if err != nil {
+					return nil, err
+				}
+				tb.Router().Metrics = bot.NewMetrics(reg, "text")
+				if tb.HTTP != nil {
+					tb.HTTP.SyncCommands = syncCommands
+				}
+				return tb.Run, nil
+			}}, nil
+	}
+}
+
+func textSettings(mem *config.MemoryClient) (config.TextBridge, string, error) {
 	cfg, err := config.LoadTextBridge()
 	if err != nil {
-		return bridgeRunner{}, configError(err)
+		return cfg, "", configError(err)
 	}
 	if mem != nil {
 		cfg.Memory = *mem
 	}
 	bearer, err := config.ResolveBearer(cfg.Bearer, "CLANKIE_TEXT_BRIDGE_TOKEN", cfg.Memory.Dir, bridges.TextLane)
 	if err != nil {
-		return bridgeRunner{}, configError(err)
+		return cfg, "", configError(err)
 	}
-	return bridgeRunner{name: "text bridge", tokenVar: "DISCORD_TEXT_BOT_TOKEN", logCfg: cfg.Log, metrics: cfg.Metrics,
-		build: func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error) {
-			tb, err := bridges.NewText(cfg, bearer, log.Named("text"))
-			if err != nil {
-				return nil, err
-			}
-			tb.Bot.Router.Metrics = bot.NewMetrics(reg, "text")
-			return tb.Run, nil
-		}}, nil
+	return cfg, bearer, nil
+}
+
+// runTextSync is `clankie bridge text sync`.
+func runTextSync(ctx context.Context) error {
+	cfg, bearer, err := textSettings(nil)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return configError(err)
+	}
+	defer log.Sync()
+	tb, err := bridges.NewText(cfg, bearer, log.Named("text"))
+	if err != nil {
+		return configError(err)
+	}
+	err = tb.SyncCommands(ctx)
+	if errors.Is(err, bot.ErrTokenRejected) {
+		return configError(errors.New("DISCORD_TEXT_BOT_TOKEN was rejected by Discord; copy the bot token again from the Developer Portal"))
+	}
+	if err != nil {
+		return fmt.Errorf("text bridge sync: %w", err)
+	}
+	return nil
 }
 
 func loadVoiceBridge(mem *config.MemoryClient) (bridgeRunner, error) {

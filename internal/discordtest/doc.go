@@ -24,6 +24,23 @@
 // cannot pass. The description is loaded once per Spec; a test package keeps
 // one (var discordSpec = discordtest.NewSpec()) and passes WithSpec.
 //
+// Sharding is Discord's: GET /gateway/bot recommends one shard per 1000
+// guilds and reports session_start_limit (WithSessionStartLimit); an
+// IDENTIFY with [id, count] gets only the guilds (guild_id >> 22) % count ==
+// id, as do those guilds' events and interactions; a shard that would carry
+// more than 2500 guilds is closed with 4011; each IDENTIFY spends one start,
+// and two in one max_concurrency bucket within the identify interval (5 s,
+// or WithIdentifyInterval) are refused with 4008 and fail the test, as is an
+// op 4 sent on a shard that does not own its guild.
+//
+// HTTP interactions: the fake holds the application's Ed25519 key
+// (PublicKey, for DISCORD_PUBLIC_KEY) and POSTs signed interactions to an
+// endpoint (InteractHTTP); the response is checked and recorded as the
+// callback, so WaitReply works as for the gateway. It sends a badly signed
+// copy first on the first request to an endpoint and every tenth and fails
+// the test unless that is answered 401; PingHTTP does the portal's check;
+// PostSigned sends hand-shaped requests (stale timestamps, big bodies).
+//
 // Wiring a session to a fake:
 //
 //	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g))

@@ -71,6 +71,13 @@ type Fake struct {
 	delays       map[string]time.Duration
 	faults       map[string]*fault
 	violations   []Violation
+	resumes      int
+	keys         httpKeys
+	httpClient   *http.Client
+	httpPosts    map[string]int // interactions endpoint -> requests sent
+	started      time.Time
+	startsLeft   int
+	lastIdentify map[int]time.Time // max_concurrency bucket -> last IDENTIFY
 }
 
 type config struct {
@@ -85,6 +92,10 @@ type config struct {
 	privileged  discordgo.Intent
 	voiceEcho   bool
 	spec        *Spec
+
+	startLimit        SessionStartLimit
+	identifyInterval  time.Duration
+	recommendedShards int
 }
 
 // Option configures a Fake at New.
@@ -151,6 +162,9 @@ func New(t testing.TB, opts ...Option) *Fake {
 		heartbeat: DefaultHeartbeatInterval,
 		deadline:  discordgo.InteractionDeadline,
 		voiceEcho: true,
+
+		startLimit:       SessionStartLimit{Total: 1000, Remaining: 1000, ResetAfter: 24 * time.Hour, MaxConcurrency: 1},
+		identifyInterval: DefaultIdentifyInterval,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -175,6 +189,12 @@ func New(t testing.TB, opts ...Option) *Fake {
 		delays:       map[string]time.Duration{},
 		faults:       map[string]*fault{},
 		upgrader:     websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }},
+		started:      time.Now(),
+		keys:         newHTTPKeys(),
+		httpClient:   &http.Client{},
+		httpPosts:    map[string]int{},
+		startsLeft:   cfg.startLimit.Remaining,
+		lastIdentify: map[int]time.Time{},
 	}
 	now := time.Now()
 	for _, g := range cfg.guilds {
@@ -254,6 +274,7 @@ func (f *Fake) Close() {
 			c.shutdown()
 		}
 		f.srv.Close()
+		f.httpClient.CloseIdleConnections()
 		f.wg.Wait()
 	})
 }
@@ -355,6 +376,7 @@ type VoiceStateOp struct {
 	SelfMute  bool
 	SelfDeaf  bool
 	SessionID string // the gateway session that sent it
+	Shard     int    // the shard of the connection it came on (0 unsharded)
 }
 
 // VoiceStateOps answers every op 4 so far.
@@ -464,18 +486,26 @@ func (f *Fake) Dispatch(eventType string, data any) int {
 		f.t.Errorf("discordtest: Dispatch(%s): %v", eventType, err)
 		return 0
 	}
+	var about struct {
+		GuildID string `json:"guild_id"`
+	}
+	_ = json.Unmarshal(raw, &about)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.broadcastLocked(eventType, func(*session) []byte { return raw })
+	return f.broadcastLocked(eventType, about.GuildID, func(*session) []byte { return raw })
 }
 
-// broadcastLocked dispatches to every session whose intents allow the event;
-// payload may tailor the data per session.
-func (f *Fake) broadcastLocked(eventType string, payload func(*session) []byte) int {
+// broadcastLocked dispatches to every session whose intents allow the event
+// and, for a guild's event (guildID not ""), whose shard owns the guild, as
+// Discord does; payload may tailor the data per session.
+func (f *Fake) broadcastLocked(eventType, guildID string, payload func(*session) []byte) int {
 	need := eventIntents[eventType]
 	n := 0
 	for _, s := range f.sessionList() {
 		if need != 0 && s.intents&need == 0 {
+			continue
+		}
+		if guildID != "" && !s.inShard(guildID) {
 			continue
 		}
 		f.dispatchLocked(s, eventType, payload(s))
@@ -515,7 +545,7 @@ func (f *Fake) GuildCreate(g Guild) int {
 	}
 	gs.g = f.normalizeGuild(g)
 	f.notifyLocked()
-	return f.broadcastLocked("GUILD_CREATE", func(s *session) []byte {
+	return f.broadcastLocked("GUILD_CREATE", g.ID, func(s *session) []byte {
 		return mustJSON(gs.guildCreate(s.intents))
 	})
 }
@@ -542,7 +572,7 @@ func (f *Fake) VoiceStateUpdate(vs VoiceState) int {
 	gs.setVoiceState(vs)
 	f.notifyLocked()
 	raw := mustJSON(gs.voiceStateWire(vs, true))
-	return f.broadcastLocked("VOICE_STATE_UPDATE", func(*session) []byte { return raw })
+	return f.broadcastLocked("VOICE_STATE_UPDATE", vs.GuildID, func(*session) []byte { return raw })
 }
 
 func mustJSON(v any) []byte {

@@ -5,6 +5,7 @@ import (
 	"compress/zlib"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,6 +34,8 @@ const (
 
 // Gateway close codes Discord uses (and the fake sends).
 const (
+	CloseRateLimited          = 4008
+	CloseShardingRequired     = 4011
 	CloseUnknownError         = 4000
 	CloseUnknownOpcode        = 4001
 	CloseDecodeError          = 4002
@@ -340,6 +343,9 @@ func (c *gwConn) identify(d json.RawMessage) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if closeCode == 0 {
+		closeCode, closeText = f.identifyLimitsLocked(p.Shard, time.Now())
+	}
 	rec.Accepted = closeCode == 0
 	f.identifies = append(f.identifies, rec)
 	f.notifyLocked()
@@ -394,11 +400,17 @@ func (s *session) inShard(guildID string) bool {
 	if s.shard == nil || s.shard[1] <= 1 {
 		return true
 	}
+	return shardOf(guildID, s.shard[1]) == s.shard[0]
+}
+
+// shardOf is the shard of count that carries guildID: (guild_id >> 22) %
+// count; an id that is not a snowflake goes to shard 0.
+func shardOf(guildID string, count int) int {
 	id, err := strconv.ParseUint(guildID, 10, 64)
-	if err != nil {
-		return s.shard[0] == 0
+	if err != nil || count <= 1 {
+		return 0
 	}
-	return int((id>>22)%uint64(s.shard[1])) == s.shard[0]
+	return int((id >> 22) % uint64(count))
 }
 
 func (f *Fake) botUserWire() map[string]any {
@@ -462,6 +474,7 @@ func (c *gwConn) resume(d json.RawMessage) {
 			c.send(outMsg{data: lf.data, compress: s.compress && (lf.t == "READY" || lf.t == "GUILD_CREATE")})
 		}
 	}
+	f.resumes++
 	f.dispatchLocked(s, "RESUMED", []byte(`{"_trace":["discordtest"]}`))
 	f.notifyLocked()
 }
@@ -486,9 +499,19 @@ func (c *gwConn) voiceStateUpdate(d json.RawMessage) {
 	}
 	if c.sess != nil {
 		op.SessionID = c.sess.id
+		if c.sess.shard != nil {
+			op.Shard = c.sess.shard[0]
+		}
 	}
 	f.voiceOps = append(f.voiceOps, op)
 	f.notifyLocked()
+	if c.sess != nil && !c.sess.inShard(p.GuildID) {
+		// Discord acts on a guild's op 4 only on the shard that owns the
+		// guild; elsewhere the bot would never move.
+		f.violations = append(f.violations, Violation{Method: "GATEWAY", Path: "op 4 VOICE_STATE_UPDATE",
+			Answer: fmt.Sprintf("guild %s belongs to shard %d, sent on shard %d; ignored", p.GuildID, shardOf(p.GuildID, c.sess.shard[1]), c.sess.shard[0])})
+		return
+	}
 
 	gs, ok := f.guilds[p.GuildID]
 	if !ok || !f.cfg.voiceEcho {
@@ -498,7 +521,7 @@ func (c *gwConn) voiceStateUpdate(d json.RawMessage) {
 		SessionID: op.SessionID, SelfMute: p.SelfMute, SelfDeaf: p.SelfDeaf}
 	gs.setVoiceState(vs)
 	raw := mustJSON(gs.voiceStateWire(vs, true))
-	f.broadcastLocked("VOICE_STATE_UPDATE", func(*session) []byte { return raw })
+	f.broadcastLocked("VOICE_STATE_UPDATE", p.GuildID, func(*session) []byte { return raw })
 	if op.ChannelID != "" && c.sess != nil {
 		host := strings.TrimPrefix(strings.TrimPrefix(f.gatewayURL, "ws://"), "wss://")
 		host, _, _ = strings.Cut(host, "/")
@@ -588,6 +611,7 @@ func (f *Fake) DropConnections(code int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fatal := code == CloseAuthenticationFailed || (code >= CloseInvalidShard && code <= CloseDisallowedIntents)
+	f.compressTimeLocked()
 	for c := range f.conns {
 		if fatal && c.sess != nil {
 			delete(f.sessions, c.sess.id)
@@ -602,6 +626,7 @@ func (f *Fake) DropConnections(code int) {
 func (f *Fake) InvalidateSessions() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.compressTimeLocked()
 	for c := range f.conns {
 		if c.sess == nil {
 			continue
@@ -612,4 +637,13 @@ func (f *Fake) InvalidateSessions() {
 		c.sendOp(opInvalidSession, false)
 	}
 	f.notifyLocked()
+}
+
+// compressTimeLocked forgets when each bucket last identified. A test that
+// drops or invalidates sessions moments after they started stands for an
+// event that comes long after the identify in production; without this the
+// client's re-identify (discordgo sends it at once after op 9) would be
+// refused by the 5 s identify rule, which is not what such a test is about.
+func (f *Fake) compressTimeLocked() {
+	clear(f.lastIdentify)
 }

@@ -331,12 +331,7 @@ func (f *Fake) getGateway(*http.Request, []byte) reply {
 	return okJSON(map[string]any{"url": f.gatewayURL})
 }
 
-func (f *Fake) getGatewayBot(*http.Request, []byte) reply {
-	return okJSON(map[string]any{
-		"url": f.gatewayURL, "shards": 1,
-		"session_start_limit": map[string]any{"total": 1000, "remaining": 999, "reset_after": 86400000, "max_concurrency": 1},
-	})
-}
+func (f *Fake) getGatewayBot(*http.Request, []byte) reply { return f.getGatewayBotRoute() }
 
 func (f *Fake) getCurrentUser(*http.Request, []byte) reply { return okJSON(f.botUserWire()) }
 

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/internal/discordtest"
+)
+
+var discordSpec = discordtest.NewSpec()
+
+const syncGuild = "100000000000000001"
+
+// textEnv sets what `clankie bridge text` reads, with every other clankie
+// and Discord variable unset, and answers the bearer (a secret).
+func textEnv(t *testing.T, fake *discordtest.Fake, extra map[string]string) string {
+	t.Helper()
+	for _, v := range config.All() {
+		t.Setenv(v.Name, "")
+	}
+	bearer := "text-cli-secret-token-0000001"
+	for k, v := range map[string]string{
+		"DISCORD_TEXT_BOT_TOKEN": fake.Token(), "DISCORD_API_URL": fake.APIURL(), "DISCORD_GUILD_IDS": syncGuild,
+		"CLANKIE_TEXT_BRIDGE_TOKEN": bearer, "CLANKIE_MEMORY_DIR": t.TempDir(), "CLANKIE_MEMORY_URL": "http://127.0.0.1:9",
+		"CLANKIE_LOG_LEVEL": "info", "CLANKIE_LOG_FORMAT": "json", "DISCORD_SHARD_COUNT": "auto",
+		"CLANKIE_REALTIME_AUTH": "bearer", "CLANKIE_REALTIME_MODEL": "gpt-realtime", "CLANKIE_REALTIME_TURN_DETECTION": "server_vad",
+	} {
+		t.Setenv(k, v)
+	}
+	for k, v := range extra {
+		t.Setenv(k, v)
+	}
+	return bearer
+}
+
+func runCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String() + errb.String()
+}
+
+// `clankie bridge text sync` registers the commands and exits; a second run
+// writes nothing. It opens no gateway.
+func TestBridgeTextSync(t *testing.T) {
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(discordtest.Guild{ID: syncGuild}))
+	bearer := textEnv(t, fake, nil)
+	for range 2 {
+		if code, out := runCLI(t, "bridge", "text", "sync"); code != 0 {
+			t.Fatalf("exit %d: %s", code, out)
+		} else if strings.Contains(out, fake.Token()) || strings.Contains(out, bearer) {
+			t.Fatal("the output holds a secret")
+		}
+	}
+	if puts := fake.CommandPuts(syncGuild); len(puts) != 1 {
+		t.Fatalf("%d registrations", len(puts))
+	}
+	if len(fake.Identifies()) != 0 {
+		t.Fatal("sync opened a gateway")
+	}
+}
+
+// Wrong sharding and interactions settings stop the bridge at start with
+// exit code 2 and a line naming the variable, never its value.
+func TestBridgeTextRefusesBadShardAndInteractionSettings(t *testing.T) {
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec))
+	for _, tc := range []struct {
+		env      map[string]string
+		variable string
+		value    string
+	}{
+		{map[string]string{"DISCORD_SHARD_COUNT": "eight-ish"}, "DISCORD_SHARD_COUNT", "eight-ish"},
+		{map[string]string{"DISCORD_SHARD_IDS": "0-3,x9q"}, "DISCORD_SHARD_IDS", "x9q"},
+		{map[string]string{"DISCORD_SHARD_COUNT": "4", "DISCORD_SHARD_IDS": "2-7"}, "DISCORD_SHARD_IDS", "2-7"},
+		{map[string]string{"DISCORD_INTERACTIONS_ADDR": "127.0.0.1:0"}, "DISCORD_PUBLIC_KEY", ""},
+		{map[string]string{"DISCORD_INTERACTIONS_ADDR": "127.0.0.1:0", "DISCORD_PUBLIC_KEY": "not-hex-q7"}, "DISCORD_PUBLIC_KEY", "not-hex-q7"},
+	} {
+		textEnv(t, fake, tc.env)
+		code, out := runCLI(t, "bridge", "text")
+		if code != 2 || !strings.Contains(out, tc.variable) || tc.value != "" && strings.Contains(out, tc.value) {
+			t.Errorf("%v: exit %d, %q", tc.env, code, out)
+		}
+	}
+	if len(fake.Requests()) != 0 {
+		t.Fatal("a refused setting still reached Discord")
+	}
+}
