@@ -59,11 +59,13 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	}
 	es, err := episodes.Open(root, log, time.Now)
 	if err != nil {
+		ps.Close()
 		return fail(fmt.Errorf("load episodes: %w", err))
 	}
 	svc := NewService(root, cfg.Dir, bearers, ps, es, log, time.Now)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
+		ps.Close()
 		return fail(fmt.Errorf("listen on CLANKIE_MEMORY_ADDR %s: %w", cfg.Addr, err))
 	}
 	srv := &http.Server{
@@ -77,7 +79,16 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	}
 	return &Server{
 		Addr: ln.Addr().String(), Minted: minted, http: srv, ln: ln, lock: lock, log: log,
-		closeFn: func() error { lock.Release(); return root.Close() },
+		closeFn: func() error {
+			// The people store checkpoints on close, so the next start
+			// reads its catalog and no journal.
+			err := ps.Close()
+			lock.Release()
+			if cerr := root.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		},
 	}, nil
 }
 
