@@ -22,7 +22,6 @@ import (
 	"slices"
 	"sort"
 
-
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/fault"
 )
