@@ -58,6 +58,11 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	if err := durable.MkdirAll(root, TmpDir); err != nil {
 		return nil, err
 	}
+	pdir, err := root.OpenRoot(Dir)
+	if err != nil {
+		return nil, err
+	}
+	s.pdir = pdir
 	swept, err := durable.SweepTemp(root, TmpDir)
 	if err != nil {
 		return nil, fmt.Errorf("sweep temp files: %w", err)
@@ -66,10 +71,12 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		log.Info("swept leftover temp files", zap.String("store", "people"), zap.Int("count", swept))
 	}
 	if s.j, err = openJournal(root); err != nil {
+		s.pdir.Close()
 		return nil, err
 	}
 	fail := func(err error) (*Store, error) {
 		s.j.close()
+		s.pdir.Close()
 		return nil, err
 	}
 	found, err := s.readCatalog()
@@ -94,7 +101,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	s.j.high = high
 	if len(lines) == 0 {
 		if high > 0 { // lines of an older generation: zero them
-			if err := s.j.reset(s.gen); err != nil {
+			if err := s.j.reset(s.gen, true); err != nil {
 				return fail(err)
 			}
 		}
@@ -116,8 +123,11 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 func (s *Store) Close() error {
 	s.cp.Lock()
 	defer s.cp.Unlock()
-	err := s.checkpointLocked()
+	err := s.checkpoint(true)
 	if cerr := s.j.close(); err == nil {
+		err = cerr
+	}
+	if cerr := s.pdir.Close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -153,15 +163,17 @@ func (s *Store) readCatalog() (found bool, err error) {
 			return bad("a line is not a name and a count")
 		}
 		subject := api.Subject{}
-		if len(f) == 4 {
+		hashed := strings.HasPrefix(f[0], hashedTag)
+		if hashed != (len(f) == 4) {
+			return bad("a hashed name without its ids, or ids after a readable name")
+		}
+		if hashed {
 			g, err1 := unescape(f[2])
 			u, err2 := unescape(f[3])
-			if err1 != nil || err2 != nil {
-				return bad("a line's ids do not decode")
+			if err1 != nil || err2 != nil || FileName(api.Subject{GuildID: g, UserID: u}) != f[0] {
+				return bad("a line's ids do not decode to its name")
 			}
 			subject = api.Subject{GuildID: g, UserID: u}
-		} else if _, ok := ParseFileName(f[0]); !ok {
-			return bad("a hashed name without its ids")
 		}
 		s.setCountLocked(f[0], subject, n)
 	}
@@ -196,21 +208,24 @@ func (s *Store) writeCatalog(gen uint64) error {
 		}
 		buf.WriteByte('\n')
 	}
-	return writeVia(s.root, TmpDir, path.Join(Dir, CatalogName), buf.Bytes())
+	return writeVia(s.root, TmpDir, path.Join(Dir, CatalogName), buf.Bytes(), true)
 }
 
 // checkpointLocked makes every person log written since the last checkpoint
 // durable, writes the catalog under the next generation and zeroes the
 // journal. The caller holds cp (write): no change is between its journal
 // line and its log write.
-func (s *Store) checkpointLocked() error {
+func (s *Store) checkpointLocked() error { return s.checkpoint(false) }
+
+// checkpoint is checkpointLocked, zeroing the journal when zero is set.
+func (s *Store) checkpoint(zero bool) error {
 	names := make([]string, 0, len(s.dirty))
 	for n := range s.dirty {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		f, err := s.root.Open(path.Join(Dir, n))
+		f, err := s.pdir.Open(n)
 		if durable.IsNotExist(err) {
 			continue
 		}
@@ -232,7 +247,7 @@ func (s *Store) checkpointLocked() error {
 	if err := s.writeCatalog(next); err != nil {
 		return fmt.Errorf("write the people catalog: %w", err)
 	}
-	if err := s.j.reset(next); err != nil {
+	if err := s.j.reset(next, zero); err != nil {
 		return err
 	}
 	s.gen = next
@@ -409,9 +424,10 @@ func encodeJournal(l journalLine) ([]byte, error) {
 
 // legacyFile is the schema-1 person file: one JSON document.
 type legacyFile struct {
-	Subject   api.Subject      `json:"subject"`
-	Facts     []api.Fact       `json:"facts"`
-	Proposals []proposalRecord `json:"proposals,omitempty"`
+	SchemaVersion int              `json:"schemaVersion"`
+	Subject       api.Subject      `json:"subject"`
+	Facts         []api.Fact       `json:"facts"`
+	Proposals     []proposalRecord `json:"proposals,omitempty"`
 }
 
 func decodeLegacy(b []byte) (api.Subject, []api.Fact, []proposalRecord, error) {
@@ -420,10 +436,10 @@ func decodeLegacy(b []byte) (api.Subject, []api.Fact, []proposalRecord, error) {
 	return lf.Subject, lf.Facts, lf.Proposals, err
 }
 
-// writeVia replaces name with data durably, by way of a temp file in tmp
-// (a directory of the same file system): write, fdatasync, rename, fsync
-// the target's directory.
-func writeVia(root *os.Root, tmp, name string, data []byte) error {
+// writeVia replaces name with data by way of a temp file in tmp (a
+// directory of the same file system): write, fdatasync, rename, and with
+// syncDir fsync the target's directory, which makes the rename durable.
+func writeVia(root *os.Root, tmp, name string, data []byte, syncDir bool) error {
 	t := path.Join(tmp, durable.TempPrefix+randomName())
 	f, err := root.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err != nil {
@@ -446,6 +462,9 @@ func writeVia(root *os.Root, tmp, name string, data []byte) error {
 	if err := root.Rename(t, name); err != nil {
 		_ = root.Remove(t)
 		return fmt.Errorf("rename into place: %w", err)
+	}
+	if !syncDir {
+		return nil
 	}
 	return durable.SyncDir(root, path.Dir(name))
 }

@@ -29,8 +29,14 @@ func EncodeFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]
 // EncodeLegacyFile renders the schema-1 person file (one JSON document) the
 // store migrates, for tests and benchmarks of that migration and of the
 // whole-file write it replaced.
-func EncodeLegacyFile(subject api.Subject, facts []api.Fact) ([]byte, error) {
-	return json.Marshal(legacyFile{Subject: subject, Facts: facts})
+func EncodeLegacyFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]byte, error) {
+	lf := legacyFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts}
+	for i, id := range proposalIDs {
+		b, _ := json.Marshal(facts[i])
+		sum := sha256.Sum256(b)
+		lf.Proposals = append(lf.Proposals, proposalRecord{ProposalID: id, Digest: hex.EncodeToString(sum[:16]), FactID: facts[i].FactID})
+	}
+	return json.Marshal(lf)
 }
 
 // DecodeFile reads a person's facts from the bytes of their file as the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"sync"
@@ -23,9 +24,12 @@ import (
 // journal is what survives a power cut, and start-up replays it into them.
 //
 // A checkpoint syncs the person logs written since the last one, writes the
-// catalog (every person's fact count) under a new generation, and zeroes
-// the journal's used part, so start-up reads the catalog and the short
-// journal and no person file.
+// catalog (every person's fact count) under a new generation, and starts
+// the journal again from offset 0, so start-up reads the catalog and the
+// short journal and no person file. A checkpoint after a forget, an edit or
+// a forget-person also zeroes the journal's used part: until then a line
+// of a superseded or evicted fact may stay there, as it may in the person's
+// log until compaction, but nothing of a forgotten one does.
 //
 // The file is preallocated with zeros, so an append writes into blocks the
 // file already has and its fdatasync has no size to commit. A line is
@@ -39,8 +43,8 @@ const (
 	JournalName = "journal"
 	// journalSize is the preallocation; a checkpoint starts once the used
 	// part passes journalCheckpoint, so appends stay in preallocated blocks.
-	journalSize       = 4 << 20
-	journalCheckpoint = 3 << 20
+	journalSize       = 16 << 20
+	journalCheckpoint = 12 << 20
 )
 
 type journalLine struct {
@@ -61,7 +65,6 @@ type journal struct {
 	gen     uint64
 	off     int64 // where the next line goes
 	high    int64 // bytes from 0 that may hold lines (zeroed at checkpoint)
-	cond    *sync.Cond
 	open    *batch
 	syncing bool
 
@@ -74,7 +77,14 @@ type batch struct {
 	n       int
 	flushed bool
 	err     error
+	done    chan struct{} // closed once flushed
+	turn    chan struct{} // closed when the batch may start its sync
+	once    sync.Once
 }
+
+func newBatch() *batch { return &batch{done: make(chan struct{}), turn: make(chan struct{})} }
+
+func (b *batch) passTurn() { b.once.Do(func() { close(b.turn) }) }
 
 // openJournal opens (creating and preallocating when missing) the journal.
 func openJournal(root *os.Root) (*journal, error) {
@@ -89,26 +99,36 @@ func openJournal(root *os.Root) (*journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the people journal: %w", err)
 	}
-	j := &journal{f: f, open: &batch{}}
-	j.cond = sync.NewCond(&j.mu)
-	return j, nil
+	return &journal{f: f, open: newBatch()}, nil
 }
 
 // read answers the lines of generation gen from the start of the journal,
 // and how far from 0 the file holds anything but zeros (the part a
 // checkpoint must zero).
 func (j *journal) read(gen uint64) ([]journalLine, int64, error) {
-	st, err := j.f.Stat()
-	if err != nil {
-		return nil, 0, err
+	// Lines are written from offset 0 up, each generation over the last,
+	// so everything but zeros lies before the first zero byte: read up to
+	// it (after a clean stop, that is the first chunk).
+	var b []byte
+	chunk := make([]byte, 64<<10)
+	for off := int64(0); ; {
+		n, err := j.f.ReadAt(chunk, off)
+		if i := bytes.IndexByte(chunk[:n], 0); i >= 0 {
+			b = append(b, chunk[:i]...)
+			break
+		}
+		b = append(b, chunk[:n]...)
+		off += int64(n)
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("read the people journal: %w", err)
+		}
 	}
-	b := make([]byte, st.Size())
-	if _, err := j.f.ReadAt(b, 0); err != nil {
-		return nil, 0, fmt.Errorf("read the people journal: %w", err)
-	}
-	high := int64(len(bytes.TrimRight(b, "\x00")))
+	high := int64(len(b))
 	var lines []journalLine
-	rest := b[:high]
+	rest := b
 	for len(rest) > 0 {
 		line, after, whole := bytes.Cut(rest, []byte("\n"))
 		if !whole {
@@ -125,33 +145,47 @@ func (j *journal) read(gen uint64) ([]journalLine, int64, error) {
 }
 
 // commit appends line (ending in '\n') and returns once it is on disk. Lines
-// that arrive while an fdatasync runs wait together and share the next one:
-// the first of them to wake leads it.
+// that arrive while an fdatasync runs wait together in the open batch and
+// share the next one: when the running sync ends, its leader hands the
+// turn to that batch, and the first of its waiters to wake leads it.
 func (j *journal) commit(line []byte) error {
 	j.mu.Lock()
 	b := j.open
 	b.buf = append(b.buf, line...)
 	b.n++
-	for !b.flushed {
-		if j.syncing || j.open != b {
-			j.cond.Wait()
-			continue
-		}
-		j.syncing = true
-		j.open = &batch{}
-		off := j.off
-		j.off += int64(len(b.buf))
-		j.high = max(j.high, j.off)
+	if j.syncing {
 		j.mu.Unlock()
-		err := j.write(b.buf, off)
-		j.synced.Add(int64(b.n))
+		select {
+		case <-b.done:
+			return b.err
+		case <-b.turn:
+		}
 		j.mu.Lock()
-		b.err, b.flushed = err, true
-		j.syncing = false
-		j.cond.Broadcast()
+		if b.flushed || j.syncing || j.open != b {
+			j.mu.Unlock()
+			<-b.done
+			return b.err
+		}
 	}
-	err := b.err
+	j.syncing = true
+	j.open = newBatch()
+	off := j.off
+	j.off += int64(len(b.buf))
+	j.high = max(j.high, j.off)
 	j.mu.Unlock()
+
+	err := j.write(b.buf, off)
+	j.synced.Add(int64(b.n))
+
+	j.mu.Lock()
+	b.err, b.flushed = err, true
+	j.syncing = false
+	next, waiting := j.open, j.open.n > 0
+	j.mu.Unlock()
+	close(b.done)
+	if waiting {
+		next.passTurn()
+	}
 	return err
 }
 
@@ -176,12 +210,14 @@ func (j *journal) used() int64 {
 	return j.off
 }
 
-// reset zeroes every byte that may hold a line and starts generation gen at
-// offset 0. The caller holds the store's checkpoint lock, so no commit runs.
-func (j *journal) reset(gen uint64) error {
+// reset starts generation gen at offset 0; replay ignores the older lines
+// after the new ones. With zero it first overwrites every byte that may
+// hold a line with zeros, so nothing of a forgotten fact stays in the
+// journal. The caller holds the store's checkpoint lock, so no commit runs.
+func (j *journal) reset(gen uint64, zero bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.high > 0 {
+	if zero && j.high > 0 {
 		zeros := make([]byte, min(j.high, 1<<20))
 		for off := int64(0); off < j.high; off += int64(len(zeros)) {
 			n := min(int64(len(zeros)), j.high-off)
@@ -193,7 +229,10 @@ func (j *journal) reset(gen uint64) error {
 			return fmt.Errorf("fdatasync the people journal: %w", err)
 		}
 	}
-	j.gen, j.off, j.high = gen, 0, 0
+	j.gen, j.off = gen, 0
+	if zero {
+		j.high = 0
+	}
 	return nil
 }
 

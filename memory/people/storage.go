@@ -1,12 +1,14 @@
 package people
 
 import (
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"os"
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,7 @@ const TmpDir = Dir + "/tmp"
 // between changes, never inside one.
 type Store struct {
 	root  *os.Root
+	pdir  *os.Root // Dir, so a person's file is one openat away
 	log   *zap.Logger
 	now   func() time.Time
 	locks [256]sync.Mutex
@@ -100,7 +103,7 @@ func (s *Store) load(name string, subject api.Subject) (*personFile, error) {
 	}
 	// Count the migrated person durably: a journal line with no change,
 	// which replay turns into a count from the log.
-	if err := s.commit(name, pf, &logLine{}); err != nil {
+	if err := s.commit(name, pf, []byte("{}\n")); err != nil {
 		return nil, err
 	}
 	s.setCount(name, pf.Subject, len(pf.Facts))
@@ -111,8 +114,7 @@ func (s *Store) load(name string, subject api.Subject) (*personFile, error) {
 // readLog reads and replays one person log, cutting off a torn tail. A
 // missing log is nil, nil.
 func (s *Store) readLog(name string) (*personFile, error) {
-	p := path.Join(Dir, name)
-	b, err := s.root.ReadFile(p)
+	b, err := s.pdir.ReadFile(name)
 	if err != nil {
 		if durable.IsNotExist(err) {
 			return nil, nil
@@ -126,7 +128,7 @@ func (s *Store) readLog(name string) (*personFile, error) {
 	if good < len(b) {
 		// A torn tail is a write the crash cut short; it was never
 		// acknowledged. Cut it off so the next append follows a whole line.
-		if err := truncate(s.root, p, int64(good)); err != nil {
+		if err := truncate(s.pdir, name, int64(good)); err != nil {
 			return nil, err
 		}
 		s.markDirty(name, false)
@@ -192,55 +194,69 @@ func (s *Store) read(subject api.Subject) (string, *personFile, error) {
 	return name, pf, nil
 }
 
-// commit makes one change durable in the journal. The caller holds cp.
-func (s *Store) commit(name string, after *personFile, ch *logLine) error {
-	line, err := encodeJournal(journalLine{Gen: s.gen, Person: name, Subject: after.Subject, Facts: len(after.Facts), Change: ch})
+// commit makes one change durable in the journal; change is the change's
+// log line (ending in '\n'), encoded once for both files. The caller holds
+// cp.
+func (s *Store) commit(name string, after *personFile, change []byte) error {
+	subject, err := json.Marshal(after.Subject)
 	if err != nil {
 		return err
 	}
+	// The same fields as journalLine, in its order, around the change's
+	// bytes: names are ASCII letters, digits and "%_.-", quoted as they are.
+	line := make([]byte, 0, len(change)+len(name)+len(subject)+64)
+	line = append(line, `{"g":`...)
+	line = strconv.AppendUint(line, s.gen, 10)
+	line = append(line, `,"person":"`...)
+	line = append(line, name...)
+	line = append(line, `","subject":`...)
+	line = append(line, subject...)
+	line = append(line, `,"facts":`...)
+	line = strconv.AppendInt(line, int64(len(after.Facts)), 10)
+	line = append(line, `,"change":`...)
+	line = append(line, change[:len(change)-1]...)
+	line = append(line, "}\n"...)
 	return s.j.commit(line)
 }
 
-// change applies ch to the person whose state is old: the journal first
-// (durable when it returns), then the person's log (written, synced at the
-// next checkpoint), then the cache and the counts. It answers the new
-// state. The caller holds cp (read or write) and the person's lock.
-func (s *Store) change(name string, old *personFile, ch *logLine) (*personFile, error) {
-	pf := clonePerson(old)
-	pf.apply(ch)
-	if err := s.commit(name, pf, ch); err != nil {
-		s.cache.drop(name)
-		return nil, err
+// change applies ch to pf, the caller's copy of a person's state, which the
+// cache then owns: the journal first (durable when it returns), then the
+// person's log (written, synced at the next checkpoint), then the cache and
+// the counts. The caller holds cp (read or write) and the person's lock.
+func (s *Store) change(name string, pf *personFile, ch *logLine) error {
+	pf.apply(ch) // pf is the caller's own copy (load answers one)
+	line, err := encodeLine(ch)
+	if err != nil {
+		return err
 	}
-	if err := s.appendLog(name, pf, ch); err != nil {
+	if err := s.commit(name, pf, line); err != nil {
+		s.cache.drop(name)
+		return err
+	}
+	if err := s.appendLog(name, pf, line); err != nil {
 		// The change is in the journal; only the log write failed. Try a
 		// whole rewrite; if that fails too, replay at the next start
 		// brings the log level with the journal.
 		s.cache.drop(name)
 		if err2 := s.rewrite(name, pf); err2 != nil {
-			return nil, err
+			return err
 		}
 	}
-	s.cache.put(name, clonePerson(pf), int(pf.size))
+	s.cache.put(name, pf, int(pf.size))
 	s.setCount(name, pf.Subject, len(pf.Facts))
-	return pf, nil
+	return nil
 }
 
 // appendLog appends ch to pf's log (creating it when pf had none) and
 // compacts the log once it passes twice its live size.
-func (s *Store) appendLog(name string, pf *personFile, ch *logLine) error {
-	line, err := encodeLine(ch)
-	if err != nil {
-		return err
-	}
-	p := path.Join(Dir, name)
+func (s *Store) appendLog(name string, pf *personFile, line []byte) error {
 	if pf.size == 0 {
 		subject := pf.Subject
 		head, err := encodeLine(&logLine{SchemaVersion: logVersion, Subject: &subject})
 		if err != nil {
 			return err
 		}
-		f, err := s.root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
+		f, err := s.pdir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
 		if err != nil {
 			return fmt.Errorf("create person log: %w", err)
 		}
@@ -254,7 +270,7 @@ func (s *Store) appendLog(name string, pf *personFile, ch *logLine) error {
 		pf.size = int64(len(head) + len(line))
 		s.markDirty(name, true)
 	} else {
-		f, err := s.root.OpenFile(p, os.O_WRONLY, 0)
+		f, err := s.pdir.OpenFile(name, os.O_WRONLY, 0)
 		if err != nil {
 			return fmt.Errorf("open person log: %w", err)
 		}
@@ -280,7 +296,16 @@ func (s *Store) appendLog(name string, pf *personFile, ch *logLine) error {
 		return nil
 	}
 	s.compactions.Add(1)
-	return s.writeSnapshot(name, pf, snap)
+	// The compacted log's data is synced before the rename, so the name
+	// never points at a log the disk may lack; the rename itself becomes
+	// durable with the next checkpoint's directory fsync, and until then
+	// the old log, plus the journal, says the same.
+	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, false); err != nil {
+		return err
+	}
+	pf.size, pf.live = int64(len(snap)), int64(len(snap))
+	s.markDirty(name, true)
+	return nil
 }
 
 // rewrite replaces a person's log durably with its compacted state, or
@@ -302,7 +327,7 @@ func (s *Store) rewrite(name string, pf *personFile) error {
 }
 
 func (s *Store) writeSnapshot(name string, pf *personFile, snap []byte) error {
-	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap); err != nil {
+	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, true); err != nil {
 		return err
 	}
 	pf.size, pf.live = int64(len(snap)), int64(len(snap))
@@ -339,7 +364,7 @@ func (s *Store) setCountLocked(name string, subject api.Subject, n int) {
 		return
 	}
 	s.index[name] = int32(n)
-	if _, ok := ParseFileName(name); !ok {
+	if strings.HasPrefix(name, hashedTag) {
 		s.hashed[name] = subject
 	}
 }

@@ -152,7 +152,7 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 	info.Evicted = resp.Evicted
 	ch.Put = []api.Fact{fact}
 	ch.Proposal = &proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}
-	if _, err := s.change(name, pf, ch); err != nil {
+	if err := s.change(name, pf, ch); err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
 	info.Created = true
@@ -365,7 +365,11 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 	pf := clonePerson(old)
 	pf.apply(ch)
-	if err := s.commit(name, pf, ch); err != nil {
+	line, err := encodeLine(ch)
+	if err != nil {
+		return err
+	}
+	if err := s.commit(name, pf, line); err != nil {
 		s.cache.drop(name)
 		return err
 	}
@@ -380,7 +384,7 @@ func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 	} else {
 		s.cache.drop(name)
 	}
-	return s.checkpointLocked()
+	return s.checkpoint(true)
 }
 
 // Edit is the operator's change of a fact's body, kind, visibility,
@@ -489,7 +493,7 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	s.mu.Lock()
 	delete(s.dirty, name)
 	s.mu.Unlock()
-	if err := s.checkpointLocked(); err != nil {
+	if err := s.checkpoint(true); err != nil {
 		return nil, err
 	}
 	return ids, nil
