@@ -49,6 +49,20 @@ func (c *fileCache) get(name string) (*personFile, bool) {
 	return &pf, true
 }
 
+// borrow answers the cached state itself, not a copy: the caller holds
+// the person's lock (so no change replaces it meanwhile) and must not
+// change it.
+func (c *fileCache) borrow(name string) (*personFile, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[name]
+	if !ok {
+		return nil, false
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*cached).pf, true
+}
+
 // put keeps pf as the current contents of name; the caller must not change
 // pf afterwards.
 func (c *fileCache) put(name string, pf *personFile, size int) {
@@ -57,6 +71,9 @@ func (c *fileCache) put(name string, pf *personFile, size int) {
 	c.dropLocked(name)
 	if size > cacheBytes/4 {
 		return
+	}
+	if pf.enc == nil {
+		pf.enc = &factJSON{m: map[string][]byte{}} // shared by the copies get answers
 	}
 	c.items[name] = c.order.PushFront(&cached{name: name, pf: pf, size: size})
 	c.size += size

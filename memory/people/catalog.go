@@ -151,10 +151,19 @@ func (s *Store) readCatalog() (found bool, err error) {
 	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion {
 		return bad("no header")
 	}
+	if h.People < 0 || h.People > len(rest) {
+		return bad("its totals do not match its lines")
+	}
+	s.index = make(map[string]int32, h.People)
 	for len(rest) > 0 {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		f := strings.Fields(string(line))
+		var f []string
+		if sp := bytes.IndexByte(line, ' '); sp > 0 && bytes.IndexByte(line[sp+1:], ' ') < 0 {
+			f = []string{string(line[:sp]), string(line[sp+1:])} // the common case, readable names
+		} else {
+			f = strings.Fields(string(line))
+		}
 		if len(f) != 2 && len(f) != 4 {
 			return bad("a line is not a name and a count")
 		}

@@ -94,6 +94,7 @@ func (pf *personFile) apply(l *logLine) {
 		pf.seq = l.Seq
 	}
 	for _, id := range l.Remove {
+		pf.forgetEncoded(id)
 		if i := indexOf(pf.Facts, id); i >= 0 {
 			pf.Facts = append(pf.Facts[:i], pf.Facts[i+1:]...)
 		}
@@ -106,6 +107,7 @@ func (pf *personFile) apply(l *logLine) {
 		put = append(put, *l.Fact)
 	}
 	for _, f := range put {
+		pf.forgetEncoded(f.FactID)
 		if i := indexOf(pf.Facts, f.FactID); i >= 0 {
 			pf.Facts[i] = f
 		} else {

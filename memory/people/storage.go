@@ -32,6 +32,37 @@ type personFile struct {
 	seq  uint64 // the last change applied
 	size int64  // bytes of the log on disk (0: no log)
 	live int64  // bytes of the compacted log when last measured
+	// enc memoises each fact's JSON for recall answers. Copies of the
+	// state share it; it is only used under the person's lock, and a
+	// change that replaces or removes a fact drops that fact's entry.
+	enc *factJSON
+}
+
+type factJSON struct{ m map[string][]byte }
+
+// encoded answers json.Marshal(f), memoised by fact id.
+func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
+	if pf.enc == nil {
+		pf.enc = &factJSON{m: map[string][]byte{}}
+	}
+	if b, ok := pf.enc.m[f.FactID]; ok {
+		return b, nil
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(pf.enc.m) > 2*len(pf.Facts)+8 {
+		clear(pf.enc.m)
+	}
+	pf.enc.m[f.FactID] = b
+	return b, nil
+}
+
+func (pf *personFile) forgetEncoded(id string) {
+	if pf.enc != nil {
+		delete(pf.enc.m, id)
+	}
 }
 
 type proposalRecord struct {

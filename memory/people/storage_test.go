@@ -477,3 +477,54 @@ func TestLogsAreCompactedAtTwiceTheirLiveSize(t *testing.T) {
 		t.Fatalf("%d facts, log peaked at %d bytes, live %d, %d compactions", got.Total, maxSize, len(snap), s.Metrics().Compactions)
 	}
 }
+
+func TestRecallJSONIsRecallEncoded(t *testing.T) {
+	s, _, c := newStore(t)
+	u := api.Subject{GuildID: "g", UserID: "u"}
+	soon := c.t.Add(time.Hour)
+	var ids []string
+	for i := range 12 {
+		req := proposal(fmt.Sprintf("p%d", i), "g", "u", "u", "c", fmt.Sprintf("fact %d <b>&\"quoted\"</b> tea", i))
+		switch i % 4 {
+		case 1:
+			req.Fact.Visibility = api.Visibility{Scope: api.ScopeChannel, ChannelID: "c"}
+		case 2:
+			req.Fact.ExpiresAt = &soon
+		}
+		r := mustPropose(t, s, text, req)
+		ids = append(ids, r.Fact.FactID)
+		c.t = c.t.Add(time.Second)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, q := range []RecallQuery{
+			{Scope: ReadScope{ChannelID: "c"}},
+			{Scope: ReadScope{ChannelID: "other"}, Limit: 128},
+			{Scope: ReadScope{ChannelID: "c"}, Query: "TEA fact", Limit: 3},
+			{Scope: ReadScope{Operator: true}, Limit: 128},
+			{Scope: ReadScope{ChannelID: "c"}, Query: "absent"},
+		} {
+			want, err1 := s.Recall(u, q)
+			got, err2 := s.RecallJSON(u, q)
+			wantJSON, _ := json.Marshal(want)
+			if err1 != nil || err2 != nil || string(got) != string(wantJSON) {
+				t.Fatalf("%s, %+v:\n got %s\nwant %s (%v %v)", when, q, got, wantJSON, err1, err2)
+			}
+		}
+	}
+	check("fresh")
+	check("memoised")
+	body := "an edited body"
+	if _, err := s.Edit(u, ids[0], api.FactPatch{Body: &body}); err != nil {
+		t.Fatal(err)
+	}
+	check("after an edit")
+	if _, err := s.Forget(operator, u, ids[3], ""); err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(2 * time.Hour) // the expiring facts have expired
+	check("after a forget and expiry")
+	if got, err := s.RecallJSON(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Scope: ReadScope{ChannelID: "c"}}); err != nil || !strings.Contains(string(got), `"facts":[]`) {
+		t.Fatalf("nobody: %s %v", got, err)
+	}
+}

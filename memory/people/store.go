@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/fault"
@@ -261,6 +262,69 @@ func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, 
 		resp.Facts = out[:q.Limit]
 	}
 	return resp, nil
+}
+
+// RecallJSON is Recall answering the JSON of its response, exactly as
+// json.Marshal(Recall(…)) would, from each fact's memoised encoding: a busy
+// person's recall encodes nothing but the envelope.
+func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
+	if err := ValidSubject(subject); err != nil {
+		return nil, err
+	}
+	if q.Limit == 0 {
+		q.Limit = api.DefaultRecallLimit
+	}
+	if q.Limit < 1 || q.Limit > api.MaxFactsPerPerson {
+		return nil, invalid("limit must be between 1 and %d.", api.MaxFactsPerPerson)
+	}
+	now := s.now()
+	name := FileName(subject)
+	s.cp.RLock()
+	defer s.cp.RUnlock()
+	defer s.lock(name)()
+	var err error
+	pf, ok := s.cache.borrow(name)
+	if ok {
+		s.cacheHits.Add(1)
+	} else if _, pf, err = s.read(subject); err != nil {
+		return nil, err
+	}
+	out := make([]*api.Fact, 0, len(pf.Facts))
+	for i := range pf.Facts {
+		if f := &pf.Facts[i]; Visible(*f, q.Scope, now) && MatchesQuery(*f, q.Query) {
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return newerFirst(out[a], out[b]) })
+	total := len(out)
+	out = out[:min(len(out), q.Limit)]
+	head, err := json.Marshal(struct {
+		SchemaVersion int         `json:"schemaVersion"`
+		Subject       api.Subject `json:"subject"`
+	}{api.SchemaVersion, subject})
+	if err != nil {
+		return nil, err
+	}
+	size := len(head) + 32
+	encs := make([][]byte, len(out))
+	for i := range out {
+		if encs[i], err = pf.encoded(out[i]); err != nil {
+			return nil, err
+		}
+		size += len(encs[i]) + 1
+	}
+	b := make([]byte, 0, size)
+	b = append(b, head[:len(head)-1]...)
+	b = append(b, `,"facts":[`...)
+	for i, e := range encs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	b = append(b, `],"total":`...)
+	b = strconv.AppendInt(b, int64(total), 10)
+	return append(b, '}'), nil
 }
 
 // snapshot reads a person's facts under its lock.
