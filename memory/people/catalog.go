@@ -217,7 +217,7 @@ func (s *Store) writeCatalog(gen uint64) error {
 		}
 		buf.WriteByte('\n')
 	}
-	return writeVia(s.root, TmpDir, path.Join(Dir, CatalogName), buf.Bytes(), true)
+	return writeVia(s.root, TmpDir, path.Join(Dir, CatalogName), buf.Bytes(), syncAll)
 }
 
 // checkpointLocked makes every person log written since the last checkpoint
@@ -445,10 +445,18 @@ func decodeLegacy(b []byte) (api.Subject, []api.Fact, []proposalRecord, error) {
 	return lf.Subject, lf.Facts, lf.Proposals, err
 }
 
+// syncMode says how durable writeVia makes a file.
+type syncMode int
+
+const (
+	syncAll syncMode = iota // fdatasync the data, rename, fsync the directory
+	noSync                  // write and rename only: the caller's journal covers it
+)
+
 // writeVia replaces name with data by way of a temp file in tmp (a
-// directory of the same file system): write, fdatasync, rename, and with
-// syncDir fsync the target's directory, which makes the rename durable.
-func writeVia(root *os.Root, tmp, name string, data []byte, syncDir bool) error {
+// directory of the same file system): write, fdatasync, rename, fsync the
+// target's directory; with noSync only write and rename.
+func writeVia(root *os.Root, tmp, name string, data []byte, mode syncMode) error {
 	t := path.Join(tmp, durable.TempPrefix+randomName())
 	f, err := root.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err != nil {
@@ -459,10 +467,12 @@ func writeVia(root *os.Root, tmp, name string, data []byte, syncDir bool) error 
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if err := fdatasync(f); err != nil {
-		f.Close()
-		_ = root.Remove(t)
-		return fmt.Errorf("fdatasync temp file: %w", err)
+	if mode == syncAll {
+		if err := fdatasync(f); err != nil {
+			f.Close()
+			_ = root.Remove(t)
+			return fmt.Errorf("fdatasync temp file: %w", err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		_ = root.Remove(t)
@@ -472,7 +482,7 @@ func writeVia(root *os.Root, tmp, name string, data []byte, syncDir bool) error 
 		_ = root.Remove(t)
 		return fmt.Errorf("rename into place: %w", err)
 	}
-	if !syncDir {
+	if mode == noSync {
 		return nil
 	}
 	return durable.SyncDir(root, path.Dir(name))

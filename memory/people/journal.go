@@ -38,6 +38,11 @@ import (
 //
 // and replay stops at the first line that is not whole, does not parse or
 // belongs to another generation (a line left from before a checkpoint).
+// When a change takes a person's log past twice its live size, its journal
+// line carries the compacted state instead ({"seq":n,"reset":[header, fact
+// and proposal lines]}), and the log is rewritten from it without a sync of
+// its own: until the next checkpoint syncs it, replay rebuilds it from the
+// journal.
 const (
 	// JournalName is the journal's file name in Dir.
 	JournalName = "journal"

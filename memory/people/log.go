@@ -39,6 +39,9 @@ type logLine struct {
 	ClearDigest   []string        `json:"clearDigest,omitempty"`
 	Put           []api.Fact      `json:"put,omitempty"`
 	Proposal      *proposalRecord `json:"proposal,omitempty"`
+	// Reset, in the journal only, replaces the whole state with the
+	// compacted log's lines (header first) at Seq.
+	Reset []logLine `json:"reset,omitempty"`
 }
 
 // isChange reports whether the line is a change (as opposed to a line of a
@@ -86,6 +89,18 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 func (pf *personFile) apply(l *logLine) {
 	if l.Subject != nil || l.SchemaVersion != 0 {
 		return // a stray header
+	}
+	if len(l.Reset) > 0 {
+		if l.Seq <= pf.seq {
+			return // the log holds this state already
+		}
+		st := personFile{SchemaVersion: pf.SchemaVersion, Subject: pf.Subject, Facts: []api.Fact{}, size: pf.size, live: pf.live}
+		for i := 1; i < len(l.Reset); i++ {
+			st.apply(&l.Reset[i])
+		}
+		st.seq = l.Seq
+		*pf = st
+		return
 	}
 	if l.Seq > 0 {
 		if l.Seq <= pf.seq {

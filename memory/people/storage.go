@@ -1,6 +1,7 @@
 package people
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -152,6 +153,13 @@ func (s *Store) readLog(name string) (*personFile, error) {
 		}
 		return nil, fmt.Errorf("read person log: %w", err)
 	}
+	if len(b) == 0 {
+		// An empty log holds nothing to lose: a compaction whose rename
+		// outlived its unsynced data in a power cut (the journal holds
+		// that state), or a creation cut short. The person starts from
+		// the journal, or empty.
+		return nil, nil
+	}
 	pf, good, err := decodeLog(b)
 	if err != nil || FileName(pf.Subject) != name {
 		return nil, s.moveAside(name)
@@ -260,11 +268,24 @@ func (s *Store) change(name string, pf *personFile, ch *logLine) error {
 	if err != nil {
 		return err
 	}
-	if err := s.commit(name, pf, line); err != nil {
+	snap, reset, err := compactedLine(pf, line)
+	if err != nil {
+		return err
+	}
+	journaled := line
+	if snap != nil {
+		journaled = reset
+	}
+	if err := s.commit(name, pf, journaled); err != nil {
 		s.cache.drop(name)
 		return err
 	}
-	if err := s.appendLog(name, pf, line); err != nil {
+	if snap != nil {
+		err = s.compact(name, pf, snap)
+	} else {
+		err = s.appendLog(name, pf, line)
+	}
+	if err != nil {
 		// The change is in the journal; only the log write failed. Try a
 		// whole rewrite; if that fails too, replay at the next start
 		// brings the log level with the journal.
@@ -315,26 +336,47 @@ func (s *Store) appendLog(name string, pf *personFile, line []byte) error {
 		pf.size += int64(len(line))
 		s.markDirty(name, false)
 	}
-	if pf.size <= 2*pf.live || pf.size < 4096 {
-		return nil
+	return nil
+}
+
+// compactedLine answers, when pf's log would pass twice its live size with
+// line appended, the log's compacted state and the change to journal in
+// line's place: a reset to that state ({"seq":n,"reset":[the state's
+// lines]}). The journal line then carries the whole state, so the
+// compacted log needs no sync of its own: replay rebuilds it from the
+// journal until the next checkpoint syncs it.
+func compactedLine(pf *personFile, line []byte) (snap, reset []byte, err error) {
+	grown := pf.size + int64(len(line))
+	if pf.size == 0 || grown <= 2*pf.live || grown < 4096 {
+		return nil, nil, nil
 	}
-	snap, err := encodeSnapshot(pf)
-	if err != nil {
-		return err
+	if snap, err = encodeSnapshot(pf); err != nil {
+		return nil, nil, err
 	}
 	pf.live = int64(len(snap))
-	if pf.size <= 2*pf.live {
-		return nil
+	if grown <= 2*pf.live {
+		return nil, nil, nil
 	}
-	s.compactions.Add(1)
-	// The compacted log's data is synced before the rename, so the name
-	// never points at a log the disk may lack; the rename itself becomes
-	// durable with the next checkpoint's directory fsync, and until then
-	// the old log, plus the journal, says the same.
-	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, false); err != nil {
+	reset = make([]byte, 0, len(snap)+48)
+	reset = append(reset, `{"seq":`...)
+	reset = strconv.AppendUint(reset, pf.seq, 10)
+	reset = append(reset, `,"reset":[`...)
+	// The state's lines are JSON objects without a raw newline (JSON
+	// escapes one in a string), so joining them with commas makes an array.
+	reset = append(reset, bytes.ReplaceAll(snap[:len(snap)-1], []byte("\n"), []byte(","))...)
+	reset = append(reset, "]}\n"...)
+	return snap, reset, nil
+}
+
+// compact replaces pf's log with snap, its compacted state, which the
+// journal holds: no sync here; the next checkpoint syncs the log and the
+// directory before the journal lets go of the state.
+func (s *Store) compact(name string, pf *personFile, snap []byte) error {
+	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, noSync); err != nil {
 		return err
 	}
 	pf.size, pf.live = int64(len(snap)), int64(len(snap))
+	s.compactions.Add(1)
 	s.markDirty(name, true)
 	return nil
 }
@@ -358,7 +400,7 @@ func (s *Store) rewrite(name string, pf *personFile) error {
 }
 
 func (s *Store) writeSnapshot(name string, pf *personFile, snap []byte) error {
-	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, true); err != nil {
+	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, syncAll); err != nil {
 		return err
 	}
 	pf.size, pf.live = int64(len(snap)), int64(len(snap))

@@ -528,3 +528,51 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 		t.Fatalf("nobody: %s %v", got, err)
 	}
 }
+
+func TestCompactionIsCoveredByTheJournal(t *testing.T) {
+	for _, lost := range []string{"emptied", "the old log back"} {
+		t.Run(lost, func(t *testing.T) {
+			s, root, c := newStore(t)
+			u := api.Subject{GuildID: "g", UserID: "u"}
+			var last string
+			for i := range 8 {
+				r := mustPropose(t, s, text, proposal(fmt.Sprintf("seed%d", i), "g", "u", "u", "c", strings.Repeat("x", 200)+fmt.Sprint(i)))
+				last = r.Fact.FactID
+				c.t = c.t.Add(time.Second)
+			}
+			if err := s.checkpointIfFullForTest(); err != nil {
+				t.Fatal(err)
+			}
+			before := readFile(t, root, FileName(u))
+			for i := 0; s.Metrics().Compactions == 0; i++ {
+				req := proposal(fmt.Sprintf("sup%d", i), "g", "u", "u", "c", strings.Repeat("y", 200)+fmt.Sprint(i))
+				req.Fact.SupersedesFactID = last
+				last = mustPropose(t, s, text, req).Fact.FactID
+				c.t = c.t.Add(time.Second)
+			}
+			// Two more changes after the compaction, appended to it.
+			for i := range 2 {
+				mustPropose(t, s, text, proposal(fmt.Sprintf("after%d", i), "g", "u", "u", "c", fmt.Sprint("after ", i)))
+				c.t = c.t.Add(time.Second)
+			}
+			want, _ := s.Export(u)
+			// A power cut loses what was not synced: the compacted log's
+			// data (no sync of its own) or its rename.
+			damaged := []byte{}
+			if lost != "emptied" {
+				damaged = before
+			}
+			if err := root.WriteFile(path.Join(Dir, FileName(u)), damaged, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			s2 := reopen(t, root, c)
+			got, _ := s2.Export(u)
+			if bodies(got.Facts) != bodies(want.Facts) || got.Total != 10 {
+				t.Fatalf("after the restart:\n got %q\nwant %q", bodies(got.Facts), bodies(want.Facts))
+			}
+			if strings.Contains(dirNames(t, root), corruptSuffix) {
+				t.Fatalf("a file was moved aside: %s", dirNames(t, root))
+			}
+		})
+	}
+}
