@@ -44,10 +44,6 @@ type logLine struct {
 	Reset []logLine `json:"reset,omitempty"`
 }
 
-// isChange reports whether the line is a change (as opposed to a line of a
-// compacted state).
-func (l *logLine) isChange() bool { return l.Seq > 0 && l.Subject == nil }
-
 // errUnreadable says a person log's header cannot be trusted.
 var errUnreadable = errors.New("the person log has no readable header")
 
