@@ -533,11 +533,11 @@ func rows(res results, rss map[string]float64, c config) []row {
 		out = append(out, row{"memory", fmt.Sprintf("  the same, against a bare append of one journal record (%.0f bytes) + fdatasync", record),
 			a.value, "append + fdatasync, interleaved: " + a.base, ratioText(a.ratio, a.ok && okR), "— (the floor)", "—"})
 	}
-	ip, okI := res.get("BenchmarkProposeInProcess", "ns/op")
+	ip, okI := res.get("BenchmarkProposeInProcess", "p50-µs")
 	is, okIS := res.get("BenchmarkProposeInProcess", "sync-µs")
-	out = append(out, row{"memory", "proposal, durable, in process (no HTTP), 16 facts, superseding; mean, compactions included",
-		dur(ip, okI), fmt.Sprintf("the journal's fdatasync within it: %s; the original in-process, non-durable: %s", dur(is*1e3, okIS), dur(originalProposeMicros[16]*1e3, true)),
-		ratioText(ip/1e3/originalProposeMicros[16], okI), "—", "—"})
+	out = append(out, row{"memory", "proposal, durable, in process (no HTTP), 16 facts, superseding; median",
+		dur(ip*1e3, okI), fmt.Sprintf("the journal's mean fdatasync within it: %s; the original in-process, non-durable: %s", dur(is*1e3, okIS), dur(originalProposeMicros[16]*1e3, true)),
+		ratioText(ip/originalProposeMicros[16], okI), "—", "—"})
 
 	// 64 writers, own person each: throughput against the whole-file floor.
 	cw, okCW := res.get("BenchmarkConcurrentProposals", "writes/s")
@@ -603,7 +603,7 @@ func rows(res results, rss map[string]float64, c config) []row {
 	if p, ok := rss["loaded_peak_mib"]; ok {
 		peak = fmt.Sprintf(" (peak %.1f MiB", p)
 		if ms, ok := rss["loaded_ready_ms"]; ok {
-			peak += fmt.Sprintf("; ready %.1f s after start", ms/1e3)
+			peak += fmt.Sprintf("; ready %.1f ms after start", ms)
 		}
 		peak += ")"
 	}

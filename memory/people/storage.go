@@ -86,7 +86,7 @@ type Store struct {
 	pdir  *os.Root // Dir, so a person's file is one openat away
 	log   *zap.Logger
 	now   func() time.Time
-	locks [256]sync.Mutex
+	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
 	cp    sync.RWMutex
 	j     *journal
 
