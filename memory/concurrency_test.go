@@ -136,14 +136,11 @@ func TestConcurrentProposalsToOnePersonKeepTheNewest128(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var file struct {
-		Subject api.Subject `json:"subject"`
-		Facts   []api.Fact  `json:"facts"`
-	}
-	if err := json.Unmarshal(b, &file); err != nil {
+	_, fileFacts, err := people.DecodeFile(b)
+	if err != nil {
 		t.Fatalf("the person file does not parse: %v", err)
 	}
-	checkFactSet(t, "person file", file.Facts, want)
+	checkFactSet(t, "person file", fileFacts, want)
 
 	var cat api.Catalog
 	h.do(op, "GET", "/v1/memory", nil).decode(t, &cat)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -130,15 +131,28 @@ func faultStatus(k fault.Kind) int {
 	return http.StatusBadRequest
 }
 
+// rawJSON is an answer a store encoded already (people.Store.RecallJSON).
+type rawJSON []byte
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if raw, ok := v.(rawJSON); ok {
+		b = raw
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"The answer could not be encoded."}`)
 	}
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// Said up front, a long answer (a recall of 128 facts) goes out in
+	// one piece rather than chunked.
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b)
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {

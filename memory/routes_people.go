@@ -84,8 +84,8 @@ func (s *Service) recall(r *request) (int, any, error) {
 	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
 		return 0, nil, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
-	resp, err := s.people.Recall(subjectOf(r), people.RecallQuery{Scope: scope, Query: q.Get("query"), Limit: limit})
-	return http.StatusOK, resp, err
+	resp, err := s.people.RecallJSON(subjectOf(r), people.RecallQuery{Scope: scope, Query: q.Get("query"), Limit: limit})
+	return http.StatusOK, rawJSON(resp), err
 }
 
 func (s *Service) mine(r *request) (int, any, error) {

@@ -91,6 +91,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	}
 	es, err := episodes.Open(root, log, time.Now)
 	if err != nil {
+		ps.Close()
 		return fail(fmt.Errorf("load episodes: %w", err))
 	}
 	svc := NewService(root, cfg.Dir, bearers, ps, es, log, time.Now)
@@ -106,7 +107,17 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	out := &Server{
 		Addr: ln.Addr().String(), Minted: minted, http: srv, ln: ln, lock: lock, log: log,
 		Registry: svc.Registry(),
-		closeFn:  func() error { svc.stopSync(); lock.Release(); return root.Close() },
+		closeFn: func() error {
+			svc.stopSync()
+			// The people store checkpoints on close, so the next start
+			// reads its catalog and no journal.
+			err := ps.Close()
+			lock.Release()
+			if cerr := root.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		},
 	}
 	if mln != nil {
 		out.MetricsAddr, out.metricsLn = mln.Addr().String(), mln

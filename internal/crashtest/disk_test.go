@@ -80,8 +80,8 @@ func keyOf(info fs.FileInfo) fileKey {
 	return k
 }
 
-// readDisk walks root. Every person file must parse as JSON whose subject is
-// the one its name encodes; every lane file must be whole JSONL lines (the
+// readDisk walks root. Every person log must replay (people.DecodeFile) to
+// the subject its name encodes; every lane file must be whole JSONL lines (the
 // last one ending in a newline: a durable rewrite never leaves a torn line)
 // that decode into episodes of that lane. Temp files are only counted.
 func readDisk(root string) (*diskState, error) {
@@ -104,7 +104,7 @@ func readDisk(root string) (*diskState, error) {
 				d.badPerm = append(d.badPerm, fmt.Sprintf("%s is %04o", rel, info.Mode().Perm()))
 			}
 			switch rel {
-			case ".", people.Dir, episodes.Dir:
+			case ".", people.Dir, episodes.Dir, people.TmpDir:
 				return nil
 			}
 			d.unexpected = append(d.unexpected, rel+"/")
@@ -135,6 +135,9 @@ func readDisk(root string) (*diskState, error) {
 			if !json.Valid(b) {
 				d.broken = append(d.broken, rel+": not JSON")
 			}
+		case dir == people.Dir && (name == people.JournalName || name == people.CatalogName):
+			// The journal is zeros and lines; the catalog is checked by
+			// the service at start (it refuses one it cannot read).
 		case dir == people.Dir && people.IsPersonFile(name):
 			parsedPeople.Lock()
 			c, ok := parsedPeople.m[p]
@@ -147,11 +150,14 @@ func readDisk(root string) (*diskState, error) {
 			if err != nil {
 				return err
 			}
-			var pf personFile
-			if err := json.Unmarshal(b, &pf); err != nil {
+			// A person log: the header, then whole lines; a torn tail
+			// (a write the kill cut short) costs only itself.
+			subject, facts, err := people.DecodeFile(b)
+			if err != nil {
 				d.broken = append(d.broken, fmt.Sprintf("%s: %v (%d bytes)", rel, err, len(b)))
 				return nil
 			}
+			pf := personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts}
 			if people.FileName(pf.Subject) != name {
 				d.broken = append(d.broken, fmt.Sprintf("%s: holds subject %+v", rel, pf.Subject))
 				return nil

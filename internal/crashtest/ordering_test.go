@@ -21,14 +21,20 @@ import (
 type orderedWrite struct {
 	what   string
 	marker string // appears in the file's new contents and in the answer
-	final  string // the file the write replaces, as strace -y prints it
+	final  string // the file the write replaces (or, journaled, appends to), as strace -y prints it
+	// journal, when set, is the write-ahead log the change goes through
+	// first: a person's change is durable once its journal line is synced.
+	journal string
 }
 
 // TestAcknowledgementFollowsDurableWrite runs the service under strace and
-// proves, for each acknowledged write, the order the spec promises: the new
-// contents are written to a ".tmp-" file, that file is fsynced, renamed over
-// the real name, the directory is fsynced, and only then are the answer's
-// bytes ("HTTP/1.1 201") written to the client's socket.
+// proves, for each acknowledged write, the order the spec promises. An
+// episode: the new contents are written to a ".tmp-" file, that file is
+// fsynced, renamed over the real name, the directory is fsynced, and only
+// then are the answer's bytes ("HTTP/1.1 201") written to the client's
+// socket. A person's change: its line is written to the people journal, the
+// journal is fdatasynced, the line is appended to the person's log, and
+// only then is the answer written.
 func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the clankie binary and runs it under strace; skipped with -short")
@@ -47,6 +53,7 @@ func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 
 	subject := api.Subject{GuildID: "guild-order", UserID: "user-order"}
 	personFile := filepath.Join(dir, people.Dir, people.FileName(subject))
+	journalFile := filepath.Join(dir, people.Dir, people.JournalName)
 	var writes []orderedWrite
 	propose := func(token, marker, supersedes string) string {
 		req := api.ProposalRequest{SchemaVersion: api.SchemaVersion, ProposalID: marker, Fact: api.FactInput{
@@ -62,7 +69,7 @@ func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 		if err := json.Unmarshal(body, &resp); err != nil || resp.Fact == nil {
 			t.Fatalf("proposal %s: %s", marker, body)
 		}
-		writes = append(writes, orderedWrite{"proposal " + marker, marker, personFile})
+		writes = append(writes, orderedWrite{"proposal " + marker, marker, personFile, journalFile})
 		return resp.Fact.FactID
 	}
 	record := func(token, lane, marker string, retain bool) {
@@ -73,7 +80,7 @@ func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 		if err != nil || status != http.StatusCreated {
 			t.Fatalf("episode %s: %d %v %s", marker, status, err, body)
 		}
-		writes = append(writes, orderedWrite{"episode " + marker, marker, filepath.Join(dir, episodes.FileName(lane))})
+		writes = append(writes, orderedWrite{"episode " + marker, marker, filepath.Join(dir, episodes.FileName(lane)), ""})
 	}
 
 	first := propose(opToken, "ordermark-p1", "")
@@ -96,7 +103,11 @@ func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 			t.Errorf("%s: %s\nrelevant trace lines ($ROOT is %s):\n%s", w.what, problem, dir, describe(seq, dir))
 			continue
 		}
-		t.Logf("%s: temp write → fsync → rename → directory fsync → answer ($ROOT is %s):\n%s", w.what, dir, describe(seq, dir))
+		steps := "temp write → fsync → rename → directory fsync → answer"
+		if w.journal != "" {
+			steps = "journal write → journal fdatasync → person log append → answer"
+		}
+		t.Logf("%s: %s ($ROOT is %s):\n%s", w.what, steps, dir, describe(seq, dir))
 	}
 }
 
@@ -118,6 +129,9 @@ func checkOrder(events []sysEvent, w orderedWrite) ([]sysEvent, string) {
 		return nil, "no write of an HTTP/1.1 201 answer naming " + w.marker + " to a socket"
 	}
 	resp := events[answer]
+	if w.journal != "" {
+		return checkJournalOrder(events, answer, w)
+	}
 
 	// The last write of the new contents to a temp file in the target's
 	// directory that started before the answer.
@@ -185,6 +199,58 @@ func checkOrder(events []sysEvent, w orderedWrite) ([]sysEvent, string) {
 		}
 	}
 	return seq, ""
+}
+
+// checkJournalOrder checks a journaled write: the last write naming the
+// marker to the journal before the answer returned before an fdatasync (or
+// fsync) of the journal started, that sync succeeded and returned before
+// the answer started, and the marker was written to the person's log after
+// the sync and before the answer.
+func checkJournalOrder(events []sysEvent, answer int, w orderedWrite) ([]sysEvent, string) {
+	resp := events[answer]
+	jw := -1
+	for i := answer - 1; i >= 0; i-- {
+		e := events[i]
+		if e.isFileWrite() && e.fdPath() == w.journal && strings.Contains(e.args, w.marker) {
+			jw = i
+			break
+		}
+	}
+	if jw < 0 {
+		return []sysEvent{resp}, "the change naming " + w.marker + " was never written to the journal " + w.journal + " before the answer"
+	}
+	seq := []sysEvent{events[jw]}
+	js := -1
+	for i := jw + 1; i < len(events); i++ {
+		e := events[i]
+		if e.isSync() && e.fdPath() == w.journal && e.entry > events[jw].exit {
+			js = i
+			break
+		}
+	}
+	if js < 0 || !events[js].ok() {
+		return append(seq, resp), "the journal was not synced after the change was written to it"
+	}
+	seq = append(seq, events[js])
+	if events[js].exit >= resp.entry {
+		return append(seq, resp), "the answer was written before the journal's sync returned"
+	}
+	lw := -1
+	for i := js + 1; i < answer; i++ {
+		e := events[i]
+		if e.isFileWrite() && e.fdPath() == w.final && strings.Contains(e.args, w.marker) && e.entry > events[js].exit {
+			lw = i
+			break
+		}
+	}
+	if lw < 0 {
+		return append(seq, resp), "the change was not appended to the person log " + w.final + " between the journal's sync and the answer"
+	}
+	seq = append(seq, events[lw])
+	if events[lw].exit >= resp.entry {
+		return append(seq, resp), "the answer was written before the person log write returned"
+	}
+	return append(seq, resp), ""
 }
 
 func describe(seq []sysEvent, root string) string {

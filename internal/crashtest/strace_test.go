@@ -211,6 +211,37 @@ func TestCheckOrderCatchesEachViolation(t *testing.T) {
 	}
 }
 
+// TestCheckJournalOrderCatchesEachViolation is the same for a journaled
+// write: journal write, journal sync, person log append, answer.
+func TestCheckJournalOrderCatchesEachViolation(t *testing.T) {
+	const (
+		jw   = "1 pwrite64(7</r/d/journal>, \"{mark}\\n\", 7, 0) = 7\n"
+		js   = "1 fdatasync(7</r/d/journal>) = 0\n"
+		jsUn = "1 fdatasync(7</r/d/journal> <unfinished ...>\n"
+		jsRe = "1 <... fdatasync resumed>) = 0\n"
+		lw   = "3 pwrite64(8</r/d/p-1_2.jsonl>, \"{mark}\\n\", 7, 90) = 7\n"
+		ans  = "2 write(9<socket:[1]>, \"HTTP/1.1 201 Created\\r\\n\\r\\n{mark}\", 30) = 30\n"
+	)
+	w := orderedWrite{what: "w", marker: "mark", final: "/r/d/p-1_2.jsonl", journal: "/r/d/journal"}
+	if _, problem := checkOrder(parseStrace(jw+js+lw+ans), w); problem != "" {
+		t.Fatalf("the right order was refused: %s", problem)
+	}
+	for name, trace := range map[string]string{
+		"no journal write":          js + lw + ans,
+		"no journal sync":           jw + lw + ans,
+		"sync before the write":     js + jw + lw + ans,
+		"answer before the sync":    jw + ans + js + lw,
+		"answer while sync pending": jw + jsUn + lw + ans + jsRe,
+		"log written before sync":   jw + lw + js + ans,
+		"no log write":              jw + js + ans,
+		"no answer":                 jw + js + lw,
+	} {
+		if _, problem := checkOrder(parseStrace(trace), w); problem == "" {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
 // straceUsable answers strace's path, or skips the test saying why it cannot
 // run here.
 func straceUsable(t *testing.T) string {

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"slices"
 	"sync"
-	"sync/atomic"
 )
 
 // cacheBytes bounds the decoded person files kept in memory, counted by the
@@ -19,8 +18,6 @@ const cacheBytes = 8 << 20
 // file), so the cache cannot disagree with the disk. Entries are never
 // handed out: get answers a copy the caller may change.
 type fileCache struct {
-	// hits and misses count lookups, for the service's metrics.
-	hits, misses atomic.Uint64
 
 	mu    sync.Mutex
 	size  int
@@ -44,15 +41,27 @@ func (c *fileCache) get(name string) (*personFile, bool) {
 	defer c.mu.Unlock()
 	el, ok := c.items[name]
 	if !ok {
-		c.misses.Add(1)
 		return nil, false
 	}
-	c.hits.Add(1)
 	c.order.MoveToFront(el)
 	pf := *el.Value.(*cached).pf
 	pf.Facts = slices.Clone(pf.Facts)
 	pf.Proposals = slices.Clone(pf.Proposals)
 	return &pf, true
+}
+
+// borrow answers the cached state itself, not a copy: the caller holds
+// the person's lock (so no change replaces it meanwhile) and must not
+// change it.
+func (c *fileCache) borrow(name string) (*personFile, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[name]
+	if !ok {
+		return nil, false
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*cached).pf, true
 }
 
 // put keeps pf as the current contents of name; the caller must not change
@@ -63,6 +72,9 @@ func (c *fileCache) put(name string, pf *personFile, size int) {
 	c.dropLocked(name)
 	if size > cacheBytes/4 {
 		return
+	}
+	if pf.enc == nil {
+		pf.enc = &factJSON{m: map[string][]byte{}} // shared by the copies get answers
 	}
 	c.items[name] = c.order.PushFront(&cached{name: name, pf: pf, size: size})
 	c.size += size
@@ -86,10 +98,3 @@ func (c *fileCache) dropLocked(name string) {
 	}
 }
 
-// CacheStats counts lookups of the decoded-file cache since Open.
-type CacheStats struct{ Hits, Misses uint64 }
-
-// CacheStats answers how often a person was served from the cache.
-func (s *Store) CacheStats() CacheStats {
-	return CacheStats{Hits: s.cache.hits.Load(), Misses: s.cache.misses.Load()}
-}

@@ -13,7 +13,7 @@ import (
 // File names encode (guildId, userId) so that no id can climb out of the
 // directory and no two different pairs share a file.
 //
-// The readable form is "p-" + esc(guild) + "_" + esc(user) + ".json", where
+// The readable form is "p-" + esc(guild) + "_" + esc(user) + ".jsonl", where
 // esc keeps ASCII letters, digits and '-' and writes every other byte as %XX.
 // '_' is always escaped inside an id, so the one bare '_' is the separator and
 // the form is injective; '/', '.', NUL and '%' are escaped, so a name is one
@@ -22,14 +22,17 @@ import (
 //
 // Ids of up to 64 characters can be 256 bytes each, which escaped would pass
 // the 255-byte file name limit. When the readable form is longer than
-// maxReadable the name is "h-" + sha256(len(guild) | guild | user) + ".json".
+// maxReadable the name is "h-" + sha256(len(guild) | guild | user) + ".jsonl".
 // Hashed names are injective up to SHA-256 collisions, and every file also
 // stores its subject, which the store checks on load.
 const (
-	fileSuffix  = ".json"
-	readableTag = "p-"
-	hashedTag   = "h-"
-	maxReadable = 200
+	fileSuffix = ".jsonl"
+	// legacySuffix ends the whole-file JSON person files of schema 1, which
+	// the store migrates to logs (at start, or on first access).
+	legacySuffix = ".json"
+	readableTag  = "p-"
+	hashedTag    = "h-"
+	maxReadable  = 200
 )
 
 // FileName answers the file name of a person. It never fails for ids that
@@ -42,6 +45,18 @@ func FileName(s api.Subject) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%d|%s%s", len(s.GuildID), s.GuildID, s.UserID)
 	return hashedTag + hex.EncodeToString(h.Sum(nil)) + fileSuffix
+}
+
+// LegacyFileName answers the name of a person's schema-1 file (one JSON
+// document, rewritten whole on every change), which the store migrates.
+func LegacyFileName(s api.Subject) string {
+	return strings.TrimSuffix(FileName(s), fileSuffix) + legacySuffix
+}
+
+// isLegacyFile reports whether a directory entry is a schema-1 person file.
+func isLegacyFile(name string) bool {
+	return (strings.HasPrefix(name, readableTag) || strings.HasPrefix(name, hashedTag)) &&
+		strings.HasSuffix(name, legacySuffix) && strings.Count(name, ".") == 1
 }
 
 // ParseFileName inverts FileName for readable names. Hashed names answer

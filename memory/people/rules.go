@@ -133,12 +133,15 @@ func LaneVisible(c Caller, f api.Fact) bool {
 
 // NewestFirst orders facts by creation, newest first, ties by id.
 func NewestFirst(facts []api.Fact) {
-	sort.SliceStable(facts, func(a, b int) bool {
-		if !facts[a].CreatedAt.Equal(facts[b].CreatedAt) {
-			return facts[a].CreatedAt.After(facts[b].CreatedAt)
-		}
-		return facts[a].FactID > facts[b].FactID
-	})
+	sort.SliceStable(facts, func(a, b int) bool { return newerFirst(&facts[a], &facts[b]) })
+}
+
+// newerFirst is NewestFirst's order: a before b.
+func newerFirst(a, b *api.Fact) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.After(b.CreatedAt)
+	}
+	return a.FactID > b.FactID
 }
 
 // MatchesQuery is the recall query: every whitespace-separated term must

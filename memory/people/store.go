@@ -1,12 +1,16 @@
 // Package people is the store of person facts: what Clankie has been told
-// about people, one JSON file per (guildId, userId), with the visibility,
-// supersede, eviction and subject-rights rules of the spec.
+// about people, one append-only JSON-lines log per (guildId, userId), with
+// the visibility, supersede, eviction and subject-rights rules of the spec.
 //
-// Facts live on disk, one small file per person; the catalog's counts are
-// kept in memory from one scan at start, and a bounded cache (8 MiB of
-// files) keeps busy people decoded, so the service's memory stays flat
-// however many people it knows while a proposal or recall of a busy person
-// skips re-reading and re-decoding its file.
+// A change is one small line: durable first in the store-wide journal,
+// whose fdatasync is shared by every change that arrived meanwhile (group
+// commit), then appended to the person's log, which is compacted once it
+// passes twice its live size. A checkpoint keeps every person's count in
+// the catalog, so start-up reads the catalog and the short journal and no
+// person log; people are loaded on first access, and a bounded cache (8 MiB
+// of logs) keeps busy people decoded, so the service's memory stays flat
+// however many people it knows. See log.go, journal.go and catalog.go for
+// the files.
 package people
 
 import (
@@ -15,22 +19,11 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"hash/fnv"
-	"os"
-	"path"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
-	"sync"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/fault"
 )
 
@@ -43,203 +36,6 @@ const Dir = "discord-people"
 // arrives within seconds, and a file rewritten on every proposal must stay
 // small.
 const maxGoneRecords = 64
-
-// personFile is the on-disk shape of one person.
-type personFile struct {
-	SchemaVersion int         `json:"schemaVersion"`
-	Subject       api.Subject `json:"subject"`
-	Facts         []api.Fact  `json:"facts"`
-	// Proposals remember which proposal made which fact, so a retry stores
-	// nothing new. Digest is a hash of the proposal; it is cleared when the
-	// fact is forgotten so nothing derived from a forgotten body remains.
-	Proposals []proposalRecord `json:"proposals,omitempty"`
-}
-
-type proposalRecord struct {
-	ProposalID string `json:"proposalId"`
-	Digest     string `json:"digest,omitempty"`
-	FactID     string `json:"factId"`
-}
-
-type indexEntry struct {
-	subject api.Subject
-	facts   int
-}
-
-// Store is safe for concurrent use: requests for one person are serialised
-// by a striped lock, so no update is lost; different people proceed at once.
-type Store struct {
-	root  *os.Root
-	log   *zap.Logger
-	now   func() time.Time
-	locks [256]sync.Mutex
-
-	mu    sync.Mutex
-	index map[string]indexEntry // file name → subject and fact count
-	facts int
-
-	cache *fileCache
-}
-
-// Open scans the directory once (sweeping temp files, moving unreadable files
-// aside) and answers a Store whose counters match the disk.
-func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) {
-	if now == nil {
-		now = time.Now
-	}
-	s := &Store{root: root, log: log, now: now, index: map[string]indexEntry{}, cache: newFileCache()}
-	if err := durable.MkdirAll(root, Dir); err != nil {
-		return nil, err
-	}
-	swept, err := durable.SweepTemp(root, Dir)
-	if err != nil {
-		return nil, fmt.Errorf("sweep temp files: %w", err)
-	}
-	if swept > 0 {
-		log.Info("swept leftover temp files", zap.String("store", "people"), zap.Int("count", swept))
-	}
-	d, err := root.Open(Dir)
-	if err != nil {
-		return nil, err
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range names {
-		if !IsPersonFile(name) {
-			continue
-		}
-		pf, _, err := s.load(name)
-		if err != nil {
-			return nil, err
-		}
-		if pf != nil && len(pf.Facts) > 0 {
-			s.index[name] = indexEntry{subject: pf.Subject, facts: len(pf.Facts)}
-			s.facts += len(pf.Facts)
-		}
-	}
-	return s, nil
-}
-
-func (s *Store) lock(name string) func() {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
-	m.Lock()
-	return m.Unlock
-}
-
-// load reads a person file. A missing file is nil, nil. A file that cannot be
-// parsed, or whose subject does not match its name, is never treated as
-// empty and overwritten: it is moved aside and reported content-free, and
-// the person starts empty.
-//
-// It answers the file's size when it was read from disk (0 when it came
-// from the cache or is missing), so a request can cache it.
-func (s *Store) load(name string) (*personFile, int, error) {
-	if pf, ok := s.cache.get(name); ok {
-		return pf, 0, nil
-	}
-	b, err := s.root.ReadFile(path.Join(Dir, name))
-	if err != nil {
-		if durable.IsNotExist(err) {
-			return nil, 0, nil
-		}
-		return nil, 0, fmt.Errorf("read person file: %w", err)
-	}
-	var pf personFile
-	if err := json.Unmarshal(b, &pf); err == nil && FileName(pf.Subject) == name {
-		return &pf, len(b), nil
-	}
-	aside := name + corruptSuffix + strconv.FormatInt(s.now().Unix(), 10)
-	if err := durable.Rename(s.root, path.Join(Dir, name), path.Join(Dir, aside)); err != nil {
-		return nil, 0, fmt.Errorf("move unreadable person file aside: %w", err)
-	}
-	_ = s.root.Chmod(path.Join(Dir, aside), durable.FileMode)
-	s.log.Warn("person file could not be parsed; moved aside and starting that person empty",
-		zap.String("movedTo", path.Join(Dir, aside)))
-	return nil, 0, nil
-}
-
-// read loads under the caller's lock and keeps the index honest when a file
-// turned out to be unreadable.
-func (s *Store) read(subject api.Subject) (string, *personFile, error) {
-	name := FileName(subject)
-	pf, size, err := s.load(name)
-	if err != nil {
-		return name, nil, err
-	}
-	if size > 0 {
-		s.cache.put(name, clonePerson(pf), size)
-	}
-	if pf == nil {
-		s.setCount(name, subject, 0)
-		pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: subject}
-	}
-	if pf.Facts == nil {
-		pf.Facts = []api.Fact{} // answers say "facts":[], never null
-	}
-	return name, pf, nil
-}
-
-func (s *Store) write(name string, pf *personFile) error {
-	if len(pf.Facts) == 0 && len(pf.Proposals) == 0 {
-		s.cache.drop(name)
-		if err := durable.Remove(s.root, path.Join(Dir, name)); err != nil && !durable.IsNotExist(err) {
-			return err
-		}
-		s.setCount(name, pf.Subject, 0)
-		return nil
-	}
-	if pf.Facts == nil {
-		pf.Facts = []api.Fact{}
-	}
-	b, err := json.Marshal(pf)
-	if err != nil {
-		s.cache.drop(name)
-		return err
-	}
-	if err := durable.WriteFile(s.root, path.Join(Dir, name), b); err != nil {
-		s.cache.drop(name) // the disk may hold the old or the new file
-		return err
-	}
-	s.cache.put(name, clonePerson(pf), len(b))
-	s.setCount(name, pf.Subject, len(pf.Facts))
-	return nil
-}
-
-// clonePerson copies a person file so the cache never shares a slice with a
-// caller that goes on changing its copy.
-func clonePerson(pf *personFile) *personFile {
-	c := *pf
-	c.Facts = slices.Clone(pf.Facts)
-	c.Proposals = slices.Clone(pf.Proposals)
-	return &c
-}
-
-func (s *Store) setCount(name string, subject api.Subject, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	old := s.index[name].facts
-	s.facts += n - old
-	if n == 0 {
-		delete(s.index, name)
-		return
-	}
-	s.index[name] = indexEntry{subject: subject, facts: n}
-}
-
-// Stats are the catalog's figures, from memory.
-type Stats struct{ People, Facts int }
-
-// Stats answers the counters without touching the disk.
-func (s *Store) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return Stats{People: len(s.index), Facts: s.facts}
-}
 
 // ProposeInfo says what a proposal did, for the receipt.
 type ProposeInfo struct {
@@ -260,6 +56,11 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 	}
 	digest := proposalDigest(req)
 	name := FileName(in.Subject)
+	if err := s.checkpointIfFull(); err != nil {
+		return api.ProposalResponse{}, ProposeInfo{}, err
+	}
+	s.cp.RLock()
+	defer s.cp.RUnlock()
 	defer s.lock(name)()
 	_, pf, err := s.read(in.Subject)
 	if err != nil {
@@ -306,35 +107,53 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 		ExpiresAt:  in.ExpiresAt,
 		Provenance: in.Provenance,
 	}
+	// The change is worked out on a copy of the facts and written as one
+	// log line; the new state is that line applied to the old, exactly as
+	// a replay will apply it.
+	ch := &logLine{Seq: pf.seq + 1}
+	facts := slices.Clone(pf.Facts)
 	if in.SupersedesFactID != "" {
-		if i := indexOf(pf.Facts, in.SupersedesFactID); i < 0 {
+		if i := indexOf(facts, in.SupersedesFactID); i < 0 {
 			resp.Reason = ReasonNoSuchFact
-		} else if ok, why := MaySupersede(c, pf.Facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
+		} else if ok, why := MaySupersede(c, facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
 			resp.Reason = why
 		} else {
-			pf.Facts = append(pf.Facts[:i], pf.Facts[i+1:]...)
+			facts = append(facts[:i], facts[i+1:]...)
 			fact.SupersedesFactID = in.SupersedesFactID
 			resp.Superseded = true
 			info.Superseded = true
-			clearDigest(pf, in.SupersedesFactID)
+			ch.Remove = append(ch.Remove, in.SupersedesFactID)
+			ch.ClearDigest = []string{in.SupersedesFactID}
 		}
 	}
-	pf.Facts = append(pf.Facts, fact)
+	facts = append(facts, fact)
 	// A Discord proposal makes room only among the facts its lane can see:
 	// operator-only notes are never evicted, counted or named to it. When
 	// only such notes could make room the proposal is refused and nothing
 	// is written.
-	kept, evicted, ok := Evict(pf.Facts, api.MaxFactsPerPerson, now, func(f api.Fact) bool {
+	kept, evicted, ok := Evict(facts, api.MaxFactsPerPerson, now, func(f api.Fact) bool {
 		return f.FactID != fact.FactID && LaneVisible(c, f)
 	})
 	if !ok {
 		return api.ProposalResponse{}, ProposeInfo{}, fault.New(fault.Unprocessable, "person_at_capacity",
 			"This person's memory is full (at most %d facts are kept per person), so nothing was stored; an operator can make room.", api.MaxFactsPerPerson)
 	}
-	pf.Facts, resp.Evicted = kept, evicted
+	if evicted > 0 {
+		keep := make(map[string]bool, len(kept))
+		for _, f := range kept {
+			keep[f.FactID] = true
+		}
+		for _, f := range facts {
+			if !keep[f.FactID] {
+				ch.Remove = append(ch.Remove, f.FactID)
+			}
+		}
+	}
+	resp.Evicted = evicted
 	info.Evicted = resp.Evicted
-	pf.Proposals = pruneProposals(append(pf.Proposals, proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}), pf.Facts)
-	if err := s.write(name, pf); err != nil {
+	ch.Put = []api.Fact{fact}
+	ch.Proposal = &proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}
+	if err := s.change(name, pf, ch); err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
 	info.Created = true
@@ -445,9 +264,74 @@ func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, 
 	return resp, nil
 }
 
+// RecallJSON is Recall answering the JSON of its response, exactly as
+// json.Marshal(Recall(…)) would, from each fact's memoised encoding: a busy
+// person's recall encodes nothing but the envelope.
+func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
+	if err := ValidSubject(subject); err != nil {
+		return nil, err
+	}
+	if q.Limit == 0 {
+		q.Limit = api.DefaultRecallLimit
+	}
+	if q.Limit < 1 || q.Limit > api.MaxFactsPerPerson {
+		return nil, invalid("limit must be between 1 and %d.", api.MaxFactsPerPerson)
+	}
+	now := s.now()
+	name := FileName(subject)
+	s.cp.RLock()
+	defer s.cp.RUnlock()
+	defer s.lock(name)()
+	var err error
+	pf, ok := s.cache.borrow(name)
+	if ok {
+		s.cacheHits.Add(1)
+	} else if _, pf, err = s.read(subject); err != nil {
+		return nil, err
+	}
+	out := make([]*api.Fact, 0, len(pf.Facts))
+	for i := range pf.Facts {
+		if f := &pf.Facts[i]; Visible(*f, q.Scope, now) && MatchesQuery(*f, q.Query) {
+			out = append(out, f)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return newerFirst(out[a], out[b]) })
+	total := len(out)
+	out = out[:min(len(out), q.Limit)]
+	head, err := json.Marshal(struct {
+		SchemaVersion int         `json:"schemaVersion"`
+		Subject       api.Subject `json:"subject"`
+	}{api.SchemaVersion, subject})
+	if err != nil {
+		return nil, err
+	}
+	size := len(head) + 32
+	encs := make([][]byte, len(out))
+	for i := range out {
+		if encs[i], err = pf.encoded(out[i]); err != nil {
+			return nil, err
+		}
+		size += len(encs[i]) + 1
+	}
+	b := make([]byte, 0, size)
+	b = append(b, head[:len(head)-1]...)
+	b = append(b, `,"facts":[`...)
+	for i, e := range encs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	b = append(b, `],"total":`...)
+	b = strconv.AppendInt(b, int64(total), 10)
+	return append(b, '}'), nil
+}
+
 // snapshot reads a person's facts under its lock.
 func (s *Store) snapshot(subject api.Subject) ([]api.Fact, error) {
 	name := FileName(subject)
+	s.cp.RLock()
+	defer s.cp.RUnlock()
 	defer s.lock(name)()
 	_, pf, err := s.read(subject)
 	if err != nil {
@@ -519,6 +403,8 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 		}
 	}
 	name := FileName(subject)
+	s.cp.Lock()
+	defer s.cp.Unlock()
 	defer s.lock(name)()
 	_, pf, err := s.read(subject)
 	if err != nil {
@@ -532,9 +418,37 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 	if !c.Operator && !MayForget(f, requesterUserID) {
 		return api.Fact{}, fault.New(fault.Forbidden, "not_subject_or_proposer", "Only the person a fact is about or the member who proposed it may forget it.")
 	}
-	pf.Facts = append(pf.Facts[:i], pf.Facts[i+1:]...)
-	clearDigest(pf, factID)
-	return f, s.write(name, pf)
+	return f, s.purge(name, pf, &logLine{Seq: pf.seq + 1, Remove: []string{factID}, ClearDigest: []string{factID}})
+}
+
+// purge applies a change that must leave nothing of what it removes or
+// replaces on disk (a forget, an edit): after the journal line, the person's
+// log is rewritten from the new state, and a checkpoint zeroes the journal
+// lines that still hold the old content. The caller holds cp (write) and
+// the person's lock.
+func (s *Store) purge(name string, old *personFile, ch *logLine) error {
+	pf := clonePerson(old)
+	pf.apply(ch)
+	line, err := encodeLine(ch)
+	if err != nil {
+		return err
+	}
+	if err := s.commit(name, pf, line); err != nil {
+		s.cache.drop(name)
+		return err
+	}
+	if err := s.rewrite(name, pf); err != nil {
+		s.cache.drop(name)
+		return err
+	}
+	s.markDirty(name, false)
+	s.setCount(name, pf.Subject, len(pf.Facts))
+	if pf.size > 0 {
+		s.cache.put(name, clonePerson(pf), int(pf.size))
+	} else {
+		s.cache.drop(name)
+	}
+	return s.checkpoint(true)
 }
 
 // Edit is the operator's change of a fact's body, kind, visibility,
@@ -575,6 +489,8 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 		return api.Fact{}, invalid("Nothing to change: give body, kind, visibility, confidence or expiresAt.")
 	}
 	name := FileName(subject)
+	s.cp.Lock()
+	defer s.cp.Unlock()
 	defer s.lock(name)()
 	_, pf, err := s.read(subject)
 	if err != nil {
@@ -584,7 +500,8 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 	if i < 0 {
 		return api.Fact{}, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
 	}
-	f := &pf.Facts[i]
+	f := &api.Fact{}
+	*f = pf.Facts[i]
 	if p.Body != nil {
 		f.Body = *p.Body
 	}
@@ -602,7 +519,7 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 	}
 	f.UpdatedAt = now
 	out := *f
-	return out, s.write(name, pf)
+	return out, s.purge(name, pf, &logLine{Seq: pf.seq + 1, Put: []api.Fact{out}})
 }
 
 // ForgetPerson removes everything kept about a person, the idempotency
@@ -612,6 +529,8 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 		return nil, err
 	}
 	name := FileName(subject)
+	s.cp.Lock()
+	defer s.cp.Unlock()
 	defer s.lock(name)()
 	_, pf, err := s.read(subject)
 	if err != nil {
@@ -621,48 +540,27 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	for _, f := range pf.Facts {
 		ids = append(ids, f.FactID)
 	}
-	s.cache.drop(name)
-	if err := durable.Remove(s.root, path.Join(Dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// The journal line comes first, so a crash before the files are gone
+	// finishes the forgetting at the next start; the checkpoint then
+	// zeroes every journal line that still holds the person's facts.
+	line, err := encodeJournal(journalLine{Gen: s.gen, Person: name, Subject: subject, ForgetPerson: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.j.commit(line); err != nil {
+		return nil, err
+	}
+	if err := s.removePersonFiles(name, subject); err != nil {
 		return nil, err
 	}
 	s.setCount(name, subject, 0)
-	if err := s.removeCorruptCopies(name); err != nil {
+	s.mu.Lock()
+	delete(s.dirty, name)
+	s.mu.Unlock()
+	if err := s.checkpoint(true); err != nil {
 		return nil, err
 	}
 	return ids, nil
-}
-
-// corruptSuffix follows a person file's name when load moves an unreadable
-// copy aside: <name>.corrupt-<unix seconds>.
-const corruptSuffix = ".corrupt-"
-
-// removeCorruptCopies deletes every copy of name that load moved aside: they
-// may hold what was kept about the person, so forgetting the person removes
-// them too. It is called under the person's lock.
-func (s *Store) removeCorruptCopies(name string) error {
-	d, err := s.root.Open(Dir)
-	if err != nil {
-		return fmt.Errorf("list the people directory: %w", err)
-	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("list the people directory: %w", err)
-	}
-	removed := false
-	for _, n := range names {
-		if !strings.HasPrefix(n, name+corruptSuffix) {
-			continue
-		}
-		if err := s.root.Remove(path.Join(Dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove a corrupt copy of a person file: %w", err)
-		}
-		removed = true
-	}
-	if removed {
-		return durable.SyncDir(s.root, Dir)
-	}
-	return nil
 }
 
 // List answers one page of people with their fact counts, ordered by file
@@ -689,8 +587,7 @@ func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
 			resp.NextCursor = names[i-1]
 			break
 		}
-		e := s.index[n]
-		resp.People = append(resp.People, api.PersonSummary{Subject: e.subject, Facts: e.facts})
+		resp.People = append(resp.People, api.PersonSummary{Subject: s.subjectOf(n), Facts: int(s.index[n])})
 	}
 	s.mu.Unlock()
 	return resp, nil

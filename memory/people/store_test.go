@@ -1,7 +1,6 @@
 package people
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -387,8 +386,8 @@ func TestProposalRecordsStayBounded(t *testing.T) {
 		c.t = c.t.Add(time.Second)
 	}
 	b, _ := root.ReadFile(path.Join(Dir, FileName(api.Subject{GuildID: "g", UserID: "u"})))
-	var pf personFile
-	if err := json.Unmarshal(b, &pf); err != nil {
+	pf, _, err := decodeLog(b)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pf.Facts) != 128 || len(pf.Proposals) != 128+maxGoneRecords {

@@ -1,0 +1,508 @@
+package people
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
+)
+
+// CatalogName (<root>/discord-people/catalog) is the checkpoint of every
+// person's fact count, so start-up reads it and the journal and no person
+// log. Plain text:
+//
+//	{"schemaVersion":2,"generation":7,"people":2,"facts":12}
+//	p-100_200.jsonl 5
+//	h-3f…9a.jsonl 7 <esc(guildId)> <esc(userId)>
+//
+// one line per person with at least one fact, sorted by file name; a hashed
+// name carries its ids, escaped as in readable file names.
+const CatalogName = "catalog"
+
+type catalogHead struct {
+	SchemaVersion int    `json:"schemaVersion"`
+	Generation    uint64 `json:"generation"`
+	People        int    `json:"people"`
+	Facts         int    `json:"facts"`
+}
+
+// Open loads the store. With a catalog it reads the catalog and replays the
+// journal's lines of the catalog's generation (the changes since the last
+// checkpoint) into the person logs they name; without one (a new root, or a
+// root of schema-1 files) it scans the directory once, migrating schema-1
+// files to logs and moving unreadable files aside. Either way it ends with
+// a checkpoint, so the answer's counters match the disk.
+func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Store{root: root, log: log, now: now, index: map[string]int32{}, hashed: map[string]api.Subject{},
+		dirty: map[string]bool{}, cache: newFileCache()}
+	if err := durable.MkdirAll(root, Dir); err != nil {
+		return nil, err
+	}
+	if err := durable.MkdirAll(root, TmpDir); err != nil {
+		return nil, err
+	}
+	pdir, err := root.OpenRoot(Dir)
+	if err != nil {
+		return nil, err
+	}
+	s.pdir = pdir
+	swept, err := durable.SweepTemp(root, TmpDir)
+	if err != nil {
+		return nil, fmt.Errorf("sweep temp files: %w", err)
+	}
+	if swept > 0 {
+		log.Info("swept leftover temp files", zap.String("store", "people"), zap.Int("count", swept))
+	}
+	if s.j, err = openJournal(root); err != nil {
+		s.pdir.Close()
+		return nil, err
+	}
+	fail := func(err error) (*Store, error) {
+		s.j.close()
+		s.pdir.Close()
+		return nil, err
+	}
+	found, err := s.readCatalog()
+	if err != nil {
+		return fail(err)
+	}
+	s.cp.Lock()
+	defer s.cp.Unlock()
+	if !found {
+		if err := s.scan(); err != nil {
+			return fail(err)
+		}
+		if err := s.checkpointLocked(); err != nil {
+			return fail(err)
+		}
+		return s, nil
+	}
+	lines, high, err := s.j.read(s.gen)
+	if err != nil {
+		return fail(err)
+	}
+	s.j.high = high
+	if len(lines) == 0 {
+		if high > 0 { // lines of an older generation: zero them
+			if err := s.j.reset(s.gen, true); err != nil {
+				return fail(err)
+			}
+		}
+		s.j.gen = s.gen
+		return s, nil
+	}
+	if err := s.replay(lines); err != nil {
+		return fail(fmt.Errorf("replay the people journal: %w", err))
+	}
+	log.Info("replayed the people journal", zap.Int("changes", len(lines)))
+	if err := s.checkpointLocked(); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// Close checkpoints, so the next start reads no journal, and closes the
+// journal.
+func (s *Store) Close() error {
+	s.cp.Lock()
+	defer s.cp.Unlock()
+	err := s.checkpoint(true)
+	if cerr := s.j.close(); err == nil {
+		err = cerr
+	}
+	if cerr := s.pdir.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readCatalog loads the counts and the generation; found is false when
+// there is no catalog.
+func (s *Store) readCatalog() (found bool, err error) {
+	b, err := s.root.ReadFile(path.Join(Dir, CatalogName))
+	if err != nil {
+		if durable.IsNotExist(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read the people catalog: %w", err)
+	}
+	bad := func(why string) (bool, error) {
+		return false, fmt.Errorf("the people catalog %s is unreadable (%s); remove it and the service rebuilds it from the person logs", path.Join(Dir, CatalogName), why)
+	}
+	first, rest, _ := bytes.Cut(b, []byte("\n"))
+	var h catalogHead
+	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion {
+		return bad("no header")
+	}
+	if h.People < 0 || h.People > len(rest) {
+		return bad("its totals do not match its lines")
+	}
+	s.index = make(map[string]int32, h.People)
+	for len(rest) > 0 {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		var f []string
+		if sp := bytes.IndexByte(line, ' '); sp > 0 && bytes.IndexByte(line[sp+1:], ' ') < 0 {
+			f = []string{string(line[:sp]), string(line[sp+1:])} // the common case, readable names
+		} else {
+			f = strings.Fields(string(line))
+		}
+		if len(f) != 2 && len(f) != 4 {
+			return bad("a line is not a name and a count")
+		}
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n < 1 || n > api.MaxFactsPerPerson || !IsPersonFile(f[0]) {
+			return bad("a line is not a name and a count")
+		}
+		subject := api.Subject{}
+		hashed := strings.HasPrefix(f[0], hashedTag)
+		if hashed != (len(f) == 4) {
+			return bad("a hashed name without its ids, or ids after a readable name")
+		}
+		if hashed {
+			g, err1 := unescape(f[2])
+			u, err2 := unescape(f[3])
+			if err1 != nil || err2 != nil || FileName(api.Subject{GuildID: g, UserID: u}) != f[0] {
+				return bad("a line's ids do not decode to its name")
+			}
+			subject = api.Subject{GuildID: g, UserID: u}
+		}
+		s.setCountLocked(f[0], subject, n)
+	}
+	if len(s.index) != h.People || s.facts != h.Facts {
+		return bad("its totals do not match its lines")
+	}
+	s.gen = h.Generation
+	return true, nil
+}
+
+// writeCatalog writes the counts under gen, durably.
+func (s *Store) writeCatalog(gen uint64) error {
+	names := make([]string, 0, len(s.index))
+	for n := range s.index {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	buf.Grow(48 * (len(names) + 1))
+	head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: len(s.index), Facts: s.facts})
+	buf.Write(head)
+	buf.WriteByte('\n')
+	for _, n := range names {
+		buf.WriteString(n)
+		buf.WriteByte(' ')
+		buf.WriteString(strconv.Itoa(int(s.index[n])))
+		if subj, ok := s.hashed[n]; ok {
+			buf.WriteByte(' ')
+			buf.WriteString(escape(subj.GuildID))
+			buf.WriteByte(' ')
+			buf.WriteString(escape(subj.UserID))
+		}
+		buf.WriteByte('\n')
+	}
+	return writeVia(s.root, TmpDir, path.Join(Dir, CatalogName), buf.Bytes(), syncAll)
+}
+
+// checkpointLocked makes every person log written since the last checkpoint
+// durable, writes the catalog under the next generation and zeroes the
+// journal. The caller holds cp (write): no change is between its journal
+// line and its log write.
+func (s *Store) checkpointLocked() error { return s.checkpoint(false) }
+
+// checkpoint is checkpointLocked, zeroing the journal when zero is set.
+func (s *Store) checkpoint(zero bool) error {
+	names := make([]string, 0, len(s.dirty))
+	for n := range s.dirty {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f, err := s.pdir.Open(n)
+		if durable.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("open a person log to sync it: %w", err)
+		}
+		err = fdatasync(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("fdatasync a person log: %w", err)
+		}
+	}
+	if s.created {
+		if err := durable.SyncDir(s.root, Dir); err != nil {
+			return err
+		}
+	}
+	next := s.gen + 1
+	if err := s.writeCatalog(next); err != nil {
+		return fmt.Errorf("write the people catalog: %w", err)
+	}
+	if err := s.j.reset(next, zero); err != nil {
+		return err
+	}
+	s.gen = next
+	s.dirty, s.created = map[string]bool{}, false
+	s.checkpoints.Add(1)
+	return nil
+}
+
+// checkpointIfFull checkpoints when the journal's preallocated part is
+// nearly used. The caller holds no lock.
+func (s *Store) checkpointIfFull() error {
+	if s.j.used() < journalCheckpoint {
+		return nil
+	}
+	s.cp.Lock()
+	defer s.cp.Unlock()
+	if s.j.used() < journalCheckpoint {
+		return nil
+	}
+	return s.checkpointLocked()
+}
+
+// replay brings each person log named in lines level with the journal: the
+// changes a log lacks (a power cut lost its unsynced append, or the process
+// died between the journal and the log) are applied and the log is
+// rewritten whole. The caller holds cp (write).
+func (s *Store) replay(lines []journalLine) error {
+	byPerson := map[string][]journalLine{}
+	var order []string
+	for _, l := range lines {
+		if FileName(l.Subject) != l.Person {
+			return fmt.Errorf("a journal line names %s for another subject", l.Person)
+		}
+		if byPerson[l.Person] == nil {
+			order = append(order, l.Person)
+		}
+		byPerson[l.Person] = append(byPerson[l.Person], l)
+	}
+	for _, name := range order {
+		pf, err := s.readLog(name)
+		if err != nil {
+			return err
+		}
+		for _, l := range byPerson[name] {
+			if l.ForgetPerson {
+				if err := s.removePersonFiles(name, l.Subject); err != nil {
+					return err
+				}
+				pf = nil
+				continue
+			}
+			if pf == nil {
+				pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: l.Subject, Facts: []api.Fact{}}
+			}
+			pf.apply(l.Change)
+		}
+		if pf == nil {
+			s.setCountLocked(name, api.Subject{}, 0)
+			continue
+		}
+		if err := s.rewrite(name, pf); err != nil {
+			return err
+		}
+		s.setCountLocked(name, pf.Subject, len(pf.Facts))
+	}
+	return nil
+}
+
+// scan reads every file of the directory once: person logs are counted
+// (a torn tail cut off), schema-1 files are migrated to logs, and
+// unreadable files are moved aside. The caller holds cp (write).
+func (s *Store) scan() error {
+	d, err := s.root.Open(Dir)
+	if err != nil {
+		return err
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return err
+	}
+	legacy := map[string]bool{}
+	for _, n := range names {
+		if isLegacyFile(n) {
+			legacy[n] = true
+		}
+	}
+	migrated := 0
+	for _, name := range names {
+		var pf *personFile
+		switch {
+		case IsPersonFile(name):
+			// A schema-1 file still present wins: it is removed only
+			// once its log is durable, before any change to that log.
+			if legacy[strings.TrimSuffix(name, fileSuffix)+legacySuffix] {
+				continue
+			}
+			if pf, err = s.readLog(name); err != nil {
+				return err
+			}
+		case isLegacyFile(name):
+			log := strings.TrimSuffix(name, legacySuffix) + fileSuffix
+			if pf, err = s.migrateLegacy(name, log); err != nil {
+				return err
+			}
+			name = log
+			migrated++
+		default:
+			continue
+		}
+		if pf != nil && len(pf.Facts) > 0 {
+			s.setCountLocked(name, pf.Subject, len(pf.Facts))
+		}
+	}
+	if migrated > 0 {
+		s.log.Info("migrated person files to logs", zap.Int("count", migrated))
+	}
+	return nil
+}
+
+// removePersonFiles removes a person's log, schema-1 file and every copy
+// moved aside as corrupt. The caller holds the person's lock or cp (write).
+func (s *Store) removePersonFiles(name string, subject api.Subject) error {
+	s.cache.drop(name)
+	for _, n := range []string{name, LegacyFileName(subject)} {
+		if err := s.root.Remove(path.Join(Dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove a person file: %w", err)
+		}
+	}
+	if err := s.removeCorruptCopies(name, LegacyFileName(subject)); err != nil {
+		return err
+	}
+	return durable.SyncDir(s.root, Dir)
+}
+
+// corruptSuffix follows a person file's name when load moves an unreadable
+// copy aside: <name>.corrupt-<unix seconds>.
+const corruptSuffix = ".corrupt-"
+
+// removeCorruptCopies deletes every copy of the named files that load moved
+// aside: they may hold what was kept about the person, so forgetting the
+// person removes them too.
+func (s *Store) removeCorruptCopies(names ...string) error {
+	d, err := s.root.Open(Dir)
+	if err != nil {
+		return fmt.Errorf("list the people directory: %w", err)
+	}
+	entries, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("list the people directory: %w", err)
+	}
+	for _, e := range entries {
+		for _, name := range names {
+			if !strings.HasPrefix(e, name+corruptSuffix) {
+				continue
+			}
+			if err := s.root.Remove(path.Join(Dir, e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("remove a corrupt copy of a person file: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// encodeJournal renders one journal line with its newline.
+func encodeJournal(l journalLine) ([]byte, error) {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// legacyFile is the schema-1 person file: one JSON document.
+type legacyFile struct {
+	SchemaVersion int              `json:"schemaVersion"`
+	Subject       api.Subject      `json:"subject"`
+	Facts         []api.Fact       `json:"facts"`
+	Proposals     []proposalRecord `json:"proposals,omitempty"`
+}
+
+func decodeLegacy(b []byte) (api.Subject, []api.Fact, []proposalRecord, error) {
+	var lf legacyFile
+	err := json.Unmarshal(b, &lf)
+	return lf.Subject, lf.Facts, lf.Proposals, err
+}
+
+// syncMode says how durable writeVia makes a file.
+type syncMode int
+
+const (
+	syncAll syncMode = iota // fdatasync the data, rename, fsync the directory
+	noSync                  // write and rename only: the caller's journal covers it
+)
+
+// writeVia replaces name with data by way of a temp file in tmp (a
+// directory of the same file system): write, fdatasync, rename, fsync the
+// target's directory; with noSync only write and rename.
+func writeVia(root *os.Root, tmp, name string, data []byte, mode syncMode) error {
+	t := path.Join(tmp, durable.TempPrefix+randomName())
+	f, err := root.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
+	if err != nil {
+		return fmt.Errorf("create temp file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		_ = root.Remove(t)
+		return fmt.Errorf("write temp file: %w", err)
+	}
+	if mode == syncAll {
+		if err := fdatasync(f); err != nil {
+			f.Close()
+			_ = root.Remove(t)
+			return fmt.Errorf("fdatasync temp file: %w", err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		_ = root.Remove(t)
+		return fmt.Errorf("close temp file: %w", err)
+	}
+	if err := root.Rename(t, name); err != nil {
+		_ = root.Remove(t)
+		return fmt.Errorf("rename into place: %w", err)
+	}
+	if mode == noSync {
+		return nil
+	}
+	return durable.SyncDir(root, path.Dir(name))
+}
+
+// truncate cuts a file to size.
+func truncate(root *os.Root, name string, size int64) error {
+	f, err := root.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open person log: %w", err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		return fmt.Errorf("cut a torn tail off a person log: %w", err)
+	}
+	return nil
+}
+
+func randomName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

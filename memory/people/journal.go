@@ -1,0 +1,255 @@
+package people
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
+)
+
+// The journal is the store's write-ahead log: every change to a person is
+// one JSON line in <root>/discord-people/journal, made durable by one
+// fdatasync shared by every change that arrived while the previous one ran
+// (group commit), before the change is appended to the person's own log and
+// answered. Person logs are only written, never synced, on that path: the
+// journal is what survives a power cut, and start-up replays it into them.
+//
+// A checkpoint syncs the person logs written since the last one, writes the
+// catalog (every person's fact count) under a new generation, and starts
+// the journal again from offset 0, so start-up reads the catalog and the
+// short journal and no person file. A checkpoint after a forget, an edit or
+// a forget-person also zeroes the journal's used part: until then a line
+// of a superseded or evicted fact may stay there, as it may in the person's
+// log until compaction, but nothing of a forgotten one does.
+//
+// The file is preallocated with zeros, so an append writes into blocks the
+// file already has and its fdatasync has no size to commit. A line is
+//
+//	{"g":3,"person":"p-…jsonl","subject":{…},"facts":5,"change":{…a person log change…}}
+//
+// and replay stops at the first line that is not whole, does not parse or
+// belongs to another generation (a line left from before a checkpoint).
+// When a change takes a person's log past twice its live size, its journal
+// line carries the compacted state instead ({"seq":n,"reset":[header, fact
+// and proposal lines]}), and the log is rewritten from it without a sync of
+// its own: until the next checkpoint syncs it, replay rebuilds it from the
+// journal.
+const (
+	// JournalName is the journal's file name in Dir.
+	JournalName = "journal"
+	// journalSize is the preallocation; a checkpoint starts once the used
+	// part passes journalCheckpoint, so appends stay in preallocated blocks.
+	journalSize       = 16 << 20
+	journalCheckpoint = 12 << 20
+)
+
+type journalLine struct {
+	Gen     uint64      `json:"g"`
+	Person  string      `json:"person"`
+	Subject api.Subject `json:"subject"`
+	Facts   int         `json:"facts"`
+	// ForgetPerson removes the person's files; Change is absent then.
+	ForgetPerson bool     `json:"forgetPerson,omitempty"`
+	Change       *logLine `json:"change,omitempty"`
+}
+
+// journal appends lines with group commit. It is safe for concurrent use.
+type journal struct {
+	f *os.File
+
+	mu      sync.Mutex
+	gen     uint64
+	off     int64 // where the next line goes
+	high    int64 // bytes from 0 that may hold lines (zeroed at checkpoint)
+	open    *batch
+	syncing bool
+
+	syncs, synced, syncNanos atomic.Int64
+}
+
+// batch is the lines waiting for one fdatasync.
+type batch struct {
+	buf     []byte
+	n       int
+	flushed bool
+	err     error
+	done    chan struct{} // closed once flushed
+	turn    chan struct{} // closed when the batch may start its sync
+	once    sync.Once
+}
+
+func newBatch() *batch { return &batch{done: make(chan struct{}), turn: make(chan struct{})} }
+
+func (b *batch) passTurn() { b.once.Do(func() { close(b.turn) }) }
+
+// openJournal opens (creating and preallocating when missing) the journal.
+func openJournal(root *os.Root) (*journal, error) {
+	name := path.Join(Dir, JournalName)
+	f, err := root.OpenFile(name, os.O_RDWR, durable.FileMode)
+	if durable.IsNotExist(err) {
+		if err := durable.WriteFile(root, name, make([]byte, journalSize)); err != nil {
+			return nil, fmt.Errorf("create the people journal: %w", err)
+		}
+		f, err = root.OpenFile(name, os.O_RDWR, durable.FileMode)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open the people journal: %w", err)
+	}
+	return &journal{f: f, open: newBatch()}, nil
+}
+
+// read answers the lines of generation gen from the start of the journal,
+// and how far from 0 the file holds anything but zeros (the part a
+// checkpoint must zero).
+func (j *journal) read(gen uint64) ([]journalLine, int64, error) {
+	// Lines are written from offset 0 up, each generation over the last,
+	// so everything but zeros lies before the first zero byte: read up to
+	// it (after a clean stop, that is the first chunk).
+	var b []byte
+	chunk := make([]byte, 64<<10)
+	for off := int64(0); ; {
+		n, err := j.f.ReadAt(chunk, off)
+		if i := bytes.IndexByte(chunk[:n], 0); i >= 0 {
+			b = append(b, chunk[:i]...)
+			break
+		}
+		b = append(b, chunk[:n]...)
+		off += int64(n)
+		if err == io.EOF || n == 0 {
+			break
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("read the people journal: %w", err)
+		}
+	}
+	high := int64(len(b))
+	var lines []journalLine
+	rest := b
+	for len(rest) > 0 {
+		line, after, whole := bytes.Cut(rest, []byte("\n"))
+		if !whole {
+			break
+		}
+		var l journalLine
+		if json.Unmarshal(line, &l) != nil || l.Gen != gen || (l.Change == nil && !l.ForgetPerson) {
+			break
+		}
+		lines = append(lines, l)
+		rest = after
+	}
+	return lines, high, nil
+}
+
+// commit appends line (ending in '\n') and returns once it is on disk. Lines
+// that arrive while an fdatasync runs wait together in the open batch and
+// share the next one: when the running sync ends, its leader hands the
+// turn to that batch, and the first of its waiters to wake leads it.
+func (j *journal) commit(line []byte) error {
+	j.mu.Lock()
+	b := j.open
+	b.buf = append(b.buf, line...)
+	b.n++
+	if j.syncing {
+		j.mu.Unlock()
+		select {
+		case <-b.done:
+			return b.err
+		case <-b.turn:
+		}
+		j.mu.Lock()
+		if b.flushed || j.syncing || j.open != b {
+			j.mu.Unlock()
+			<-b.done
+			return b.err
+		}
+	}
+	j.syncing = true
+	j.open = newBatch()
+	off := j.off
+	j.off += int64(len(b.buf))
+	j.high = max(j.high, j.off)
+	j.mu.Unlock()
+
+	err := j.write(b.buf, off)
+	j.synced.Add(int64(b.n))
+
+	j.mu.Lock()
+	b.err, b.flushed = err, true
+	j.syncing = false
+	next, waiting := j.open, j.open.n > 0
+	j.mu.Unlock()
+	close(b.done)
+	if waiting {
+		next.passTurn()
+	}
+	return err
+}
+
+func (j *journal) write(buf []byte, off int64) error {
+	if _, err := j.f.WriteAt(buf, off); err != nil {
+		return fmt.Errorf("append to the people journal: %w", err)
+	}
+	start := time.Now()
+	err := fdatasync(j.f)
+	j.syncNanos.Add(int64(time.Since(start)))
+	j.syncs.Add(1)
+	if err != nil {
+		return fmt.Errorf("fdatasync the people journal: %w", err)
+	}
+	return nil
+}
+
+// used answers how many bytes of lines the current generation holds.
+func (j *journal) used() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.off
+}
+
+// reset starts generation gen at offset 0; replay ignores the older lines
+// after the new ones. With zero it first overwrites every byte that may
+// hold a line with zeros, so nothing of a forgotten fact stays in the
+// journal. The caller holds the store's checkpoint lock, so no commit runs.
+func (j *journal) reset(gen uint64, zero bool) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if zero && j.high > 0 {
+		zeros := make([]byte, min(j.high, 1<<20))
+		for off := int64(0); off < j.high; off += int64(len(zeros)) {
+			n := min(int64(len(zeros)), j.high-off)
+			if _, err := j.f.WriteAt(zeros[:n], off); err != nil {
+				return fmt.Errorf("zero the people journal: %w", err)
+			}
+		}
+		if err := fdatasync(j.f); err != nil {
+			return fmt.Errorf("fdatasync the people journal: %w", err)
+		}
+	}
+	j.gen, j.off = gen, 0
+	if zero {
+		j.high = 0
+	}
+	return nil
+}
+
+func (j *journal) close() error { return j.f.Close() }
+
+// fdatasync flushes a file's data (and only the metadata needed to read it
+// back): an append into preallocated blocks commits no inode change.
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}

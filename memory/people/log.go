@@ -1,0 +1,165 @@
+package people
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/clankie/clankie/api"
+)
+
+// A person log is JSON lines, one object a line, in the file FileName names:
+//
+//	{"schemaVersion":2,"subject":{"guildId":"…","userId":"…"},"seq":7}   the header
+//	{"fact":{…}}                                                         the state at seq 7, one fact a line,
+//	{"proposal":{"proposalId":"…","digest":"…","factId":"…"}}            then one idempotency record a line
+//	{"seq":8,"remove":["f…"],"clearDigest":["f…"],"put":[{…}],"proposal":{…}}   one change a line
+//
+// Reading replays the lines in order. A change removes the facts named in
+// remove, clears the digest of the records naming clearDigest, puts each
+// fact of put (replacing the fact with its id in place, else appending),
+// appends its proposal record and then keeps the records as a proposal does
+// (every live fact's, and the newest 64 of facts that are gone). A change
+// whose seq is not above the state's was applied already and is skipped.
+//
+// A line that does not end in a newline is a torn tail, a write cut short:
+// it is ignored and costs only itself (the store cuts it off before it
+// appends). A whole line that does not parse is skipped. A header that does
+// not parse, or names another subject than the file name encodes, makes the
+// file unreadable: it is moved aside, never overwritten.
+const logVersion = 2
+
+// logLine is one line of a person log; which fields are set says what it is.
+type logLine struct {
+	SchemaVersion int             `json:"schemaVersion,omitempty"`
+	Subject       *api.Subject    `json:"subject,omitempty"`
+	Seq           uint64          `json:"seq,omitempty"`
+	Fact          *api.Fact       `json:"fact,omitempty"`
+	Remove        []string        `json:"remove,omitempty"`
+	ClearDigest   []string        `json:"clearDigest,omitempty"`
+	Put           []api.Fact      `json:"put,omitempty"`
+	Proposal      *proposalRecord `json:"proposal,omitempty"`
+	// Reset, in the journal only, replaces the whole state with the
+	// compacted log's lines (header first) at Seq.
+	Reset []logLine `json:"reset,omitempty"`
+}
+
+// errUnreadable says a person log's header cannot be trusted.
+var errUnreadable = errors.New("the person log has no readable header")
+
+// decodeLog replays a person log. It answers the state, and good: the length
+// of the prefix that ends with the last whole line (what an append must
+// follow). A torn tail (good < len(b)) is not an error.
+func decodeLog(b []byte) (pf *personFile, good int, err error) {
+	first, rest, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return nil, 0, errUnreadable
+	}
+	var h logLine
+	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion || h.Subject == nil {
+		return nil, 0, errUnreadable
+	}
+	pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: *h.Subject, Facts: []api.Fact{}, seq: h.Seq}
+	good = len(first) + 1
+	for len(rest) > 0 {
+		line, after, whole := bytes.Cut(rest, []byte("\n"))
+		if !whole {
+			break // a torn tail
+		}
+		good += len(line) + 1
+		rest = after
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var l logLine
+		if json.Unmarshal(line, &l) != nil {
+			continue // a whole line that does not parse costs only itself
+		}
+		pf.apply(&l)
+	}
+	pf.size = int64(good)
+	return pf, good, nil
+}
+
+// apply replays one line onto the state.
+func (pf *personFile) apply(l *logLine) {
+	if l.Subject != nil || l.SchemaVersion != 0 {
+		return // a stray header
+	}
+	if len(l.Reset) > 0 {
+		if l.Seq <= pf.seq {
+			return // the log holds this state already
+		}
+		st := personFile{SchemaVersion: pf.SchemaVersion, Subject: pf.Subject, Facts: []api.Fact{}, size: pf.size, live: pf.live}
+		for i := 1; i < len(l.Reset); i++ {
+			st.apply(&l.Reset[i])
+		}
+		st.seq = l.Seq
+		*pf = st
+		return
+	}
+	if l.Seq > 0 {
+		if l.Seq <= pf.seq {
+			return
+		}
+		pf.seq = l.Seq
+	}
+	for _, id := range l.Remove {
+		pf.forgetEncoded(id)
+		if i := indexOf(pf.Facts, id); i >= 0 {
+			pf.Facts = append(pf.Facts[:i], pf.Facts[i+1:]...)
+		}
+	}
+	for _, id := range l.ClearDigest {
+		clearDigest(pf, id)
+	}
+	put := l.Put
+	if l.Fact != nil {
+		put = append(put, *l.Fact)
+	}
+	for _, f := range put {
+		pf.forgetEncoded(f.FactID)
+		if i := indexOf(pf.Facts, f.FactID); i >= 0 {
+			pf.Facts[i] = f
+		} else {
+			pf.Facts = append(pf.Facts, f)
+		}
+	}
+	if l.Proposal != nil {
+		pf.Proposals = append(pf.Proposals, *l.Proposal)
+		if l.Seq > 0 {
+			pf.Proposals = pruneProposals(pf.Proposals, pf.Facts)
+		}
+	}
+}
+
+// encodeLine renders one line with its newline.
+func encodeLine(l *logLine) ([]byte, error) {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// encodeSnapshot renders a compacted person log of the state: the header,
+// one line per fact, one line per idempotency record.
+func encodeSnapshot(pf *personFile) ([]byte, error) {
+	subject := pf.Subject
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf) // Encode ends every line with '\n'
+	if err := enc.Encode(&logLine{SchemaVersion: logVersion, Subject: &subject, Seq: pf.seq}); err != nil {
+		return nil, err
+	}
+	for i := range pf.Facts {
+		if err := enc.Encode(&logLine{Fact: &pf.Facts[i]}); err != nil {
+			return nil, err
+		}
+	}
+	for i := range pf.Proposals {
+		if err := enc.Encode(&logLine{Proposal: &pf.Proposals[i]}); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}

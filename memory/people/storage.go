@@ -1,0 +1,489 @@
+package people
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
+)
+
+// personFile is one person's state: what replaying their log gives.
+type personFile struct {
+	SchemaVersion int         `json:"schemaVersion"`
+	Subject       api.Subject `json:"subject"`
+	Facts         []api.Fact  `json:"facts"`
+	// Proposals remember which proposal made which fact, so a retry stores
+	// nothing new. Digest is a hash of the proposal; it is cleared when the
+	// fact is forgotten so nothing derived from a forgotten body remains.
+	Proposals []proposalRecord `json:"proposals,omitempty"`
+
+	seq  uint64 // the last change applied
+	size int64  // bytes of the log on disk (0: no log)
+	live int64  // bytes of the compacted log when last measured
+	// enc memoises each fact's JSON for recall answers. Copies of the
+	// state share it; it is only used under the person's lock, and a
+	// change that replaces or removes a fact drops that fact's entry.
+	enc *factJSON
+}
+
+type factJSON struct{ m map[string][]byte }
+
+// encoded answers json.Marshal(f), memoised by fact id.
+func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
+	if pf.enc == nil {
+		pf.enc = &factJSON{m: map[string][]byte{}}
+	}
+	if b, ok := pf.enc.m[f.FactID]; ok {
+		return b, nil
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(pf.enc.m) > 2*len(pf.Facts)+8 {
+		clear(pf.enc.m)
+	}
+	pf.enc.m[f.FactID] = b
+	return b, nil
+}
+
+func (pf *personFile) forgetEncoded(id string) {
+	if pf.enc != nil {
+		delete(pf.enc.m, id)
+	}
+}
+
+type proposalRecord struct {
+	ProposalID string `json:"proposalId"`
+	Digest     string `json:"digest,omitempty"`
+	FactID     string `json:"factId"`
+}
+
+// TmpDir holds the store's temporary files, so a sweep at start never lists
+// the directory of every person.
+const TmpDir = Dir + "/tmp"
+
+// Store is safe for concurrent use. Requests for one person are serialised
+// by a striped lock, so no update is lost; different people proceed at once
+// and their changes share the journal's fdatasync. Every operation takes
+// cp (read) before a person lock; a checkpoint takes cp (write), so it runs
+// between changes, never inside one.
+type Store struct {
+	root  *os.Root
+	pdir  *os.Root // Dir, so a person's file is one openat away
+	log   *zap.Logger
+	now   func() time.Time
+	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
+	cp    sync.RWMutex
+	j     *journal
+
+	mu      sync.Mutex
+	index   map[string]int32       // file name → fact count, people with facts only
+	hashed  map[string]api.Subject // subjects of hashed file names in index
+	facts   int
+	dirty   map[string]bool // person logs written since the last checkpoint
+	created bool            // a person log was created since the last checkpoint
+	gen     uint64          // the catalog's generation; journal lines carry it
+
+	cache *fileCache
+
+	cacheHits, cacheMisses, compactions, checkpoints atomic.Int64
+}
+
+func (s *Store) lock(name string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// load answers a person's state: from the cache, else from their log, else
+// from a schema-1 file (migrated on the spot), else nil for nobody. A file
+// that cannot be read is never treated as empty and overwritten: it is
+// moved aside and reported content-free, and the person starts empty. The
+// caller holds cp (read) and the person's lock; the answer is its own copy.
+func (s *Store) load(name string, subject api.Subject) (*personFile, error) {
+	if pf, ok := s.cache.get(name); ok {
+		s.cacheHits.Add(1)
+		return pf, nil
+	}
+	s.cacheMisses.Add(1)
+	pf, err := s.readLog(name)
+	if err != nil || pf != nil {
+		if pf != nil {
+			s.cache.put(name, clonePerson(pf), int(pf.size))
+		}
+		return pf, err
+	}
+	pf, err = s.migrateLegacy(LegacyFileName(subject), name)
+	if err != nil || pf == nil {
+		return nil, err
+	}
+	// Count the migrated person durably: a journal line with no change,
+	// which replay turns into a count from the log.
+	if err := s.commit(name, pf, []byte("{}\n")); err != nil {
+		return nil, err
+	}
+	s.setCount(name, pf.Subject, len(pf.Facts))
+	s.cache.put(name, clonePerson(pf), int(pf.size))
+	return pf, nil
+}
+
+// readLog reads and replays one person log, cutting off a torn tail. A
+// missing log is nil, nil.
+func (s *Store) readLog(name string) (*personFile, error) {
+	b, err := s.pdir.ReadFile(name)
+	if err != nil {
+		if durable.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read person log: %w", err)
+	}
+	if len(b) == 0 {
+		// An empty log holds nothing to lose: a compaction whose rename
+		// outlived its unsynced data in a power cut (the journal holds
+		// that state), or a creation cut short. The person starts from
+		// the journal, or empty.
+		return nil, nil
+	}
+	pf, good, err := decodeLog(b)
+	if err != nil || FileName(pf.Subject) != name {
+		return nil, s.moveAside(name)
+	}
+	if good < len(b) {
+		// A torn tail is a write the crash cut short; it was never
+		// acknowledged. Cut it off so the next append follows a whole line.
+		if err := truncate(s.pdir, name, int64(good)); err != nil {
+			return nil, err
+		}
+		s.markDirty(name, false)
+	}
+	return pf, nil
+}
+
+// moveAside renames an unreadable file to <name>.corrupt-<unix seconds>.
+func (s *Store) moveAside(name string) error {
+	aside := name + corruptSuffix + strconv.FormatInt(s.now().Unix(), 10)
+	if err := durable.Rename(s.root, path.Join(Dir, name), path.Join(Dir, aside)); err != nil {
+		return fmt.Errorf("move unreadable person file aside: %w", err)
+	}
+	_ = s.root.Chmod(path.Join(Dir, aside), durable.FileMode)
+	s.log.Warn("person file could not be parsed; moved aside and starting that person empty",
+		zap.String("movedTo", path.Join(Dir, aside)))
+	return nil
+}
+
+// migrateLegacy turns a schema-1 file into a person log (written durably)
+// and removes it. A missing file is nil, nil; an unreadable one is moved
+// aside.
+func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
+	b, err := s.root.ReadFile(path.Join(Dir, legacy))
+	if err != nil {
+		if durable.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read person file: %w", err)
+	}
+	subject, facts, proposals, err := decodeLegacy(b)
+	if err != nil || FileName(subject) != name {
+		return nil, s.moveAside(legacy)
+	}
+	pf := &personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Proposals: proposals}
+	if pf.Facts == nil {
+		pf.Facts = []api.Fact{}
+	}
+	if err := s.rewrite(name, pf); err != nil {
+		return nil, err
+	}
+	if err := durable.Remove(s.root, path.Join(Dir, legacy)); err != nil && !durable.IsNotExist(err) {
+		return nil, fmt.Errorf("remove the migrated person file: %w", err)
+	}
+	return pf, nil
+}
+
+// read loads under the caller's locks and answers an empty person for
+// nobody.
+func (s *Store) read(subject api.Subject) (string, *personFile, error) {
+	name := FileName(subject)
+	pf, err := s.load(name, subject)
+	if err != nil {
+		return name, nil, err
+	}
+	if pf == nil {
+		s.setCount(name, subject, 0)
+		pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: subject}
+	}
+	if pf.Facts == nil {
+		pf.Facts = []api.Fact{} // answers say "facts":[], never null
+	}
+	return name, pf, nil
+}
+
+// commit makes one change durable in the journal; change is the change's
+// log line (ending in '\n'), encoded once for both files. The caller holds
+// cp.
+func (s *Store) commit(name string, after *personFile, change []byte) error {
+	subject, err := json.Marshal(after.Subject)
+	if err != nil {
+		return err
+	}
+	// The same fields as journalLine, in its order, around the change's
+	// bytes: names are ASCII letters, digits and "%_.-", quoted as they are.
+	line := make([]byte, 0, len(change)+len(name)+len(subject)+64)
+	line = append(line, `{"g":`...)
+	line = strconv.AppendUint(line, s.gen, 10)
+	line = append(line, `,"person":"`...)
+	line = append(line, name...)
+	line = append(line, `","subject":`...)
+	line = append(line, subject...)
+	line = append(line, `,"facts":`...)
+	line = strconv.AppendInt(line, int64(len(after.Facts)), 10)
+	line = append(line, `,"change":`...)
+	line = append(line, change[:len(change)-1]...)
+	line = append(line, "}\n"...)
+	return s.j.commit(line)
+}
+
+// change applies ch to pf, the caller's copy of a person's state, which the
+// cache then owns: the journal first (durable when it returns), then the
+// person's log (written, synced at the next checkpoint), then the cache and
+// the counts. The caller holds cp (read or write) and the person's lock.
+func (s *Store) change(name string, pf *personFile, ch *logLine) error {
+	pf.apply(ch) // pf is the caller's own copy (load answers one)
+	line, err := encodeLine(ch)
+	if err != nil {
+		return err
+	}
+	snap, reset, err := compactedLine(pf, line)
+	if err != nil {
+		return err
+	}
+	journaled := line
+	if snap != nil {
+		journaled = reset
+	}
+	if err := s.commit(name, pf, journaled); err != nil {
+		s.cache.drop(name)
+		return err
+	}
+	if snap != nil {
+		err = s.compact(name, pf, snap)
+	} else {
+		err = s.appendLog(name, pf, line)
+	}
+	if err != nil {
+		// The change is in the journal; only the log write failed. Try a
+		// whole rewrite; if that fails too, replay at the next start
+		// brings the log level with the journal.
+		s.cache.drop(name)
+		if err2 := s.rewrite(name, pf); err2 != nil {
+			return err
+		}
+	}
+	s.cache.put(name, pf, int(pf.size))
+	s.setCount(name, pf.Subject, len(pf.Facts))
+	return nil
+}
+
+// appendLog appends ch to pf's log (creating it when pf had none) and
+// compacts the log once it passes twice its live size.
+func (s *Store) appendLog(name string, pf *personFile, line []byte) error {
+	if pf.size == 0 {
+		subject := pf.Subject
+		head, err := encodeLine(&logLine{SchemaVersion: logVersion, Subject: &subject})
+		if err != nil {
+			return err
+		}
+		f, err := s.pdir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
+		if err != nil {
+			return fmt.Errorf("create person log: %w", err)
+		}
+		_, err = f.Write(append(head, line...))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("write person log: %w", err)
+		}
+		pf.size = int64(len(head) + len(line))
+		s.markDirty(name, true)
+	} else {
+		f, err := s.pdir.OpenFile(name, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("open person log: %w", err)
+		}
+		_, err = f.WriteAt(line, pf.size)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("append to person log: %w", err)
+		}
+		pf.size += int64(len(line))
+		s.markDirty(name, false)
+	}
+	return nil
+}
+
+// compactedLine answers, when pf's log would pass twice its live size with
+// line appended, the log's compacted state and the change to journal in
+// line's place: a reset to that state ({"seq":n,"reset":[the state's
+// lines]}). The journal line then carries the whole state, so the
+// compacted log needs no sync of its own: replay rebuilds it from the
+// journal until the next checkpoint syncs it.
+func compactedLine(pf *personFile, line []byte) (snap, reset []byte, err error) {
+	grown := pf.size + int64(len(line))
+	if pf.size == 0 || grown <= 2*pf.live || grown < 4096 {
+		return nil, nil, nil
+	}
+	if snap, err = encodeSnapshot(pf); err != nil {
+		return nil, nil, err
+	}
+	pf.live = int64(len(snap))
+	if grown <= 2*pf.live {
+		return nil, nil, nil
+	}
+	reset = make([]byte, 0, len(snap)+48)
+	reset = append(reset, `{"seq":`...)
+	reset = strconv.AppendUint(reset, pf.seq, 10)
+	reset = append(reset, `,"reset":[`...)
+	// The state's lines are JSON objects without a raw newline (JSON
+	// escapes one in a string), so joining them with commas makes an array.
+	reset = append(reset, bytes.ReplaceAll(snap[:len(snap)-1], []byte("\n"), []byte(","))...)
+	reset = append(reset, "]}\n"...)
+	return snap, reset, nil
+}
+
+// compact replaces pf's log with snap, its compacted state, which the
+// journal holds: no sync here; the next checkpoint syncs the log and the
+// directory before the journal lets go of the state.
+func (s *Store) compact(name string, pf *personFile, snap []byte) error {
+	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, noSync); err != nil {
+		return err
+	}
+	pf.size, pf.live = int64(len(snap)), int64(len(snap))
+	s.compactions.Add(1)
+	s.markDirty(name, true)
+	return nil
+}
+
+// rewrite replaces a person's log durably with its compacted state, or
+// removes it when nothing is left; it leaves nothing of what the state no
+// longer holds. The caller holds the person's lock.
+func (s *Store) rewrite(name string, pf *personFile) error {
+	if len(pf.Facts) == 0 && len(pf.Proposals) == 0 {
+		if err := durable.Remove(s.root, path.Join(Dir, name)); err != nil && !durable.IsNotExist(err) {
+			return err
+		}
+		pf.size, pf.live = 0, 0
+		return nil
+	}
+	snap, err := encodeSnapshot(pf)
+	if err != nil {
+		return err
+	}
+	return s.writeSnapshot(name, pf, snap)
+}
+
+func (s *Store) writeSnapshot(name string, pf *personFile, snap []byte) error {
+	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, syncAll); err != nil {
+		return err
+	}
+	pf.size, pf.live = int64(len(snap)), int64(len(snap))
+	return nil
+}
+
+func (s *Store) markDirty(name string, created bool) {
+	s.mu.Lock()
+	s.dirty[name] = true
+	s.created = s.created || created
+	s.mu.Unlock()
+}
+
+// clonePerson copies a person's state so the cache never shares a slice
+// with a caller that goes on changing its copy.
+func clonePerson(pf *personFile) *personFile {
+	c := *pf
+	c.Facts = slices.Clone(pf.Facts)
+	c.Proposals = slices.Clone(pf.Proposals)
+	return &c
+}
+
+func (s *Store) setCount(name string, subject api.Subject, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setCountLocked(name, subject, n)
+}
+
+func (s *Store) setCountLocked(name string, subject api.Subject, n int) {
+	s.facts += n - int(s.index[name])
+	if n == 0 {
+		delete(s.index, name)
+		delete(s.hashed, name)
+		return
+	}
+	s.index[name] = int32(n)
+	if strings.HasPrefix(name, hashedTag) {
+		s.hashed[name] = subject
+	}
+}
+
+// subjectOf answers the subject of an indexed file name; s.mu is held.
+func (s *Store) subjectOf(name string) api.Subject {
+	if subj, ok := ParseFileName(name); ok {
+		return subj
+	}
+	return s.hashed[name]
+}
+
+// Stats are the catalog's figures, from memory.
+type Stats struct{ People, Facts int }
+
+// Stats answers the counters without touching the disk.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{People: len(s.index), Facts: s.facts}
+}
+
+// Metrics are the store's running totals since Open, for a metrics
+// exporter: plain numbers, never content.
+type Metrics struct {
+	People, Facts int
+	// JournalSyncs counts the journal's fdatasyncs and JournalChanges the
+	// changes they made durable (their ratio is the group-commit factor);
+	// JournalSyncTime is the time spent in those fdatasyncs.
+	JournalSyncs, JournalChanges int64
+	JournalSyncTime              time.Duration
+	// CacheHits and CacheMisses count person loads served from memory and
+	// from disk.
+	CacheHits, CacheMisses int64
+	// Compactions counts person logs rewritten because they passed twice
+	// their live size; Checkpoints counts catalog checkpoints.
+	Compactions, Checkpoints int64
+}
+
+// Metrics answers the store's counters without touching the disk.
+func (s *Store) Metrics() Metrics {
+	st := s.Stats()
+	return Metrics{
+		People: st.People, Facts: st.Facts,
+		JournalSyncs: s.j.syncs.Load(), JournalChanges: s.j.synced.Load(), JournalSyncTime: time.Duration(s.j.syncNanos.Load()),
+		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
+		Compactions: s.compactions.Load(), Checkpoints: s.checkpoints.Load(),
+	}
+}
