@@ -18,7 +18,6 @@ const cacheBytes = 8 << 20
 // file), so the cache cannot disagree with the disk. Entries are never
 // handed out: get answers a copy the caller may change.
 type fileCache struct {
-
 	mu    sync.Mutex
 	size  int
 	order *list.List // most recently used at the front; values are *cached
@@ -97,4 +96,3 @@ func (c *fileCache) dropLocked(name string) {
 		delete(c.items, name)
 	}
 }
-
