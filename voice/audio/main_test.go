@@ -2,6 +2,8 @@ package audio
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -13,8 +15,26 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if testRT != nil {
+		_ = testRT.Close(context.Background())
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
+
+// rt is libopus compiled once for the package's tests (compiling takes
+// seconds under the race detector); each test makes its own codecs.
+var (
+	testRT *opus.Runtime
+	rtOnce sync.Once
+	rtErr  error
+)
 
 // fakeClock is a Clock that moves only when a test advances it, so the
 // pacers' 20 ms grid can be asserted exactly.
@@ -118,13 +138,11 @@ const toneAmp = 8000
 
 func newRuntime(t testing.TB) *opus.Runtime {
 	t.Helper()
-	ctx := context.Background()
-	rt, err := opus.NewRuntime(ctx)
-	if err != nil {
-		t.Fatalf("NewRuntime: %v", err)
+	rtOnce.Do(func() { testRT, rtErr = opus.NewRuntime(context.Background()) })
+	if rtErr != nil {
+		t.Fatalf("NewRuntime: %v", rtErr)
 	}
-	t.Cleanup(func() { _ = rt.Close(ctx) })
-	return rt
+	return testRT
 }
 
 func newEncoder(t testing.TB, rt *opus.Runtime) *opus.Encoder {
