@@ -56,7 +56,7 @@ type InboundConfig struct {
 	// Hangover is how long silence keeps being sent after the last speech
 	// (default 1 s). Discord clients stop sending when quiet, and the
 	// model's server VAD only ends a turn after hearing silence (500 ms by
-	// default), so without it nobody's turn would end.
+	// default), so without it nobody's turn would end. Negative: none.
 	Hangover time.Duration
 	// IdleTimeout drops a consented speaker's decoder after this long
 	// without a frame (default 10 s), so memory follows who is talking.
