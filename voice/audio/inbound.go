@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap/zapcore"
+
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
 )
@@ -194,6 +196,22 @@ func (in *Inbound) Stats() InboundStats {
 	}
 }
 
+// MarshalLogObject lets a receipt log the counters with zap.Object; they
+// hold counts and durations only.
+func (s InboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddDuration("audio_in", s.AudioIn)
+	enc.AddDuration("speech_in", s.SpeechIn)
+	enc.AddUint64("frames_in", s.FramesIn)
+	enc.AddUint64("decoded", s.Decoded)
+	enc.AddUint64("dropped_no_consent", s.DroppedNoConsent)
+	enc.AddUint64("dropped_self", s.DroppedSelf)
+	enc.AddUint64("dropped_overflow", s.DroppedOverflow)
+	enc.AddUint64("decode_errors", s.DecodeErrors)
+	enc.AddInt("speakers_active", s.SpeakersActive)
+	enc.AddInt("speakers_peak", s.SpeakersPeak)
+	return nil
+}
+
 func samplesToDuration(n int64, rate int) time.Duration {
 	return time.Duration(n) * time.Second / time.Duration(rate)
 }
@@ -329,6 +347,9 @@ func (m *mixer) tick(now time.Time) {
 			m.step(now)
 			return
 		}
+	}
+	if now.Sub(m.lastVoice) >= 2*FrameDuration {
+		m.in.stats.active.Store(0) // nobody is talking
 	}
 	// Hangover: silence once no chunk went for a frame and a half (a
 	// speaker's next frame is due within a frame, give or take jitter),

@@ -3,10 +3,11 @@ package audio
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap/zapcore"
 
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
@@ -352,9 +353,20 @@ func (o *Outbound) Stats() OutboundStats {
 	}
 }
 
-// String describes the Outbound by its counters.
-func (s OutboundStats) String() string {
-	return fmt.Sprintf("audio out %s, %d frames, %d silence, %d barge-ins", s.AudioOut, s.FramesOut, s.SilenceOut, s.BargeIns)
+// MarshalLogObject lets a receipt log the counters with zap.Object; they
+// hold counts and durations only.
+func (s OutboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddDuration("audio_out", s.AudioOut)
+	enc.AddUint64("frames_out", s.FramesOut)
+	enc.AddUint64("silence_out", s.SilenceOut)
+	enc.AddUint64("encoded", s.Encoded)
+	enc.AddUint64("barge_ins", s.BargeIns)
+	enc.AddUint64("dropped_barge_in", s.DroppedBargeIn)
+	enc.AddUint64("dropped_cancelled", s.DroppedCancelled)
+	enc.AddUint64("dropped_overflow", s.DroppedOverflow)
+	enc.AddUint64("errors", s.Errors)
+	enc.AddInt("queued", s.Queued)
+	return nil
 }
 
 // Run paces frames to Send until ctx ends: the first frame of an utterance
