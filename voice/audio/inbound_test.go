@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
 )
 
@@ -439,5 +440,68 @@ func TestInboundIdleSpeakerForgotten(t *testing.T) {
 func TestNewInboundNeedsSink(t *testing.T) {
 	if _, err := NewInbound(InboundConfig{}); err == nil {
 		t.Fatal("NewInbound without a sink succeeded")
+	}
+}
+
+// closingDecoders hands out libopus (wasm) decoders, which hold a module
+// instance, and counts how many were made and closed.
+type closingDecoders struct {
+	rt           *opus.Runtime
+	made, closed atomic.Int64
+}
+
+type closingDecoder struct {
+	*opus.Decoder
+	c *closingDecoders
+}
+
+func (d closingDecoder) Close(ctx context.Context) error {
+	d.c.closed.Add(1)
+	return d.Decoder.Close(ctx)
+}
+
+func (c *closingDecoders) New(string) (Decoder, error) {
+	dec, err := c.rt.NewDecoder(context.Background(), 1)
+	if err != nil {
+		return nil, err
+	}
+	c.made.Add(1)
+	return closingDecoder{Decoder: dec, c: c}, nil
+}
+
+// TestInboundReleasesDecoders: a speaker's decoder is closed when their
+// consent goes, and every decoder when Run ends.
+func TestInboundReleasesDecoders(t *testing.T) {
+	rt := newRuntime(t)
+	consent := newConsentSet("111", "222")
+	decs := &closingDecoders{rt: rt}
+	sink := &pcmSink{}
+	clock := newFakeClock()
+	in, err := NewInbound(InboundConfig{Consented: consent.Consented, Sink: sink.Sink, NewDecoder: decs.New, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &inboundRig{in: in, clock: clock, consent: consent, sink: sink}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = in.Run(ctx) }()
+	a, b := toneOpus(t, rt, 440, 3), toneOpus(t, rt, 700, 3)
+	for f := range 3 {
+		in.Push("111", a[f])
+		in.Push("222", b[f])
+		r.tick(t)
+	}
+	if got := pcm.DominantFrequency(sink.samples(t, 0), ModelRate, 100, 4000); got < 400 || got > 750 {
+		t.Errorf("wasm-decoded mix dominated by %.0f Hz, want 440 or 700", got)
+	}
+	consent.revoke("222")
+	r.tick(t)
+	if m, c := decs.made.Load(), decs.closed.Load(); m != 2 || c != 1 {
+		t.Errorf("after an opt-out: %d decoders made, %d closed; want 2, 1", m, c)
+	}
+	cancel()
+	<-done
+	if c := decs.closed.Load(); c != 2 {
+		t.Errorf("after Run ended: %d decoders closed, want 2", c)
 	}
 }

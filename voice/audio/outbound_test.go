@@ -395,3 +395,46 @@ func TestNewOutboundValidates(t *testing.T) {
 		t.Error("NewOutbound without a send function succeeded")
 	}
 }
+
+// TestOutboundDeltaSplitInvariant: however the model splits its audio
+// (odd byte counts included), the same Opus frames come out.
+func TestOutboundDeltaSplitInvariant(t *testing.T) {
+	rt := newRuntime(t)
+	speech := modelTone(600, 500*time.Millisecond)
+	encode := func(split func([]byte) [][]byte) [][]byte {
+		o, err := NewOutbound(OutboundConfig{Encoder: newEncoder(t, rt), Send: func([]byte) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range split(speech) {
+			o.OutputAudio("r", "i", d)
+		}
+		var frames [][]byte
+		for _, f := range o.queue {
+			frames = append(frames, f.opus)
+		}
+		return frames
+	}
+	whole := encode(func(b []byte) [][]byte { return [][]byte{b} })
+	bytewise := encode(func(b []byte) [][]byte {
+		out := make([][]byte, len(b))
+		for i := range b {
+			out[i] = b[i : i+1]
+		}
+		return out
+	})
+	odd := encode(deltas)
+	if len(whole) != 25 {
+		t.Fatalf("%d frames from 500 ms, want 25", len(whole))
+	}
+	for name, got := range map[string][][]byte{"byte by byte": bytewise, "odd sizes": odd} {
+		if len(got) != len(whole) {
+			t.Fatalf("%s: %d frames, want %d", name, len(got), len(whole))
+		}
+		for i := range got {
+			if string(got[i]) != string(whole[i]) {
+				t.Fatalf("%s: frame %d differs from the one encoded from a single delta", name, i)
+			}
+		}
+	}
+}
