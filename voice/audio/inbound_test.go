@@ -505,3 +505,31 @@ func TestInboundReleasesDecoders(t *testing.T) {
 		t.Errorf("after Run ended: %d decoders closed, want 2", c)
 	}
 }
+
+// TestInboundSurvivesBadFrames: a consented speaker's malformed frames are
+// counted and skipped; the other speaker is still heard.
+func TestInboundSurvivesBadFrames(t *testing.T) {
+	rt := newRuntime(t)
+	r := startInbound(t, newConsentSet("111", "222"))
+	good := toneOpus(t, rt, 440, 25)
+	bad := [][]byte{
+		{0xFF},                   // code 3 without a frame count byte
+		{0xFF, 0x00},             // code 3 with zero frames
+		{0xFB, 0xFF, 0xFF, 0xFF}, // 120 ms-plus claims
+		make([]byte, opus.MaxPacketBytes+1),
+		{0x03, 0x01}, // code 3, one frame, nothing after
+	}
+	for f := range good {
+		r.in.Push("111", good[f])
+		r.in.Push("222", bad[f%len(bad)])
+		r.tick(t)
+	}
+	st := r.in.Stats()
+	if st.DecodeErrors == 0 {
+		t.Error("no decode errors counted for malformed frames")
+	}
+	got := r.sink.samples(t, 5)
+	if dom := pcm.DominantFrequency(got, ModelRate, 100, 4000); dom < 437 || dom > 443 {
+		t.Errorf("dominant frequency %.1f Hz beside a speaker sending garbage, want 440 ± 3", dom)
+	}
+}
