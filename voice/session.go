@@ -46,6 +46,9 @@ type Session struct {
 	// audio is the model connection as the audio path sees it, set once
 	// the model is open.
 	audio atomic.Pointer[audioBox]
+	// link is the session's voice connection and audio path, guarded by
+	// the Manager's mutex.
+	link *audioLink
 }
 
 type audioBox struct{ a AudioModel }

@@ -1,0 +1,202 @@
+package voice
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/voice/audio"
+	"github.com/clankie/clankie/voice/media"
+	"github.com/clankie/clankie/voice/opus"
+)
+
+// AudioConfig turns on a session's audio: its own voice connection, and
+// consented speakers' audio to the model and the model's audio back.
+type AudioConfig struct {
+	// Codec is libopus compiled once for the process (the speaking path's
+	// encoder; listening decodes in pure Go).
+	Codec *opus.Runtime
+	// TLS configures the voice websocket dial; nil trusts the system roots.
+	TLS *tls.Config
+	// DAVE makes each connection's end-to-end encryption session; nil is
+	// media.Passthrough, which speaks protocol 0 only, so an end-to-end
+	// encrypted call is refused rather than carried in the clear.
+	DAVE func(botID, channelID string) media.DAVE
+}
+
+// voiceServer is what VOICE_SERVER_UPDATE tells about a server's voice
+// endpoint.
+type voiceServer struct{ endpoint, token string }
+
+// audioLink is a running voice connection and audio path of a session.
+type audioLink struct {
+	server voiceServer
+	cancel context.CancelFunc
+}
+
+// OnVoiceServerUpdate records a server's voice endpoint and token and
+// (re)connects the session's audio to it: a new endpoint means a new
+// connection. It never blocks on the network.
+func (m *Manager) OnVoiceServerUpdate(_ *discordgo.Session, u *discordgo.VoiceServerUpdate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.voiceServers == nil {
+		m.voiceServers = map[string]voiceServer{}
+	}
+	m.voiceServers[u.GuildID] = voiceServer{endpoint: u.Endpoint, token: u.Token}
+	if s := m.sessions[u.GuildID]; s != nil {
+		m.linkAudioLocked(s)
+	}
+}
+
+// botVoiceStateLocked records the bot's own voice session id, which the
+// voice connection identifies with. m.mu is held.
+func (m *Manager) botVoiceStateLocked(u *discordgo.VoiceStateUpdate) {
+	if m.botSessions == nil {
+		m.botSessions = map[string]string{}
+	}
+	m.botSessions[u.GuildID] = u.SessionID
+	if s := m.sessions[u.GuildID]; s != nil && u.ChannelID == s.channelID {
+		m.linkAudioLocked(s)
+	}
+}
+
+// linkAudioLocked starts the session's audio once the endpoint, token and
+// the bot's session id are known, replacing a link to an older endpoint.
+// m.mu is held.
+func (m *Manager) linkAudioLocked(s *Session) {
+	vs, ok := m.voiceServers[s.guildID]
+	sessionID := m.botSessions[s.guildID]
+	if m.Audio == nil || m.Audio.Codec == nil || !ok || vs.endpoint == "" || sessionID == "" || m.botID == "" {
+		return
+	}
+	if s.link != nil {
+		if s.link.server == vs {
+			return
+		}
+		s.link.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.link = &audioLink{server: vs, cancel: cancel}
+	cfg := media.Config{Endpoint: vs.endpoint, ServerID: s.guildID, UserID: m.botID, SessionID: sessionID, Token: vs.token,
+		TLS: m.Audio.TLS, Allow: s.Consented, Log: m.log.Named("media")}
+	if m.Audio.DAVE != nil {
+		cfg.DAVE = m.Audio.DAVE(m.botID, s.channelID)
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer cancel()
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		go func() {
+			select {
+			case <-s.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		m.runAudio(ctx, s, cfg)
+	}()
+}
+
+// stopAudioLocked ends the session's audio. m.mu is held.
+func (m *Manager) stopAudioLocked(s *Session) {
+	if s.link != nil {
+		s.link.cancel()
+		s.link = nil
+	}
+}
+
+// runAudio connects to the voice server and carries audio both ways until
+// ctx ends or the connection is lost for good, then writes a receipt of
+// counts and durations.
+func (m *Manager) runAudio(ctx context.Context, s *Session, cfg media.Config) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	log := m.log.Named("audio")
+	dialCtx, cancelDial := context.WithTimeout(ctx, 15*time.Second)
+	conn, err := media.Dial(dialCtx, cfg)
+	cancelDial()
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("voice connection failed", zap.String("errorType", mediaErrorType(err)))
+		}
+		return
+	}
+	defer conn.Close()
+	enc, err := m.Audio.Codec.NewEncoder(ctx, opus.DefaultEncoderConfig())
+	if err != nil {
+		log.Warn("opus encoder could not be made", zap.Error(err))
+		return
+	}
+	defer enc.Close(context.WithoutCancel(ctx))
+	path, err := audio.NewPath(audio.PathConfig{
+		BotUserID: cfg.UserID,
+		Consented: s.Consented,
+		Model: func() audio.Model {
+			if a := s.Audio(); a != nil {
+				return a
+			}
+			return nil
+		},
+		Encoder: enc,
+		// The connection paces, DAVE-encrypts and ends utterances with
+		// silence itself; the path hands it frames in real time, so its
+		// queue holds at most one and a barge-in stops within a frame.
+		Send:          func(f []byte) { conn.TrySend(f) },
+		SilenceFrames: -1,
+	})
+	if err != nil {
+		log.Warn("audio path could not be made", zap.Error(err))
+		return
+	}
+	s.SetOutput(path)
+	defer s.SetOutput(nil)
+	start := time.Now()
+	pathDone := make(chan struct{})
+	go func() { defer close(pathDone); _ = path.Run(ctx) }()
+	defer func() {
+		stop()
+		<-pathDone
+		log.Info("receipt", zap.String("receipt", "voice.audio"), zap.Duration("connected", time.Since(start)),
+			zap.Object("audio", path.Stats()))
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-conn.Done():
+			if err := conn.Err(); err != nil && !errors.Is(err, media.ErrClosed) {
+				log.Warn("voice connection lost", zap.String("errorType", mediaErrorType(err)))
+			}
+			return
+		case f, ok := <-conn.Frames():
+			if !ok {
+				return
+			}
+			path.Push(f.UserID, f.Opus)
+		}
+	}
+}
+
+// mediaErrorType names an error's kind for a log without its text, which
+// may carry an endpoint or a token.
+func mediaErrorType(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, media.ErrDAVEUnsupported):
+		return "dave_unsupported"
+	case errors.Is(err, media.ErrClosed):
+		return "closed"
+	}
+	return "error"
+}

@@ -1,0 +1,193 @@
+package voice
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/internal/voicetest"
+	"github.com/clankie/clankie/voice/media"
+	"github.com/clankie/clankie/voice/opus"
+	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/realtime"
+)
+
+// audioModel is the model connection as a session sees it: it keeps the
+// input audio it is sent and the barge-in events, and hands the test the
+// session's listener so the "model" can speak.
+type audioModel struct {
+	mu        sync.Mutex
+	out       realtime.Listener
+	audio     []byte
+	cancels   int
+	truncates []int
+}
+
+func (a *audioModel) Brief(context.Context, string, bool) error { return nil }
+func (a *audioModel) State() realtime.State                     { return realtime.State{} }
+func (a *audioModel) Stats() realtime.Stats                     { return realtime.Stats{} }
+func (a *audioModel) Close() error                              { return nil }
+
+func (a *audioModel) AppendAudio(pcm []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.audio = append(a.audio, pcm...)
+	return true
+}
+
+func (a *audioModel) CancelResponse(string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cancels++
+	return true
+}
+
+func (a *audioModel) Truncate(_ string, _ int, audioEndMs int) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.truncates = append(a.truncates, audioEndMs)
+	return true
+}
+
+func (a *audioModel) heard() []int16 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, _ := pcm.AppendFromLE(nil, a.audio)
+	return s
+}
+
+// TestSessionAudioBothWays wires a session to a fake voice server: a
+// consented person's 440 Hz tone, sent as Opus by another voice client,
+// reaches the model as 24 kHz PCM; the model's 600 Hz answer reaches the
+// person; speech started stops it and truncates the item; an opt-out
+// stops the person's audio reaching the model.
+func TestSessionAudioBothWays(t *testing.T) {
+	ctx := context.Background()
+	srv := voicetest.New(t, voicetest.Options{})
+	gid := srv.ServerID()
+	rt, err := opus.NewRuntime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+
+	model := &audioModel{}
+	opened := make(chan struct{})
+	opener := func(_ context.Context, out realtime.Listener) (Model, error) {
+		model.mu.Lock()
+		model.out = out
+		model.mu.Unlock()
+		close(opened)
+		return model, nil
+	}
+	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
+	m.Audio = &AudioConfig{Codec: rt, TLS: srv.ClientTLS()}
+	defer m.Close()
+	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
+	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
+		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
+	if _, err := m.Join(ctx, gid, ana); err != nil {
+		t.Fatal(err)
+	}
+	<-opened
+	// The gateway answers the bot's move.
+	bot := srv.Join(botUser)
+	m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
+		UserID: botUser, SessionID: bot.SessionID}})
+	m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: bot.Endpoint, Token: bot.Token})
+	eventually(t, "the bot's voice connection", func() bool { return srv.Connected(botUser) })
+
+	// Ana's own client hears the bot.
+	creds := srv.Join(ana)
+	person, err := media.Dial(ctx, media.Config{Endpoint: creds.Endpoint, ServerID: creds.ServerID, UserID: ana,
+		SessionID: creds.SessionID, Token: creds.Token, TLS: srv.ClientTLS(), Allow: func(id string) bool { return id == botUser }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer person.Close()
+	enc, err := rt.NewEncoder(ctx, opus.DefaultEncoderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close(ctx)
+	tone := pcm.NewTone(440, opus.SampleRate, 8000)
+	speak := func(frames int) {
+		out := make([]byte, opus.MaxPacketBytes)
+		for range frames {
+			n, err := enc.Encode(ctx, pcm.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := person.Send(ctx, out[:n]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Ana speaks for a second: the model hears 440 Hz.
+	speak(50)
+	eventually(t, "a second of Ana at the model", func() bool { return len(model.heard()) >= 20000 })
+	heard := model.heard()
+	if dom := pcm.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); dom < 437 || dom > 443 {
+		t.Errorf("the model hears %.1f Hz, want 440 ± 3", dom)
+	}
+
+	// The model answers at 600 Hz: Ana hears it.
+	answer := pcm.AppendLE(nil, pcm.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate))
+	model.mu.Lock()
+	out := model.out
+	model.mu.Unlock()
+	for i := 0; i < len(answer); i += 4801 {
+		out.OutputAudio("resp_1", "item_1", answer[i:min(i+4801, len(answer))])
+	}
+	dec, err := opus.NewGoDecoder(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int16
+	buf := make([]int16, 2*opus.MaxFrameSamples)
+	deadline := time.After(10 * time.Second)
+	for len(got) < 15*opus.FrameSamples {
+		select {
+		case f := <-person.Frames():
+			if media.IsSilence(f.Opus) {
+				continue
+			}
+			n, err := dec.Decode(ctx, f.Opus, buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = pcm.AppendMono(got, buf[:2*n])
+		case <-deadline:
+			t.Fatalf("Ana heard %d samples of the answer", len(got))
+		}
+	}
+	if dom := pcm.DominantFrequency(got[5*opus.FrameSamples:], opus.SampleRate, 100, 4000); dom < 597 || dom > 603 {
+		t.Errorf("Ana hears %.1f Hz, want 600 ± 3", dom)
+	}
+
+	// Ana speaks up: Clankie stops and the item is truncated.
+	out.SpeechStarted(0)
+	model.mu.Lock()
+	cancels, truncates := model.cancels, model.truncates
+	model.mu.Unlock()
+	if cancels != 1 || len(truncates) != 1 || truncates[0] < 300 || truncates[0] >= 1000 {
+		t.Errorf("barge-in: %d cancels, truncates at %v ms; want 1 and one between 300 and 1000", cancels, truncates)
+	}
+
+	// Ana opts out mid-utterance: nothing more of her reaches the model.
+	before := len(model.heard())
+	if err := m.Consent(ctx, gid, ana, false); err != nil {
+		t.Fatal(err)
+	}
+	speak(25)
+	time.Sleep(100 * time.Millisecond)
+	after := model.heard()[before:]
+	if amp := pcm.Amplitude(after, realtime.SampleRate, 440); len(after) > 0 && amp > 40 {
+		t.Errorf("Ana's 440 Hz at amplitude %.0f after her opt-out", amp)
+	}
+}
