@@ -17,9 +17,10 @@ import (
 // AudioConfig turns on a session's audio: its own voice connection, and
 // consented speakers' audio to the model and the model's audio back.
 type AudioConfig struct {
-	// Codec is libopus compiled once for the process (the speaking path's
-	// encoder; listening decodes in pure Go).
-	Codec *opus.Runtime
+	// Codec returns libopus compiled once for the process (the speaking
+	// path's encoder; listening decodes in pure Go). It is asked when a
+	// connection starts, so a bridge that never joins never compiles it.
+	Codec func(context.Context) (*opus.Runtime, error)
 	// TLS configures the voice websocket dial; nil trusts the system roots.
 	TLS *tls.Config
 	// DAVE makes each connection's end-to-end encryption session; nil is
@@ -132,7 +133,12 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, cfg media.Config) {
 		return
 	}
 	defer conn.Close()
-	enc, err := m.Audio.Codec.NewEncoder(ctx, opus.DefaultEncoderConfig())
+	codec, err := m.Audio.Codec(ctx)
+	if err != nil {
+		log.Warn("opus codec could not be compiled", zap.Error(err))
+		return
+	}
+	enc, err := codec.NewEncoder(ctx, opus.DefaultEncoderConfig())
 	if err != nil {
 		log.Warn("opus encoder could not be made", zap.Error(err))
 		return

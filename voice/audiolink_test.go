@@ -85,7 +85,7 @@ func TestSessionAudioBothWays(t *testing.T) {
 		return model, nil
 	}
 	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
-	m.Audio = &AudioConfig{Codec: rt, TLS: srv.ClientTLS()}
+	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
 	defer m.Close()
 	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
 	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
