@@ -2,6 +2,7 @@ package voice
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -190,4 +191,56 @@ func TestSessionAudioBothWays(t *testing.T) {
 	if amp := pcm.Amplitude(after, realtime.SampleRate, 440); len(after) > 0 && amp > 40 {
 		t.Errorf("Ana's 440 Hz at amplitude %.0f after her opt-out", amp)
 	}
+}
+
+// TestSessionAudioFollowsTheVoiceServer: a new endpoint from the gateway
+// (Discord moved the call to another voice server) replaces the voice
+// connection, and ending the session closes it.
+func TestSessionAudioFollowsTheVoiceServer(t *testing.T) {
+	ctx := context.Background()
+	first := voicetest.New(t, voicetest.Options{})
+	second := voicetest.New(t, voicetest.Options{})
+	gid := first.ServerID() // the fake servers share one guild id
+	rt, err := opus.NewRuntime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	opener := func(context.Context, realtime.Listener) (Model, error) { return &audioModel{}, nil }
+	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
+	tlsCfg := first.ClientTLS()
+	tlsCfg.RootCAs = tlsCfg.RootCAs.Clone() // trust both test CAs
+	tlsCfg.RootCAs.AppendCertsFromPEM(mustRead(t, second.CAFile()))
+	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: tlsCfg}
+	defer m.Close()
+	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
+	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
+		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
+	if _, err := m.Join(ctx, gid, ana); err != nil {
+		t.Fatal(err)
+	}
+	connect := func(srv *voicetest.Server) {
+		creds := srv.Join(botUser)
+		m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
+			UserID: botUser, SessionID: creds.SessionID}})
+		m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: creds.Endpoint, Token: creds.Token})
+	}
+	connect(first)
+	eventually(t, "the bot on the first voice server", func() bool { return first.Connected(botUser) })
+	connect(second)
+	eventually(t, "the bot on the second voice server", func() bool { return second.Connected(botUser) })
+	eventually(t, "the first connection closed", func() bool { return !first.Connected(botUser) })
+	if err := m.Leave(ctx, gid); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the connection closed with the session", func() bool { return !second.Connected(botUser) })
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
