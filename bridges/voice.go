@@ -95,7 +95,7 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 	codec := &lazyCodec{}
 	if opener != nil {
 		// Audio needs a model to talk to: without one, nothing may be heard.
-		vm.Audio = &voice.AudioConfig{Codec: codec.get}
+		vm.Audio = &voice.AudioConfig{Codec: codec.get, DAVE: voice.NewDAVE}
 	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	router := bot.NewRouter(log,

@@ -23,10 +23,11 @@ type AudioConfig struct {
 	Codec func(context.Context) (*opus.Runtime, error)
 	// TLS configures the voice websocket dial; nil trusts the system roots.
 	TLS *tls.Config
-	// DAVE makes each connection's end-to-end encryption session; nil is
-	// media.Passthrough, which speaks protocol 0 only, so an end-to-end
-	// encrypted call is refused rather than carried in the clear.
-	DAVE func(botID, channelID string) media.DAVE
+	// DAVE makes each connection's end-to-end encryption session (NewDAVE);
+	// allow is the session's consent. Nil is media.Passthrough, which
+	// speaks protocol 0 only, so an end-to-end encrypted call is refused
+	// rather than carried in the clear.
+	DAVE func(botID, channelID string, allow func(userID string) bool) (media.DAVE, error)
 }
 
 // voiceServer is what VOICE_SERVER_UPDATE tells about a server's voice
@@ -80,14 +81,20 @@ func (m *Manager) linkAudioLocked(s *Session) {
 			return
 		}
 		s.link.cancel()
+		s.link = nil
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.link = &audioLink{server: vs, cancel: cancel}
 	cfg := media.Config{Endpoint: vs.endpoint, ServerID: s.guildID, UserID: m.botID, SessionID: sessionID, Token: vs.token,
 		TLS: m.Audio.TLS, Allow: s.Consented, Log: m.log.Named("media")}
 	if m.Audio.DAVE != nil {
-		cfg.DAVE = m.Audio.DAVE(m.botID, s.channelID)
+		d, err := m.Audio.DAVE(m.botID, s.channelID, s.Consented)
+		if err != nil {
+			m.log.Warn("DAVE session could not be made; no audio", zap.String("errorType", "dave_setup"))
+			return
+		}
+		cfg.DAVE = d
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.link = &audioLink{server: vs, cancel: cancel}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

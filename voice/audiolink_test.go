@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -198,8 +199,9 @@ func TestSessionAudioBothWays(t *testing.T) {
 // connection, and ending the session closes it.
 func TestSessionAudioFollowsTheVoiceServer(t *testing.T) {
 	ctx := context.Background()
-	first := voicetest.New(t, voicetest.Options{})
-	second := voicetest.New(t, voicetest.Options{})
+	// A closed connection ends its server session after the resume window.
+	first := voicetest.New(t, voicetest.Options{ResumeWindow: 200 * time.Millisecond})
+	second := voicetest.New(t, voicetest.Options{ResumeWindow: 200 * time.Millisecond})
 	gid := first.ServerID() // the fake servers share one guild id
 	rt, err := opus.NewRuntime(ctx)
 	if err != nil {
@@ -243,4 +245,86 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// holdingDAVE is a voice server that turns the call end-to-end encrypted
+// and never completes the group: it counts the key packages it receives.
+type holdingDAVE struct {
+	voicetest.NoDAVE
+	keyPackages atomic.Int64
+}
+
+func (*holdingDAVE) ProtocolVersion() int { return 1 }
+
+func (h *holdingDAVE) Binary(_ voicetest.Peer, op int, _ []byte) {
+	if op == int(media.OpDAVEMLSKeyPackage) {
+		h.keyPackages.Add(1)
+	}
+}
+
+// TestSessionAudioNeverLeavesInTheClearUnderDAVE: in an end-to-end
+// encrypted call whose group is not established yet, the bot joins as a
+// DAVE member (its key package reaches the server) and holds the model's
+// audio: not one packet reaches the relay.
+func TestSessionAudioNeverLeavesInTheClearUnderDAVE(t *testing.T) {
+	ctx := context.Background()
+	role := &holdingDAVE{}
+	srv := voicetest.New(t, voicetest.Options{DAVE: role, RequireDAVE: true})
+	gid := srv.ServerID()
+	rt, err := opus.NewRuntime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	model := &audioModel{}
+	opened := make(chan struct{})
+	opener := func(_ context.Context, out realtime.Listener) (Model, error) {
+		model.mu.Lock()
+		model.out = out
+		model.mu.Unlock()
+		close(opened)
+		return model, nil
+	}
+	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
+	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS(), DAVE: NewDAVE}
+	defer m.Close()
+	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
+	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
+		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
+	if _, err := m.Join(ctx, gid, ana); err != nil {
+		t.Fatal(err)
+	}
+	<-opened
+	bot := srv.Join(botUser)
+	m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
+		UserID: botUser, SessionID: bot.SessionID}})
+	m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: bot.Endpoint, Token: bot.Token})
+	eventually(t, "the bot connected to the E2EE call", func() bool { return srv.Connected(botUser) })
+	eventually(t, "the bot's DAVE key package", func() bool { return role.keyPackages.Load() >= 1 })
+
+	creds := srv.Join(ana)
+	personDAVE, err := NewDAVE(ana, lounge, func(id string) bool { return id == botUser })
+	if err != nil {
+		t.Fatal(err)
+	}
+	person, err := media.Dial(ctx, media.Config{Endpoint: creds.Endpoint, ServerID: creds.ServerID, UserID: ana,
+		SessionID: creds.SessionID, Token: creds.Token, TLS: srv.ClientTLS(), DAVE: personDAVE,
+		Allow: func(id string) bool { return id == botUser }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer person.Close()
+
+	model.mu.Lock()
+	out := model.out
+	model.mu.Unlock()
+	out.OutputAudio("resp_1", "item_1", pcm.AppendLE(nil, pcm.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate/2)))
+	select {
+	case f := <-person.Frames():
+		t.Fatalf("a frame of %d bytes reached the person before the E2EE group existed", len(f.Opus))
+	case <-time.After(700 * time.Millisecond):
+	}
+	if n := srv.Relayed(); n != 0 {
+		t.Errorf("the relay carried %d packets before the E2EE group existed, want 0", n)
+	}
 }
