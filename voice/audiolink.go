@@ -38,6 +38,7 @@ type voiceServer struct{ endpoint, token string }
 type audioLink struct {
 	server voiceServer
 	cancel context.CancelFunc
+	dave   media.DAVE // nil: protocol 0
 }
 
 // OnVoiceServerUpdate records a server's voice endpoint and token and
@@ -94,7 +95,7 @@ func (m *Manager) linkAudioLocked(s *Session) {
 		cfg.DAVE = d
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.link = &audioLink{server: vs, cancel: cancel}
+	s.link = &audioLink{server: vs, cancel: cancel, dave: cfg.DAVE}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

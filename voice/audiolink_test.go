@@ -12,6 +12,7 @@ import (
 
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/voicetest"
+	"github.com/clankie/clankie/voice/dave"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
@@ -66,10 +67,28 @@ func (a *audioModel) heard() []int16 {
 // consented person's 440 Hz tone, sent as Opus by another voice client,
 // reaches the model as 24 kHz PCM; the model's 600 Hz answer reaches the
 // person; speech started stops it and truncates the item; an opt-out
-// stops the person's audio reaching the model.
+// stops the person's audio reaching the model. It runs in a call without
+// end-to-end encryption and in one with DAVE, where the bot is a member of
+// the group with the person.
 func TestSessionAudioBothWays(t *testing.T) {
+	for _, e2ee := range []bool{false, true} {
+		name := "protocol 0"
+		if e2ee {
+			name = "DAVE"
+		}
+		t.Run(name, func(t *testing.T) { testSessionAudioBothWays(t, e2ee) })
+	}
+}
+
+func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	ctx := context.Background()
-	srv := voicetest.New(t, voicetest.Options{})
+	opts := voicetest.Options{}
+	var group *groupDAVE
+	if e2ee {
+		group = newGroupDAVE(t, lounge)
+		opts.DAVE, opts.RequireDAVE = group, true
+	}
+	srv := voicetest.New(t, opts)
 	gid := srv.ServerID()
 	rt, err := opus.NewRuntime(ctx)
 	if err != nil {
@@ -88,6 +107,9 @@ func TestSessionAudioBothWays(t *testing.T) {
 	}
 	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
 	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
+	if e2ee {
+		m.Audio.DAVE = NewDAVE
+	}
 	defer m.Close()
 	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
 	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
@@ -105,12 +127,23 @@ func TestSessionAudioBothWays(t *testing.T) {
 
 	// Ana's own client hears the bot.
 	creds := srv.Join(ana)
+	hearsBot := func(id string) bool { return id == botUser }
+	var personDAVE media.DAVE
+	if e2ee {
+		if personDAVE, err = NewDAVE(ana, lounge, hearsBot); err != nil {
+			t.Fatal(err)
+		}
+	}
 	person, err := media.Dial(ctx, media.Config{Endpoint: creds.Endpoint, ServerID: creds.ServerID, UserID: ana,
-		SessionID: creds.SessionID, Token: creds.Token, TLS: srv.ClientTLS(), Allow: func(id string) bool { return id == botUser }})
+		SessionID: creds.SessionID, Token: creds.Token, TLS: srv.ClientTLS(), DAVE: personDAVE, Allow: hearsBot})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer person.Close()
+	if e2ee {
+		eventually(t, "the DAVE group of bot and person", func() bool { return group.established() && personDAVE.CanEncrypt() })
+		time.Sleep(50 * time.Millisecond) // the bot executes the same transition
+	}
 	enc, err := rt.NewEncoder(ctx, opus.DefaultEncoderConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -170,6 +203,20 @@ func TestSessionAudioBothWays(t *testing.T) {
 	}
 	if dom := pcm.DominantFrequency(got[5*opus.FrameSamples:], opus.SampleRate, 100, 4000); dom < 597 || dom > 603 {
 		t.Errorf("Ana hears %.1f Hz, want 600 ± 3", dom)
+	}
+	if e2ee {
+		// Both ways the audio was end-to-end encrypted, not passed through.
+		m.mu.Lock()
+		botDAVE := m.sessions[gid].link.dave.(*daveLink)
+		m.mu.Unlock()
+		anaID, _ := dave.ParseUserID(ana)
+		botID, _ := dave.ParseUserID(botUser)
+		if st := botDAVE.s.Stats(anaID); st.Successes < 40 || st.Failures != 0 {
+			t.Errorf("the bot's DAVE decryptions of Ana: %+v, want ≥ 40 successes and no failures", st)
+		}
+		if st := personDAVE.(*daveLink).s.Stats(botID); st.Successes < 15 || st.Failures != 0 {
+			t.Errorf("Ana's DAVE decryptions of the bot: %+v, want ≥ 15 successes and no failures", st)
+		}
 	}
 
 	// Ana speaks up: Clankie stops and the item is truncated.
