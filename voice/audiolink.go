@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -39,6 +40,8 @@ type audioLink struct {
 	server voiceServer
 	cancel context.CancelFunc
 	dave   media.DAVE // nil: protocol 0
+	// conn is the voice connection once dialled (its counters).
+	conn atomic.Pointer[media.Conn]
 }
 
 // OnVoiceServerUpdate records a server's voice endpoint and token and
@@ -95,7 +98,8 @@ func (m *Manager) linkAudioLocked(s *Session) {
 		cfg.DAVE = d
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.link = &audioLink{server: vs, cancel: cancel, dave: cfg.DAVE}
+	link := &audioLink{server: vs, cancel: cancel, dave: cfg.DAVE}
+	s.link = link
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -112,7 +116,7 @@ func (m *Manager) linkAudioLocked(s *Session) {
 			case <-ctx.Done():
 			}
 		}()
-		m.runAudio(ctx, s, cfg)
+		m.runAudio(ctx, s, link, cfg)
 	}()
 }
 
@@ -127,7 +131,7 @@ func (m *Manager) stopAudioLocked(s *Session) {
 // runAudio connects to the voice server and carries audio both ways until
 // ctx ends or the connection is lost for good, then writes a receipt of
 // counts and durations.
-func (m *Manager) runAudio(ctx context.Context, s *Session, cfg media.Config) {
+func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg media.Config) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	log := m.log.Named("audio")
@@ -141,6 +145,7 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, cfg media.Config) {
 		return
 	}
 	defer conn.Close()
+	link.conn.Store(conn)
 	codec, err := m.Audio.Codec(ctx)
 	if err != nil {
 		log.Warn("opus codec could not be compiled", zap.Error(err))

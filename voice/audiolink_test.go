@@ -113,7 +113,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	defer m.Close()
 	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
 	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
-		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
+		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}, {GuildID: gid, ChannelID: lounge, UserID: cal}}}})
 	if _, err := m.Join(ctx, gid, ana); err != nil {
 		t.Fatal(err)
 	}
@@ -163,12 +163,59 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 		}
 	}
 
-	// Ana speaks for a second: the model hears 440 Hz.
+	// Cal is in the channel and never consented; in the call without
+	// end-to-end encryption (the fake DAVE group holds two) he talks at
+	// 700 Hz at the same time as Ana.
+	calTalks := make(chan struct{})
+	if !e2ee {
+		calCreds := srv.Join(cal)
+		calConn, err := media.Dial(ctx, media.Config{Endpoint: calCreds.Endpoint, ServerID: calCreds.ServerID, UserID: cal,
+			SessionID: calCreds.SessionID, Token: calCreds.Token, TLS: srv.ClientTLS()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer calConn.Close()
+		calEnc, err := rt.NewEncoder(ctx, opus.DefaultEncoderConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer calEnc.Close(ctx)
+		go func() {
+			defer close(calTalks)
+			calTone := pcm.NewTone(700, opus.SampleRate, 8000)
+			out := make([]byte, opus.MaxPacketBytes)
+			for range 50 {
+				n, err := calEnc.Encode(ctx, pcm.AppendStereo(nil, calTone.Append(nil, opus.FrameSamples)), out)
+				if err != nil || calConn.Send(ctx, out[:n]) != nil {
+					return
+				}
+			}
+		}()
+	} else {
+		close(calTalks)
+	}
+
+	// Ana speaks for a second: the model hears 440 Hz, and nothing of Cal.
 	speak(50)
+	<-calTalks
 	eventually(t, "a second of Ana at the model", func() bool { return len(model.heard()) >= 20000 })
 	heard := model.heard()
 	if dom := pcm.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); dom < 437 || dom > 443 {
 		t.Errorf("the model hears %.1f Hz, want 440 ± 3", dom)
+	}
+	if !e2ee {
+		if amp := pcm.Amplitude(heard, realtime.SampleRate, 700); amp > 40 {
+			t.Errorf("Cal's 700 Hz at amplitude %.0f in the model's audio; he never consented", amp)
+		}
+		// Cal's packets were dropped at the packet, undecrypted: the
+		// connection's transport opens are Ana's alone.
+		m.mu.Lock()
+		conn := m.sessions[gid].link.conn.Load()
+		m.mu.Unlock()
+		eventually(t, "Cal's packets counted as dropped", func() bool { return conn.Stats().DroppedNoConsent >= 45 })
+		if st := conn.Stats(); st.TransportOpens > st.FramesDelivered+st.TransportFailures+5 {
+			t.Errorf("transport opens %d for %d frames delivered: something undelivered was decrypted", st.TransportOpens, st.FramesDelivered)
+		}
 	}
 
 	// The model answers at 600 Hz: Ana hears it.
