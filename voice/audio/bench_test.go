@@ -215,10 +215,22 @@ func BenchmarkInboundLatency(b *testing.B) {
 	}
 }
 
-// BenchmarkOutboundLatency is the delay the speaking path adds to the
-// start of an answer, on the real clock: from a 20 ms delta of a new item
-// handed over to its first Opus frame at Send.
+// BenchmarkOutboundLatency is the delay the speaking path adds, on the
+// real clock. first: from a 20 ms delta of a new answer handed over while
+// quiet to its first Opus frame at Send (how soon Clankie is heard).
+// stream: deltas of one answer arriving in real time, one per 20 ms, each
+// to its frame at Send.
 func BenchmarkOutboundLatency(b *testing.B) {
+	for _, first := range []bool{true, false} {
+		name := "stream"
+		if first {
+			name = "first"
+		}
+		b.Run(name, func(b *testing.B) { benchOutboundLatency(b, first) })
+	}
+}
+
+func benchOutboundLatency(b *testing.B, first bool) {
 	rt := newRuntime(b)
 	delta := modelTone(600, FrameDuration)
 	sent := make(chan time.Time, 16)
@@ -227,7 +239,10 @@ func BenchmarkOutboundLatency(b *testing.B) {
 		Send: func([]byte) { sent <- time.Now() },
 		Speaking: func(on bool) {
 			if !on {
-				quiet <- struct{}{}
+				select {
+				case quiet <- struct{}{}:
+				default:
+				}
 			}
 		}})
 	if err != nil {
@@ -238,11 +253,24 @@ func BenchmarkOutboundLatency(b *testing.B) {
 	go func() { defer close(done); _ = o.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	lat := make([]time.Duration, 0, b.N)
+	slot := time.Now()
 	for i := 0; b.Loop(); i++ {
+		item := "item"
+		if first {
+			item = "item_" + strconv.Itoa(i)
+		} else {
+			slot = slot.Add(FrameDuration)
+			time.Sleep(time.Until(slot))
+		}
 		start := time.Now()
-		o.OutputAudio("resp", "item_"+strconv.Itoa(i), delta)
+		o.OutputAudio("resp", item, delta)
 		lat = append(lat, (<-sent).Sub(start))
-		<-quiet // the pacer is idle again: the next delta starts an answer
+		if first {
+			<-quiet // the pacer is idle again: the next delta starts an answer
+		}
+		if !first && i == b.N-1 {
+			b.ReportMetric(float64(len(quiet)), "underruns")
+		}
 	}
 	reportPercentiles(b, lat)
 }
