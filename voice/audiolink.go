@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -116,8 +117,39 @@ func (m *Manager) linkAudioLocked(s *Session) {
 			case <-ctx.Done():
 			}
 		}()
-		m.runAudio(ctx, s, link, cfg)
+		err := m.runAudio(ctx, s, link, cfg)
+		var ce *media.CloseError
+		if ctx.Err() == nil && errors.As(err, &ce) && ce.Action == media.Rejoin {
+			m.rejoinAudio(ctx, s, link)
+		}
 	}()
+}
+
+// rejoinDelay spaces rejoins, so a voice server that keeps refusing the
+// session is not hammered.
+const rejoinDelay = time.Second
+
+// rejoinAudio answers a close that needs a fresh voice session (4006,
+// 4009, 4011, 4017): the bot's voice state is sent again, and the session
+// waits for the gateway's fresh VOICE_SERVER_UPDATE before it dials.
+func (m *Manager) rejoinAudio(ctx context.Context, s *Session, link *audioLink) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(rejoinDelay):
+	}
+	m.mu.Lock()
+	if m.sessions[s.guildID] != s || s.link != link {
+		m.mu.Unlock()
+		return // ended or replaced meanwhile
+	}
+	s.link = nil
+	delete(m.voiceServers, s.guildID)
+	m.mu.Unlock()
+	m.log.Info("voice connection needs a fresh session; rejoining")
+	if err := m.moveBot(s.guildID, s.channelID); err != nil {
+		m.log.Warn("voice rejoin not sent", zap.String("errorType", "gateway"))
+	}
 }
 
 // stopAudioLocked ends the session's audio. m.mu is held.
@@ -130,8 +162,8 @@ func (m *Manager) stopAudioLocked(s *Session) {
 
 // runAudio connects to the voice server and carries audio both ways until
 // ctx ends or the connection is lost for good, then writes a receipt of
-// counts and durations.
-func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg media.Config) {
+// counts and durations. It returns why the connection ended.
+func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg media.Config) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	log := m.log.Named("audio")
@@ -142,19 +174,19 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 		if ctx.Err() == nil {
 			log.Warn("voice connection failed", zap.String("errorType", mediaErrorType(err)))
 		}
-		return
+		return err
 	}
 	defer conn.Close()
 	link.conn.Store(conn)
 	codec, err := m.Audio.Codec(ctx)
 	if err != nil {
 		log.Warn("opus codec could not be compiled", zap.Error(err))
-		return
+		return nil
 	}
 	enc, err := codec.NewEncoder(ctx, opus.DefaultEncoderConfig())
 	if err != nil {
 		log.Warn("opus encoder could not be made", zap.Error(err))
-		return
+		return nil
 	}
 	defer enc.Close(context.WithoutCancel(ctx))
 	path, err := audio.NewPath(audio.PathConfig{
@@ -175,7 +207,7 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 	})
 	if err != nil {
 		log.Warn("audio path could not be made", zap.Error(err))
-		return
+		return nil
 	}
 	s.SetOutput(path)
 	defer s.SetOutput(nil)
@@ -191,15 +223,16 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-conn.Done():
-			if err := conn.Err(); err != nil && !errors.Is(err, media.ErrClosed) {
+			err := conn.Err()
+			if err != nil && !errors.Is(err, media.ErrClosed) {
 				log.Warn("voice connection lost", zap.String("errorType", mediaErrorType(err)))
 			}
-			return
+			return err
 		case f, ok := <-conn.Frames():
 			if !ok {
-				return
+				return conn.Err()
 			}
 			path.Push(f.UserID, f.Opus)
 		}
@@ -216,6 +249,10 @@ func mediaErrorType(err error) string {
 		return "dave_unsupported"
 	case errors.Is(err, media.ErrClosed):
 		return "closed"
+	}
+	var ce *media.CloseError
+	if errors.As(err, &ce) {
+		return "close_" + strconv.Itoa(ce.Code)
 	}
 	return "error"
 }

@@ -422,3 +422,73 @@ func TestSessionAudioNeverLeavesInTheClearUnderDAVE(t *testing.T) {
 		t.Errorf("the relay carried %d packets before the E2EE group existed, want 0", n)
 	}
 }
+
+// TestSessionAudioRejoinsWhenTheVoiceSessionIsInvalid: a close that needs
+// a fresh voice session (4006) makes the bot send its voice state again
+// and dial the endpoint the gateway then gives; the person is heard again.
+func TestSessionAudioRejoinsWhenTheVoiceSessionIsInvalid(t *testing.T) {
+	ctx := context.Background()
+	srv := voicetest.New(t, voicetest.Options{ResumeWindow: 200 * time.Millisecond})
+	gid := srv.ServerID()
+	rt, err := opus.NewRuntime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	model := &audioModel{}
+	opener := func(context.Context, realtime.Listener) (Model, error) { return model, nil }
+	gw := &gatewayRec{}
+	m := NewManager(config.ConsentExplicit, &brieferRec{}, gw, opener, nil)
+	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
+	defer m.Close()
+	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
+	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
+		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
+	if _, err := m.Join(ctx, gid, ana); err != nil {
+		t.Fatal(err)
+	}
+	moves := func() int {
+		gw.mu.Lock()
+		defer gw.mu.Unlock()
+		return len(gw.moves)
+	}
+	answer := func() {
+		creds := srv.Join(botUser)
+		m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
+			UserID: botUser, SessionID: creds.SessionID}})
+		m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: creds.Endpoint, Token: creds.Token})
+	}
+	answer()
+	eventually(t, "the bot connected", func() bool { return srv.Connected(botUser) })
+	joins := moves()
+
+	srv.CloseWith(botUser, media.CloseSessionInvalid)
+	eventually(t, "the bot's voice state sent again", func() bool { return moves() > joins })
+	answer() // the gateway's fresh session and endpoint
+	eventually(t, "the bot connected again", func() bool { return srv.Connected(botUser) })
+
+	creds := srv.Join(ana)
+	person, err := media.Dial(ctx, media.Config{Endpoint: creds.Endpoint, ServerID: creds.ServerID, UserID: ana,
+		SessionID: creds.SessionID, Token: creds.Token, TLS: srv.ClientTLS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer person.Close()
+	enc, err := rt.NewEncoder(ctx, opus.DefaultEncoderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close(ctx)
+	tone := pcm.NewTone(440, opus.SampleRate, 8000)
+	out := make([]byte, opus.MaxPacketBytes)
+	for range 25 {
+		n, err := enc.Encode(ctx, pcm.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := person.Send(ctx, out[:n]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "Ana heard after the rejoin", func() bool { return len(model.heard()) >= 10000 })
+}
