@@ -118,12 +118,29 @@ func (m *Manager) linkAudioLocked(s *Session) {
 			}
 		}()
 		err := m.runAudio(ctx, s, link, cfg)
-		var ce *media.CloseError
-		if ctx.Err() == nil && errors.As(err, &ce) && ce.Action == media.Rejoin {
+		if ctx.Err() == nil && needsRejoin(err) {
 			m.rejoinAudio(ctx, s, link)
 		}
 	}()
 }
+
+// needsRejoin reports whether a connection's end calls for a fresh voice
+// session: a close Discord documents as rejoin, or a dial that failed
+// (the endpoint may have moved). Closes that stop (4004, 4014, 4022)
+// stay stopped.
+func needsRejoin(err error) bool {
+	if err == nil || errors.Is(err, media.ErrClosed) {
+		return false
+	}
+	var ce *media.CloseError
+	if errors.As(err, &ce) {
+		return ce.Action == media.Rejoin
+	}
+	return true
+}
+
+// maxRejoins bounds consecutive rejoins that never got a connection.
+const maxRejoins = 5
 
 // rejoinDelay spaces rejoins, so a voice server that keeps refusing the
 // session is not hammered.
@@ -142,6 +159,14 @@ func (m *Manager) rejoinAudio(ctx context.Context, s *Session, link *audioLink) 
 	if m.sessions[s.guildID] != s || s.link != link {
 		m.mu.Unlock()
 		return // ended or replaced meanwhile
+	}
+	if link.conn.Load() != nil {
+		s.rejoins = 0
+	}
+	if s.rejoins++; s.rejoins > maxRejoins {
+		m.mu.Unlock()
+		m.log.Warn("voice connection keeps failing; audio stopped for this session", zap.Int("rejoins", maxRejoins))
+		return
 	}
 	s.link = nil
 	delete(m.voiceServers, s.guildID)
@@ -220,6 +245,7 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 		log.Info("receipt", zap.String("receipt", "voice.audio"), zap.Duration("connected", time.Since(start)),
 			zap.Object("audio", path.Stats()))
 	}()
+	frames := conn.Frames()
 	for {
 		select {
 		case <-ctx.Done():
@@ -230,9 +256,10 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 				log.Warn("voice connection lost", zap.String("errorType", mediaErrorType(err)))
 			}
 			return err
-		case f, ok := <-conn.Frames():
+		case f, ok := <-frames:
 			if !ok {
-				return conn.Err()
+				frames = nil // closed ahead of Done: wait for Done and its error
+				continue
 			}
 			path.Push(f.UserID, f.Opus)
 		}

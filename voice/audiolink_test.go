@@ -459,7 +459,12 @@ func TestSessionAudioRejoinsWhenTheVoiceSessionIsInvalid(t *testing.T) {
 		m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: creds.Endpoint, Token: creds.Token})
 	}
 	answer()
-	eventually(t, "the bot connected", func() bool { return srv.Connected(botUser) })
+	eventually(t, "the bot connected", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		l := m.sessions[gid].link
+		return srv.Connected(botUser) && l != nil && l.conn.Load() != nil
+	})
 	joins := moves()
 
 	srv.CloseWith(botUser, media.CloseSessionInvalid)
