@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/voice/audio"
+	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
 )
@@ -118,6 +119,9 @@ func (m *Manager) linkAudioLocked(s *Session) {
 			}
 		}()
 		err := m.runAudio(ctx, s, link, cfg)
+		if c, ok := cfg.DAVE.(interface{ Close() }); ok {
+			c.Close() // the connection is closed: forget every key
+		}
 		if ctx.Err() == nil && needsRejoin(err) {
 			m.rejoinAudio(ctx, s, link)
 		}
@@ -264,6 +268,13 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 			path.Push(f.UserID, f.Opus)
 		}
 	}
+}
+
+// NewDAVE makes a voice connection's end-to-end encryption session, a
+// voice/dave member behind media.DAVE (voice/davemedia); allow is asked
+// again before any DAVE decryption. Its signature is AudioConfig.DAVE's.
+func NewDAVE(botID, channelID string, allow func(userID string) bool) (media.DAVE, error) {
+	return davemedia.New(davemedia.Config{UserID: botID, ChannelID: channelID, Allow: allow})
 }
 
 // mediaErrorType names an error's kind for a log without its text, which

@@ -3,6 +3,7 @@ package voice
 import (
 	"context"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/voicetest"
 	"github.com/clankie/clankie/voice/dave"
+	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
@@ -83,9 +85,14 @@ func TestSessionAudioBothWays(t *testing.T) {
 func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	ctx := context.Background()
 	opts := voicetest.Options{}
-	var group *groupDAVE
+	var group *voicetest.DAVEServer
 	if e2ee {
-		group = newGroupDAVE(t, lounge)
+		channel, _ := strconv.ParseUint(lounge, 10, 64)
+		var err error
+		if group, err = voicetest.NewDAVEServer(voicetest.DAVEServerOptions{ChannelID: channel}); err != nil {
+			t.Fatal(err)
+		}
+		defer group.Close()
 		opts.DAVE, opts.RequireDAVE = group, true
 	}
 	srv := voicetest.New(t, opts)
@@ -140,9 +147,44 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 		t.Fatal(err)
 	}
 	defer person.Close()
+	// Cal is in the channel and never consented; he talks at 700 Hz at the
+	// same time as Ana. In the DAVE call he is a member of the group.
+	calCreds := srv.Join(cal)
+	var calDAVE media.DAVE
 	if e2ee {
-		eventually(t, "the DAVE group of bot and person", func() bool { return group.established() && personDAVE.CanEncrypt() })
+		if calDAVE, err = NewDAVE(cal, lounge, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calConn, err := media.Dial(ctx, media.Config{Endpoint: calCreds.Endpoint, ServerID: calCreds.ServerID, UserID: cal,
+		SessionID: calCreds.SessionID, Token: calCreds.Token, TLS: srv.ClientTLS(), DAVE: calDAVE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer calConn.Close()
+	if e2ee {
+		eventually(t, "the DAVE group of bot, Ana and Cal", func() bool {
+			return personDAVE.CanEncrypt() && calDAVE.CanEncrypt() &&
+				len(personDAVE.(*davemedia.Session).DAVE().Members()) == 3 && len(calDAVE.(*davemedia.Session).DAVE().Members()) == 3
+		})
 		time.Sleep(50 * time.Millisecond) // the bot executes the same transition
+	}
+	calEnc, err := rt.NewEncoder(ctx, opus.DefaultEncoderConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer calEnc.Close(ctx)
+	calTalks := make(chan struct{})
+	calSpeaks := func() {
+		defer close(calTalks)
+		calTone := pcm.NewTone(700, opus.SampleRate, 8000)
+		out := make([]byte, opus.MaxPacketBytes)
+		for range 50 {
+			n, err := calEnc.Encode(ctx, pcm.AppendStereo(nil, calTone.Append(nil, opus.FrameSamples)), out)
+			if err != nil || calConn.Send(ctx, out[:n]) != nil {
+				return
+			}
+		}
 	}
 	enc, err := rt.NewEncoder(ctx, opus.DefaultEncoderConfig())
 	if err != nil {
@@ -163,39 +205,8 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 		}
 	}
 
-	// Cal is in the channel and never consented; in the call without
-	// end-to-end encryption (the fake DAVE group holds two) he talks at
-	// 700 Hz at the same time as Ana.
-	calTalks := make(chan struct{})
-	if !e2ee {
-		calCreds := srv.Join(cal)
-		calConn, err := media.Dial(ctx, media.Config{Endpoint: calCreds.Endpoint, ServerID: calCreds.ServerID, UserID: cal,
-			SessionID: calCreds.SessionID, Token: calCreds.Token, TLS: srv.ClientTLS()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer calConn.Close()
-		calEnc, err := rt.NewEncoder(ctx, opus.DefaultEncoderConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer calEnc.Close(ctx)
-		go func() {
-			defer close(calTalks)
-			calTone := pcm.NewTone(700, opus.SampleRate, 8000)
-			out := make([]byte, opus.MaxPacketBytes)
-			for range 50 {
-				n, err := calEnc.Encode(ctx, pcm.AppendStereo(nil, calTone.Append(nil, opus.FrameSamples)), out)
-				if err != nil || calConn.Send(ctx, out[:n]) != nil {
-					return
-				}
-			}
-		}()
-	} else {
-		close(calTalks)
-	}
-
 	// Ana speaks for a second: the model hears 440 Hz, and nothing of Cal.
+	go calSpeaks()
 	speak(50)
 	<-calTalks
 	eventually(t, "a second of Ana at the model", func() bool { return len(model.heard()) >= 20000 })
@@ -203,7 +214,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	if dom := pcm.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); dom < 437 || dom > 443 {
 		t.Errorf("the model hears %.1f Hz, want 440 ± 3", dom)
 	}
-	if !e2ee {
+	{
 		if amp := pcm.Amplitude(heard, realtime.SampleRate, 700); amp > 40 {
 			t.Errorf("Cal's 700 Hz at amplitude %.0f in the model's audio; he never consented", amp)
 		}
@@ -254,14 +265,18 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	if e2ee {
 		// Both ways the audio was end-to-end encrypted, not passed through.
 		m.mu.Lock()
-		botDAVE := m.sessions[gid].link.dave.(*daveLink)
+		botDAVE := m.sessions[gid].link.dave.(*davemedia.Session).DAVE()
 		m.mu.Unlock()
 		anaID, _ := dave.ParseUserID(ana)
 		botID, _ := dave.ParseUserID(botUser)
-		if st := botDAVE.s.Stats(anaID); st.Successes < 40 || st.Failures != 0 {
+		if st := botDAVE.Stats(anaID); st.Successes < 40 || st.Failures != 0 {
 			t.Errorf("the bot's DAVE decryptions of Ana: %+v, want ≥ 40 successes and no failures", st)
 		}
-		if st := personDAVE.(*daveLink).s.Stats(botID); st.Successes < 15 || st.Failures != 0 {
+		calID, _ := dave.ParseUserID(cal)
+		if st := botDAVE.Stats(calID); st.Attempts != 0 || st.Successes != 0 {
+			t.Errorf("the bot's DAVE work on Cal's frames: %+v, want none: he never consented", st)
+		}
+		if st := personDAVE.(*davemedia.Session).DAVE().Stats(botID); st.Successes < 15 || st.Failures != 0 {
 			t.Errorf("Ana's DAVE decryptions of the bot: %+v, want ≥ 15 successes and no failures", st)
 		}
 	}
@@ -348,12 +363,13 @@ type holdingDAVE struct {
 	keyPackages atomic.Int64
 }
 
-func (*holdingDAVE) ProtocolVersion() int { return 1 }
+func (*holdingDAVE) ProtocolVersion(int) int { return 1 }
 
-func (h *holdingDAVE) Binary(_ voicetest.Peer, op int, _ []byte) {
+func (h *holdingDAVE) Binary(_ voicetest.Peer, op int, _ []byte) error {
 	if op == int(media.OpDAVEMLSKeyPackage) {
 		h.keyPackages.Add(1)
 	}
+	return nil
 }
 
 // TestSessionAudioNeverLeavesInTheClearUnderDAVE: in an end-to-end
