@@ -3,6 +3,7 @@ package bridges
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -14,6 +15,7 @@ import (
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memoryclient"
 	"github.com/clankie/clankie/voice"
+	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
@@ -31,6 +33,40 @@ const realtimeInstructions = "You are Clankie, speaking in a Discord voice chann
 type VoiceBridge struct {
 	Bot   *bot.Bot
 	Voice *voice.Manager
+	codec *lazyCodec
+}
+
+// lazyCodec compiles libopus when the first voice connection needs it (a
+// few hundred milliseconds), so a bridge that never joins never pays.
+type lazyCodec struct {
+	mu     sync.Mutex
+	rt     *opus.Runtime
+	err    error
+	closed bool
+}
+
+var errBridgeClosed = errors.New("voice bridge closed")
+
+func (l *lazyCodec) get(ctx context.Context) (*opus.Runtime, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errBridgeClosed
+	}
+	if l.rt == nil && l.err == nil {
+		l.rt, l.err = opus.NewRuntime(context.WithoutCancel(ctx))
+	}
+	return l.rt, l.err
+}
+
+func (l *lazyCodec) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.rt != nil {
+		_ = l.rt.Close(context.Background())
+		l.rt = nil
+	}
 }
 
 // NewVoiceBridge builds the voice bridge from its settings.
@@ -56,23 +92,33 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 	}
 	// A server's voice state updates go out on the shard that owns it.
 	vm := voice.NewManager(cfg.ConsentPolicy, mem, shards, opener, log.Named("voice"))
+	codec := &lazyCodec{}
+	if opener != nil {
+		// Audio needs a model to talk to: without one, nothing may be heard.
+		vm.Audio = &voice.AudioConfig{Codec: codec.get, DAVE: voice.NewDAVE}
+	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	router := bot.NewRouter(log,
 		commands.PersonMemory(mem, policy, time.Now),
 		commands.Voice(voiceSessions{vm}, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
 	router.Guilds = guildSet(cfg.Discord.GuildIDs)
-	vb := &VoiceBridge{Bot: &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close}, Voice: vm}
+	vb := &VoiceBridge{Bot: &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close},
+		Voice: vm, codec: codec}
 	// Every shard feeds the one manager: each server's events arrive on its
 	// own shard, in order.
 	shards.AddHandler(vm.OnReady)
 	shards.AddHandler(vm.OnGuildCreate)
 	shards.AddHandler(vm.OnVoiceStateUpdate)
+	shards.AddHandler(vm.OnVoiceServerUpdate)
 	return vb, nil
 }
 
 // Run serves until ctx is done, then ends every voice session.
 func (vb *VoiceBridge) Run(ctx context.Context) error {
-	defer vb.Voice.Close() // idempotent; already run before the gateway closed
+	defer func() {
+		vb.Voice.Close() // idempotent; already run before the gateway closed
+		vb.codec.close() // every session, and so every encoder, has ended
+	}()
 	return vb.Bot.Run(ctx)
 }
 

@@ -59,6 +59,15 @@ type Manager struct {
 	// echo has not arrived yet.
 	pendingMoves map[string]int
 	wg           sync.WaitGroup
+
+	// Audio, when set before the first event, gives each session its voice
+	// connection and audio both ways (audiolink.go). Nil: no audio.
+	Audio *AudioConfig
+	// voiceServers and botSessions are what the voice connection needs
+	// from the main gateway, per guild: VOICE_SERVER_UPDATE's endpoint
+	// and token, and the bot's own VOICE_STATE_UPDATE session id.
+	voiceServers map[string]voiceServer
+	botSessions  map[string]string
 }
 
 // NewManager builds the session manager. model may be nil.
@@ -106,6 +115,7 @@ func (m *Manager) OnVoiceStateUpdate(_ *discordgo.Session, u *discordgo.VoiceSta
 	m.mu.Lock()
 	if u.UserID == m.botID {
 		m.botMovedLocked(u.GuildID, u.ChannelID)
+		m.botVoiceStateLocked(u)
 		m.mu.Unlock()
 		return
 	}
@@ -213,6 +223,7 @@ func (m *Manager) Join(ctx context.Context, guildID, userID string) (string, err
 	}
 	m.sessions[guildID] = s
 	m.permittedLocked(s)
+	m.linkAudioLocked(s) // the gateway may have answered the move already
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go m.work(s)
@@ -309,5 +320,6 @@ func (m *Manager) Close() {
 func (m *Manager) endLocked(s *Session) {
 	delete(m.sessions, s.guildID)
 	s.setConsented(nil)
+	m.stopAudioLocked(s)
 	close(s.done)
 }

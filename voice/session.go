@@ -46,6 +46,11 @@ type Session struct {
 	// audio is the model connection as the audio path sees it, set once
 	// the model is open.
 	audio atomic.Pointer[audioBox]
+	// link is the session's voice connection and audio path, and rejoins
+	// the consecutive rejoins that got no connection; both guarded by the
+	// Manager's mutex.
+	link    *audioLink
+	rejoins int
 }
 
 type audioBox struct{ a AudioModel }

@@ -85,8 +85,9 @@ session per server with per-speaker consent (DISCORD_VOICE_CONSENT_POLICY), and
 hands a briefing of consented speakers' facts to a voice model speaking the
 OpenAI Realtime GA protocol at CLANKIE_REALTIME_URL (OpenAI, or Azure OpenAI with
 CLANKIE_REALTIME_AUTH=api-key); /voice status says whether that model is
-connecting, ready, reconnecting or refused, and why. It moves the bot into and
-out of voice channels but does not carry audio yet.`,
+connecting, ready, reconnecting or refused, and why. With a model configured it
+carries audio both ways: consented speakers only (checked per packet, before any
+decryption), the model's answer in return, stopped when someone talks over it.`,
 		Example: `  DISCORD_VOICE_BOT_TOKEN=... CLANKIE_REALTIME_URL=wss://realtime.example/v1/realtime clankie bridge voice`,
 		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {

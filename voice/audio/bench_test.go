@@ -1,0 +1,276 @@
+package audio
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/clankie/clankie/voice/opus"
+	"github.com/clankie/clankie/voice/pcm"
+)
+
+const frameNanos = float64(FrameDuration)
+
+// reportCPU adds the CPU time per 20 ms of audio as a fraction of 20 ms.
+func reportCPU(b *testing.B) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/frameNanos, "cpu/20ms")
+}
+
+// reportPercentiles adds p50 and p99 of latencies in microseconds.
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	at := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(at(0.50), "p50-µs")
+	b.ReportMetric(at(0.99), "p99-µs")
+}
+
+// speakerFrames is one second of Opus per speaker, each at its own pitch,
+// encoded as a Discord client would.
+func speakerFrames(b *testing.B, speakers int) [][][]byte {
+	rt := newRuntime(b)
+	out := make([][][]byte, speakers)
+	for s := range out {
+		out[s] = encodeTone(b, rt, 200+float64(s)*37, 50)
+	}
+	return out
+}
+
+// BenchmarkInbound25 is one 20 ms mix step for 25 consented speakers
+// talking at once, as the Inbound's goroutine does it: 25 frames queued
+// (copied, consent asked), 25 pure-Go decodes to mono, the mix, 48 → 24
+// kHz and PCM16 LE packing. decode-only is the 25 bare decodes in the
+// same run: the floor the pipeline adds to. cpu/20ms is the fraction of a
+// core.
+func BenchmarkInbound25(b *testing.B) {
+	const speakers = 25
+	frames := speakerFrames(b, speakers)
+	ids := make([]string, speakers)
+	consented := map[string]bool{}
+	for i := range ids {
+		ids[i] = strconv.Itoa(100000 + i)
+		consented[ids[i]] = true
+	}
+	for _, channels := range []int{1, 2} {
+		b.Run("decode-only/channels="+strconv.Itoa(channels), func(b *testing.B) {
+			decs := make([]Decoder, speakers)
+			for i := range decs {
+				decs[i], _ = opus.NewGoDecoder(channels)
+			}
+			buf := make([]int16, 2*opus.MaxFrameSamples)
+			for i := 0; b.Loop(); i++ {
+				for s, d := range decs {
+					if _, err := d.Decode(context.Background(), frames[s][i%50], buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			reportCPU(b)
+		})
+	}
+	b.Run("inbound-step", func(b *testing.B) {
+		chunks := 0
+		in, err := NewInbound(InboundConfig{BotUserID: botID, Consented: func(id string) bool { return consented[id] },
+			Sink: func([]byte) { chunks++ }})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := newMixer(context.Background(), in)
+		defer m.close()
+		now := time.Now()
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			for s, id := range ids {
+				m.handle(inEvent{userID: id, frame: append([]byte(nil), frames[s][i%50]...), arrived: now})
+			}
+			now = now.Add(FrameDuration)
+		}
+		reportCPU(b)
+		if chunks != b.N || in.Stats().SpeakersActive != speakers && b.N > 1 {
+			b.Fatalf("%d chunks for %d steps, %d speakers mixed", chunks, b.N, in.Stats().SpeakersActive)
+		}
+	})
+}
+
+// BenchmarkOutboundFrame is the speaking path's work per 20 ms frame: a
+// 20 ms delta parsed, upsampled to 48 kHz stereo, encoded (libopus in
+// wasm) and queued. encode-only is the bare encode in the same run.
+func BenchmarkOutboundFrame(b *testing.B) {
+	rt := newRuntime(b)
+	speech := modelTone(600, time.Second)
+	delta := func(i int) []byte { off := (i % 50) * 960; return speech[off : off+960] }
+	b.Run("encode-only", func(b *testing.B) {
+		enc := newEncoder(b, rt)
+		up := pcm.NewUpsampler()
+		var frames [][]int16
+		for i := range 50 {
+			s, _ := pcm.AppendFromLE(nil, delta(i))
+			frames = append(frames, up.AppendStereo(nil, s))
+		}
+		out := make([]byte, opus.MaxPacketBytes)
+		for i := 0; b.Loop(); i++ {
+			if _, err := enc.Encode(context.Background(), frames[i%50], out); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportCPU(b)
+	})
+	b.Run("outbound", func(b *testing.B) {
+		o, err := NewOutbound(OutboundConfig{Encoder: newEncoder(b, rt), Send: func([]byte) {}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			o.OutputAudio("resp", "item", delta(i))
+			if i%1000 == 999 {
+				o.mu.Lock()
+				o.queue = o.queue[:0]
+				o.mu.Unlock()
+			}
+		}
+		reportCPU(b)
+		if st := o.Stats(); st.Encoded < uint64(b.N)-1 || st.Errors != 0 {
+			b.Fatalf("encoded %d of %d frames, %d errors", st.Encoded, b.N, st.Errors)
+		}
+	})
+}
+
+// BenchmarkInboundLatency is the delay the listening path adds, on the
+// real clock with frames arriving in real time: from a frame pushed to its
+// PCM at the sink, for one speaker and for the last of 25 speakers' frames
+// of a step (which includes that step's 25 decodes).
+func BenchmarkInboundLatency(b *testing.B) {
+	for _, speakers := range []int{1, 25} {
+		b.Run("speakers="+strconv.Itoa(speakers), func(b *testing.B) {
+			frames := speakerFrames(b, speakers)
+			ids := make([]string, speakers)
+			for i := range ids {
+				ids[i] = strconv.Itoa(100000 + i)
+			}
+			// The sink notes when each full step (all speakers mixed) lands.
+			got := make(chan time.Time, 1024)
+			var in *Inbound
+			in, err := NewInbound(InboundConfig{BotUserID: botID, Consented: func(string) bool { return true },
+				Sink: func([]byte) {
+					if in.Stats().SpeakersActive == speakers {
+						got <- time.Now()
+					}
+				}, Hangover: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = in.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			// Frames come in real time, one per speaker per 20 ms, all
+			// speakers in the same phase. Three rounds make everyone known
+			// and settle the steps on the round's last frame.
+			slot := time.Now()
+			round := func(i int) time.Time {
+				slot = slot.Add(FrameDuration)
+				time.Sleep(time.Until(slot))
+				for s := 0; s < speakers-1; s++ {
+					in.Push(ids[s], frames[s][i%50])
+				}
+				start := time.Now()
+				in.Push(ids[speakers-1], frames[speakers-1][i%50])
+				return start
+			}
+			for i := range 3 {
+				round(i)
+			}
+			time.Sleep(FrameDuration / 4)
+			for len(got) > 0 {
+				<-got
+			}
+			lat := make([]time.Duration, 0, b.N)
+			missed := 0
+			for i := 0; b.Loop(); i++ {
+				start := round(i + 3)
+			wait:
+				for {
+					select {
+					case at := <-got:
+						if !at.Before(start) {
+							lat = append(lat, at.Sub(start))
+							break wait
+						}
+					case <-time.After(5 * FrameDuration):
+						missed++ // mixed in parts (a slow step let the tick cut in)
+						break wait
+					}
+				}
+			}
+			reportPercentiles(b, lat)
+			b.ReportMetric(float64(missed), "partial-steps")
+		})
+	}
+}
+
+// BenchmarkOutboundLatency is the delay the speaking path adds, on the
+// real clock. first: from a 20 ms delta of a new answer handed over while
+// quiet to its first Opus frame at Send (how soon Clankie is heard).
+// stream: deltas of one answer arriving in real time, one per 20 ms, each
+// to its frame at Send.
+func BenchmarkOutboundLatency(b *testing.B) {
+	for _, first := range []bool{true, false} {
+		name := "stream"
+		if first {
+			name = "first"
+		}
+		b.Run(name, func(b *testing.B) { benchOutboundLatency(b, first) })
+	}
+}
+
+func benchOutboundLatency(b *testing.B, first bool) {
+	rt := newRuntime(b)
+	delta := modelTone(600, FrameDuration)
+	sent := make(chan time.Time, 16)
+	quiet := make(chan struct{}, 16)
+	o, err := NewOutbound(OutboundConfig{Encoder: newEncoder(b, rt), SilenceFrames: -1,
+		Send: func([]byte) { sent <- time.Now() },
+		Speaking: func(on bool) {
+			if !on {
+				select {
+				case quiet <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = o.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	lat := make([]time.Duration, 0, b.N)
+	slot := time.Now()
+	for i := 0; b.Loop(); i++ {
+		item := "item"
+		if first {
+			item = "item_" + strconv.Itoa(i)
+		} else {
+			slot = slot.Add(FrameDuration)
+			time.Sleep(time.Until(slot))
+		}
+		start := time.Now()
+		o.OutputAudio("resp", item, delta)
+		lat = append(lat, (<-sent).Sub(start))
+		if first {
+			<-quiet // the pacer is idle again: the next delta starts an answer
+		}
+		if !first && i == b.N-1 {
+			b.ReportMetric(float64(len(quiet)), "underruns")
+		}
+	}
+	reportPercentiles(b, lat)
+}

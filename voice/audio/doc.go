@@ -1,0 +1,27 @@
+// Package audio is the voice bridge's media-independent audio pipeline,
+// between a Discord voice connection (Opus frames, already past the
+// connection's consent check and DAVE) and the realtime model (PCM16 LE
+// mono at 24 kHz):
+//
+//   - Inbound hears consented speakers: one Opus decoder per speaker,
+//     created when they first speak and dropped when they stop being
+//     consented or go quiet, their frames mixed to mono, resampled to
+//     24 kHz and handed to a sink (the model's input_audio_buffer.append).
+//     Consent is asked again for every speaker at every mix step and every
+//     20 ms tick, so an opt-out, a leave or a move takes effect within one
+//     frame, mid-utterance included: their buffered frames are dropped
+//     undecoded. The bot's own user id is never accepted.
+//   - Outbound speaks: the model's PCM16 24 kHz deltas, of any size, are
+//     upsampled to 48 kHz stereo and encoded to 20 ms Opus frames; a pacer
+//     hands one frame per 20 ms to the media connection with the speaking
+//     flag, ends each utterance with five Opus silence frames, and counts
+//     what was actually played per assistant item, so BargeIn can drop
+//     everything queued at once and report where to truncate the item.
+//
+// Neither logs anything. Their Stats hold counts and durations only: no
+// user id, no audio, no transcript.
+//
+// The package depends on voice/opus and voice/pcm only; the media
+// connection, DAVE and the model client meet it through the function
+// values and small interfaces in the configs, so it builds and tests alone.
+package audio

@@ -1,0 +1,479 @@
+package audio
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/clankie/clankie/voice/opus"
+	"github.com/clankie/clankie/voice/pcm"
+)
+
+// silenceFrame is the Opus frame Discord expects, five times, at the end of
+// an utterance (a 20 ms CELT frame of silence).
+var silenceFrame = [3]byte{0xF8, 0xFF, 0xFE}
+
+// IsSilence reports whether frame is the Opus silence frame.
+func IsSilence(frame []byte) bool { return len(frame) == 3 && [3]byte(frame) == silenceFrame }
+
+// DefaultSilenceFrames is how many silence frames end an utterance.
+const DefaultSilenceFrames = 5
+
+// Encoder encodes one 20 ms frame of interleaved stereo PCM16 at 48 kHz
+// (1920 samples) into out and returns the packet length. *opus.Encoder with
+// two channels satisfies it.
+type Encoder interface {
+	Encode(ctx context.Context, pcm []int16, out []byte) (int, error)
+}
+
+// BargeInModel is what a barge-in tells the model (realtime.Session
+// satisfies it): stop the response, and remember only what was heard.
+type BargeInModel interface {
+	CancelResponse(responseID string) bool
+	Truncate(itemID string, contentIndex, audioEndMs int) bool
+}
+
+// OutboundConfig configures an Outbound.
+type OutboundConfig struct {
+	// Encoder is the stereo 48 kHz Opus encoder; the Outbound uses it from
+	// whichever goroutine calls OutputAudio (and, to end an item, from the
+	// pacer), one call at a time. The caller closes it after Run returns.
+	Encoder Encoder
+	// Send receives each frame in turn, one per 20 ms, on the pacer's
+	// goroutine: the media connection's send (which DAVE-encrypts). It
+	// must not block for long and it owns the slice.
+	Send func(opusFrame []byte)
+	// Speaking, when set, hears the speaking flag: on before an utterance's
+	// first frame is sent, off after its last silence frame.
+	Speaking func(on bool)
+	// Model, when set, is told of a barge-in by SpeechStarted:
+	// response.cancel and conversation.item.truncate.
+	Model BargeInModel
+	// SilenceFrames ends each utterance (default DefaultSilenceFrames;
+	// negative: none, for a Send that ends utterances itself).
+	SilenceFrames int
+	// MaxQueue bounds the encoded frames waiting to be played (default
+	// 3000, a minute); frames beyond it are dropped and counted.
+	MaxQueue int
+	// Clock paces the frames; nil is SystemClock.
+	Clock Clock
+}
+
+// Cut is where a barge-in stopped an assistant item: what the caller sends
+// as response.cancel and conversation.item.truncate.
+type Cut struct {
+	ResponseID string
+	ItemID     string
+	// AudioEndMs is how much of the item's audio was handed to Send.
+	AudioEndMs int
+}
+
+// OutboundStats are the speaking path's counters; none holds content.
+type OutboundStats struct {
+	// AudioOut is the audio sent (frames × 20 ms), silence frames excluded.
+	AudioOut time.Duration
+	// FramesOut and SilenceOut count frames handed to Send.
+	FramesOut, SilenceOut uint64
+	// Encoded counts Opus frames encoded.
+	Encoded uint64
+	// BargeIns counts barge-ins that found Clankie talking.
+	BargeIns uint64
+	// DroppedBargeIn counts queued frames a barge-in dropped unplayed.
+	DroppedBargeIn uint64
+	// DroppedCancelled counts frames of an item or response already cut,
+	// encoded from deltas that arrived after the barge-in.
+	DroppedCancelled uint64
+	// DroppedOverflow counts frames refused by a full queue.
+	DroppedOverflow uint64
+	// Errors counts encode failures and malformed deltas.
+	Errors uint64
+	// Queued is how many frames wait now.
+	Queued int
+}
+
+type outboundCounters struct {
+	framesOut, silenceOut, encoded, bargeIns, droppedBargeIn, droppedCancelled, overflow, errors atomic.Uint64
+	queued                                                                                       atomic.Int64
+}
+
+type outFrame struct {
+	responseID, itemID string
+	opus               []byte
+}
+
+// cancelledKeep is how many cut item and response ids are remembered to
+// refuse their late deltas; a response rarely has more than one audio item.
+const cancelledKeep = 8
+
+// Outbound turns the model's audio into paced Opus frames and stops them
+// on barge-in. OutputAudio, BargeIn and Stats may be called from any
+// goroutine; Run paces on one.
+type Outbound struct {
+	cfg     OutboundConfig
+	silence int
+	kick    chan struct{}
+	stats   outboundCounters
+
+	// encMu guards the encoding state. Lock order: encMu, then mu.
+	encMu   sync.Mutex
+	up      *pcm.Upsampler
+	samples []int16
+	stereo  []int16 // 48 kHz stereo not yet a whole frame, of encItem
+	encResp string
+	encItem string
+	oddByte int // a delta's trailing odd byte (the low byte of the next sample), or -1
+	packet  []byte
+
+	mu          sync.Mutex
+	queue       []outFrame
+	speaking    bool // an utterance is under way (frames sent, silence not finished)
+	afterAudio  bool // the last frame sent was audio: try ending its item before silence
+	silenceLeft int
+	playResp    string
+	playItem    string
+	played      int // frames of playItem handed to Send
+	cutItems    []string
+	cutResps    []string
+}
+
+// NewOutbound validates cfg and returns an Outbound; call Run to pace.
+func NewOutbound(cfg OutboundConfig) (*Outbound, error) {
+	if cfg.Encoder == nil {
+		return nil, errors.New("audio: outbound needs an encoder")
+	}
+	if cfg.Send == nil {
+		return nil, errors.New("audio: outbound needs a send function")
+	}
+	silence := cfg.SilenceFrames
+	switch {
+	case silence == 0:
+		silence = DefaultSilenceFrames
+	case silence < 0:
+		silence = 0
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = 3000
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
+	return &Outbound{cfg: cfg, silence: silence, kick: make(chan struct{}, 1), up: pcm.NewUpsampler(),
+		oddByte: -1, packet: make([]byte, opus.MaxPacketBytes)}, nil
+}
+
+// OutputAudio takes one response.output_audio.delta: PCM16 LE mono at
+// 24 kHz, any length. Whole 20 ms frames are encoded and queued at once;
+// the rest waits for the next delta of the item (or is padded when the
+// item ends). Deltas of an item or response already cut by a barge-in are
+// dropped. It never blocks on the pacer, so it fits realtime.Listener.
+func (o *Outbound) OutputAudio(responseID, itemID string, delta []byte) {
+	o.encMu.Lock()
+	defer o.encMu.Unlock()
+	if o.isCut(responseID, itemID) {
+		o.stats.droppedCancelled.Add(uint64((len(delta)/2 + 479) / 480))
+		return
+	}
+	if itemID != o.encItem || responseID != o.encResp {
+		o.endItemLocked()
+		o.encResp, o.encItem = responseID, itemID
+	}
+	o.samples = o.samples[:0]
+	if o.oddByte >= 0 && len(delta) > 0 {
+		o.samples = append(o.samples, int16(uint16(o.oddByte)|uint16(delta[0])<<8))
+		o.oddByte = -1
+		delta = delta[1:]
+	}
+	even := len(delta) &^ 1
+	o.samples, _ = pcm.AppendFromLE(o.samples, delta[:even])
+	if even < len(delta) {
+		o.oddByte = int(delta[even])
+	}
+	o.stereo = o.up.AppendStereo(o.stereo, o.samples)
+	const frame = 2 * opus.FrameSamples
+	done := 0
+	for ; len(o.stereo)-done >= frame; done += frame {
+		o.encodeLocked(o.stereo[done : done+frame])
+	}
+	o.stereo = o.stereo[:copy(o.stereo, o.stereo[done:])]
+}
+
+// endItemLocked pads the item's last partial frame with silence and queues
+// it, so the end of a sentence is not lost. encMu is held.
+func (o *Outbound) endItemLocked() {
+	o.oddByte = -1
+	if len(o.stereo) == 0 {
+		return
+	}
+	const frame = 2 * opus.FrameSamples
+	for len(o.stereo) < frame {
+		o.stereo = append(o.stereo, 0)
+	}
+	o.encodeLocked(o.stereo)
+	o.stereo = o.stereo[:0]
+}
+
+// encodeLocked encodes one stereo frame of the current item and queues it.
+// The context is not the caller's: OutputAudio has none (it is a
+// realtime.Listener method), and an encode is a bounded computation.
+func (o *Outbound) encodeLocked(frame []int16) {
+	n, err := o.cfg.Encoder.Encode(context.Background(), frame, o.packet)
+	if err != nil {
+		o.stats.errors.Add(1)
+		return
+	}
+	o.stats.encoded.Add(1)
+	o.push(outFrame{responseID: o.encResp, itemID: o.encItem, opus: append([]byte(nil), o.packet[:n]...)})
+}
+
+func (o *Outbound) push(f outFrame) {
+	o.mu.Lock()
+	switch {
+	case o.isCutLocked(f.responseID, f.itemID):
+		o.stats.droppedCancelled.Add(1)
+	case len(o.queue) >= o.cfg.MaxQueue:
+		o.stats.overflow.Add(1)
+	default:
+		o.queue = append(o.queue, f)
+		o.stats.queued.Store(int64(len(o.queue)))
+	}
+	o.mu.Unlock()
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (o *Outbound) isCut(responseID, itemID string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.isCutLocked(responseID, itemID)
+}
+
+func (o *Outbound) isCutLocked(responseID, itemID string) bool {
+	for _, id := range o.cutItems {
+		if id == itemID {
+			return true
+		}
+	}
+	if responseID == "" {
+		return false
+	}
+	for _, id := range o.cutResps {
+		if id == responseID {
+			return true
+		}
+	}
+	return false
+}
+
+func remember(ids []string, id string) []string {
+	if id == "" {
+		return ids
+	}
+	for _, have := range ids {
+		if have == id {
+			return ids
+		}
+	}
+	if len(ids) >= cancelledKeep {
+		ids = append(ids[:0], ids[1:]...)
+	}
+	return append(ids, id)
+}
+
+// BargeIn stops Clankie at once: every queued frame is dropped (at most the
+// frame already handed to Send still plays), later deltas of the cut item
+// and response are refused, and the utterance ends with its silence frames.
+// It reports where the item playing (or about to play) was cut, and false
+// when Clankie was not talking.
+func (o *Outbound) BargeIn() (Cut, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.speaking && len(o.queue) == 0 {
+		return Cut{}, false
+	}
+	cut := Cut{ResponseID: o.playResp, ItemID: o.playItem, AudioEndMs: o.played * int(FrameDuration/time.Millisecond)}
+	if cut.ItemID == "" && len(o.queue) > 0 {
+		cut = Cut{ResponseID: o.queue[0].responseID, ItemID: o.queue[0].itemID}
+	}
+	for _, f := range o.queue {
+		o.cutItems = remember(o.cutItems, f.itemID)
+		o.cutResps = remember(o.cutResps, f.responseID)
+	}
+	o.cutItems = remember(o.cutItems, cut.ItemID)
+	o.cutResps = remember(o.cutResps, cut.ResponseID)
+	o.stats.droppedBargeIn.Add(uint64(len(o.queue)))
+	clear(o.queue)
+	o.queue = o.queue[:0]
+	o.stats.queued.Store(0)
+	o.afterAudio = false
+	if o.speaking {
+		o.silenceLeft = o.silence
+	}
+	o.stats.bargeIns.Add(1)
+	return cut, true
+}
+
+// SpeechStarted is the model's input_audio_buffer.speech_started: while
+// Clankie talks, it barges in and, when Model is set, cancels the response
+// and truncates the item at what was played.
+func (o *Outbound) SpeechStarted(int) {
+	cut, ok := o.BargeIn()
+	if !ok || o.cfg.Model == nil {
+		return
+	}
+	o.cfg.Model.CancelResponse(cut.ResponseID)
+	if cut.ItemID != "" {
+		o.cfg.Model.Truncate(cut.ItemID, 0, cut.AudioEndMs)
+	}
+}
+
+// SpeechStopped is input_audio_buffer.speech_stopped; nothing to do.
+func (o *Outbound) SpeechStopped(int) {}
+
+// Stats returns the counters so far.
+func (o *Outbound) Stats() OutboundStats {
+	s := &o.stats
+	frames := s.framesOut.Load()
+	return OutboundStats{
+		AudioOut:         time.Duration(frames) * FrameDuration,
+		FramesOut:        frames,
+		SilenceOut:       s.silenceOut.Load(),
+		Encoded:          s.encoded.Load(),
+		BargeIns:         s.bargeIns.Load(),
+		DroppedBargeIn:   s.droppedBargeIn.Load(),
+		DroppedCancelled: s.droppedCancelled.Load(),
+		DroppedOverflow:  s.overflow.Load(),
+		Errors:           s.errors.Load(),
+		Queued:           int(s.queued.Load()),
+	}
+}
+
+// MarshalLogObject lets a receipt log the counters with zap.Object; they
+// hold counts and durations only.
+func (s OutboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	enc.AddDuration("audio_out", s.AudioOut)
+	enc.AddUint64("frames_out", s.FramesOut)
+	enc.AddUint64("silence_out", s.SilenceOut)
+	enc.AddUint64("encoded", s.Encoded)
+	enc.AddUint64("barge_ins", s.BargeIns)
+	enc.AddUint64("dropped_barge_in", s.DroppedBargeIn)
+	enc.AddUint64("dropped_cancelled", s.DroppedCancelled)
+	enc.AddUint64("dropped_overflow", s.DroppedOverflow)
+	enc.AddUint64("errors", s.Errors)
+	enc.AddInt("queued", s.Queued)
+	return nil
+}
+
+// Run paces frames to Send until ctx ends: the first frame of an utterance
+// leaves as soon as it is queued, the next ones on a 20 ms grid from it.
+// It returns ctx's error, having turned the speaking flag off if it was on.
+func (o *Outbound) Run(ctx context.Context) error {
+	timer := o.cfg.Clock.NewTimer()
+	defer timer.Stop()
+	defer o.stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-o.kick:
+		}
+		next := o.cfg.Clock.Now()
+		for {
+			frame, ok := o.next()
+			if !ok {
+				break
+			}
+			o.cfg.Send(frame)
+			next = next.Add(FrameDuration)
+			now := o.cfg.Clock.Now()
+			if now.Sub(next) > 3*FrameDuration {
+				next = now // stalled: restart the grid rather than burst
+			}
+			timer.Reset(next.Sub(now))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-timer.C():
+			}
+		}
+	}
+}
+
+// next returns the frame for this 20 ms slot, or false when the utterance
+// is over (the speaking flag is then turned off).
+func (o *Outbound) next() ([]byte, bool) {
+	o.mu.Lock()
+	if len(o.queue) == 0 && o.afterAudio {
+		// The queue ran dry after audio: the item's last partial frame, if
+		// any, is encoded now, unless a delta is being encoded right now
+		// (more audio is on its way).
+		o.afterAudio = false
+		o.mu.Unlock()
+		if o.encMu.TryLock() {
+			o.endItemLocked()
+			o.encMu.Unlock()
+		}
+		o.mu.Lock()
+	}
+	if len(o.queue) > 0 {
+		f := o.queue[0]
+		o.queue[0] = outFrame{}
+		o.queue = o.queue[1:]
+		o.stats.queued.Store(int64(len(o.queue)))
+		if f.itemID != o.playItem || f.responseID != o.playResp {
+			o.playResp, o.playItem, o.played = f.responseID, f.itemID, 0
+		}
+		o.played++
+		o.afterAudio = true
+		o.silenceLeft = o.silence
+		start := !o.speaking
+		o.speaking = true
+		o.mu.Unlock()
+		if start && o.cfg.Speaking != nil {
+			o.cfg.Speaking(true)
+		}
+		o.stats.framesOut.Add(1)
+		return f.opus, true
+	}
+	if o.speaking && o.silenceLeft > 0 {
+		o.silenceLeft--
+		o.mu.Unlock()
+		o.stats.silenceOut.Add(1)
+		s := silenceFrame
+		return s[:], true
+	}
+	end := o.speaking
+	o.speaking = false
+	o.mu.Unlock()
+	if end && o.cfg.Speaking != nil {
+		o.cfg.Speaking(false)
+	}
+	return nil, false
+}
+
+// stop ends an utterance cut short by Run returning.
+func (o *Outbound) stop() {
+	o.mu.Lock()
+	end := o.speaking
+	o.speaking = false
+	o.mu.Unlock()
+	if end && o.cfg.Speaking != nil {
+		o.cfg.Speaking(false)
+	}
+}
+
+// Played reports how much of itemID's audio has been handed to Send, while
+// it is the item playing or the last one played.
+func (o *Outbound) Played(itemID string) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if itemID != o.playItem {
+		return 0
+	}
+	return time.Duration(o.played) * FrameDuration
+}

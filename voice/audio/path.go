@@ -1,0 +1,151 @@
+package audio
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Model is the realtime model connection as the audio path uses it:
+// consented speakers' audio in, and the barge-in events. voice.AudioModel
+// and *realtime.Session satisfy it. Its methods never block.
+type Model interface {
+	AppendAudio(pcm []byte) bool
+	BargeInModel
+}
+
+// PathConfig configures a Path: one voice session's audio both ways.
+type PathConfig struct {
+	// BotUserID is the bot's own user id, never heard.
+	BotUserID string
+	// Consented is the per-frame consent query (voice.Session.Consented).
+	Consented func(userID string) bool
+	// Model returns the model connection now, or nil while there is none
+	// (voice.Session.Audio): while it is nil, or refuses audio because it
+	// is reconnecting, input audio is dropped and counted, not buffered,
+	// and resumes with the next chunk once it is back.
+	Model func() Model
+	// Encoder, Send and Speaking are the Outbound's (Send is the media
+	// connection's non-blocking send).
+	Encoder  Encoder
+	Send     func(opusFrame []byte)
+	Speaking func(on bool)
+	// SilenceFrames is the Outbound's; negative when Send's connection ends
+	// utterances itself.
+	SilenceFrames int
+	// NewDecoder is the Inbound's decoder factory; nil is GoDecoders.
+	NewDecoder DecoderFactory
+	// Clock drives both; nil is SystemClock.
+	Clock Clock
+}
+
+// PathStats are a Path's counters, for a session's receipt.
+type PathStats struct {
+	In  InboundStats
+	Out OutboundStats
+	// ModelDropped counts 20 ms input chunks the model did not take (no
+	// connection, or reconnecting): audio paused, not buffered.
+	ModelDropped uint64
+}
+
+// MarshalLogObject logs the counters with zap.Object.
+func (s PathStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	if err := enc.AddObject("in", s.In); err != nil {
+		return err
+	}
+	if err := enc.AddObject("out", s.Out); err != nil {
+		return err
+	}
+	enc.AddUint64("model_dropped", s.ModelDropped)
+	return nil
+}
+
+// Path is one voice session's audio: the media connection's frames go to
+// Push, the model's events come to its realtime.Listener methods
+// (OutputAudio, SpeechStarted, SpeechStopped), and Run drives both
+// directions.
+type Path struct {
+	in           *Inbound
+	out          *Outbound
+	model        func() Model
+	modelDropped atomic.Uint64
+}
+
+// NewPath validates cfg and returns a Path; call Run to start it.
+func NewPath(cfg PathConfig) (*Path, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("audio: path needs the model connection")
+	}
+	p := &Path{model: cfg.Model}
+	var err error
+	p.in, err = NewInbound(InboundConfig{BotUserID: cfg.BotUserID, Consented: cfg.Consented, Sink: p.toModel,
+		NewDecoder: cfg.NewDecoder, Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	p.out, err = NewOutbound(OutboundConfig{Encoder: cfg.Encoder, Send: cfg.Send, Speaking: cfg.Speaking,
+		Model: pathModel{p}, SilenceFrames: cfg.SilenceFrames, Clock: cfg.Clock})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Path) toModel(pcm []byte) {
+	if m := p.model(); m == nil || !m.AppendAudio(pcm) {
+		p.modelDropped.Add(1)
+	}
+}
+
+// pathModel hands barge-in events to whichever model connection is
+// current, if any.
+type pathModel struct{ p *Path }
+
+func (m pathModel) CancelResponse(responseID string) bool {
+	if c := m.p.model(); c != nil {
+		return c.CancelResponse(responseID)
+	}
+	return false
+}
+
+func (m pathModel) Truncate(itemID string, contentIndex, audioEndMs int) bool {
+	if c := m.p.model(); c != nil {
+		return c.Truncate(itemID, contentIndex, audioEndMs)
+	}
+	return false
+}
+
+// Push offers one Opus frame received from userID (see Inbound.Push).
+func (p *Path) Push(userID string, frame []byte) bool { return p.in.Push(userID, frame) }
+
+// OutputAudio takes the model's audio (see Outbound.OutputAudio).
+func (p *Path) OutputAudio(responseID, itemID string, pcm []byte) {
+	p.out.OutputAudio(responseID, itemID, pcm)
+}
+
+// SpeechStarted barges in while Clankie talks (see Outbound.SpeechStarted).
+func (p *Path) SpeechStarted(audioStartMs int) { p.out.SpeechStarted(audioStartMs) }
+
+// SpeechStopped is a no-op.
+func (p *Path) SpeechStopped(int) {}
+
+// BargeIn stops Clankie without telling the model (see Outbound.BargeIn).
+func (p *Path) BargeIn() (Cut, bool) { return p.out.BargeIn() }
+
+// Stats returns both directions' counters.
+func (p *Path) Stats() PathStats {
+	return PathStats{In: p.in.Stats(), Out: p.out.Stats(), ModelDropped: p.modelDropped.Load()}
+}
+
+// Run drives both directions until ctx ends and returns ctx's error.
+func (p *Path) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = p.in.Run(ctx) }()
+	go func() { defer wg.Done(); _ = p.out.Run(ctx) }()
+	wg.Wait()
+	return ctx.Err()
+}

@@ -1,0 +1,129 @@
+package audio
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/clankie/clankie/voice/pcm"
+)
+
+// fakeModel is the model connection as the audio path sees it: it keeps
+// the input audio it takes and the barge-in events, and can be "down".
+type fakeModel struct {
+	recordingModel
+	amu    sync.Mutex
+	chunks [][]byte
+}
+
+func (m *fakeModel) AppendAudio(b []byte) bool {
+	m.amu.Lock()
+	defer m.amu.Unlock()
+	m.chunks = append(m.chunks, b)
+	return true
+}
+
+func (m *fakeModel) received() [][]byte {
+	m.amu.Lock()
+	defer m.amu.Unlock()
+	return append([][]byte(nil), m.chunks...)
+}
+
+// TestPathBothWays runs a session's audio through a Path on the real
+// clock: a consented speaker's tone reaches the model, the model's tone
+// reaches the media connection, speech_started barges in and the model is
+// told where to truncate, and while the model is reconnecting input audio
+// is dropped (not buffered) and resumes after.
+func TestPathBothWays(t *testing.T) {
+	rt := newRuntime(t)
+	model := &fakeModel{}
+	var up atomic.Bool
+	up.Store(true)
+	media := newMediaSink(SystemClock{})
+	consent := newConsentSet("111")
+	p, err := NewPath(PathConfig{BotUserID: botID, Consented: consent.Consented,
+		Model: func() Model {
+			if up.Load() {
+				return model
+			}
+			return nil
+		},
+		Encoder: newEncoder(t, rt), Send: media.Send, Speaking: media.Speaking})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	// In: 440 Hz from a consented speaker, 700 Hz from the bot itself.
+	alice, self := toneOpus(t, rt, 440, 25), toneOpus(t, rt, 700, 25)
+	for f := range alice {
+		p.Push("111", alice[f])
+		p.Push(botID, self[f])
+	}
+	waitFor("25 chunks at the model", func() bool { return p.Stats().In.SpeechIn >= 500*time.Millisecond })
+	var heard []int16
+	for _, c := range model.received()[5:] {
+		heard, _ = pcm.AppendFromLE(heard, c)
+	}
+	if dom := pcm.DominantFrequency(heard, ModelRate, 100, 4000); dom < 437 || dom > 443 {
+		t.Errorf("model hears %.1f Hz, want 440 ± 3", dom)
+	}
+
+	// Out: the model answers at 600 Hz; people speak up after 5 frames.
+	for _, d := range deltas(modelTone(600, time.Second)) {
+		p.OutputAudio("resp_1", "item_1", d)
+	}
+	media.waitFrames(t, 5)
+	p.SpeechStarted(100)
+	played := media.count()
+	time.Sleep(200 * time.Millisecond)
+	frames, _ := media.snapshot()
+	audio := 0
+	for _, f := range frames {
+		if !IsSilence(f.opus) {
+			audio++
+		}
+	}
+	if audio > played+1 {
+		t.Errorf("%d audio frames sent, %d when speech started: more than the one in flight", audio, played)
+	}
+	model.mu.Lock()
+	cancels, truncates := model.cancels, model.truncates
+	model.mu.Unlock()
+	if len(cancels) != 1 || len(truncates) != 1 || truncates[0].ItemID != "item_1" || truncates[0].AudioEndMs != audio*20 {
+		t.Errorf("model told cancel %q, truncate %+v; want resp_1, item_1 at %d ms", cancels, truncates, audio*20)
+	}
+
+	// The model reconnects: audio is dropped meanwhile, then flows again.
+	up.Store(false)
+	before := len(model.received())
+	droppedBefore := p.Stats().ModelDropped
+	for _, f := range alice[:10] {
+		p.Push("111", f)
+	}
+	waitFor("chunks dropped while the model is away", func() bool { return p.Stats().ModelDropped >= droppedBefore+10 })
+	if n := len(model.received()); n != before {
+		t.Errorf("model got %d chunks while away", n-before)
+	}
+	up.Store(true)
+	for _, f := range alice[10:] {
+		p.Push("111", f)
+	}
+	waitFor("audio to resume", func() bool { return len(model.received()) >= before+15 })
+}
