@@ -79,11 +79,23 @@ func startVoice(t *testing.T, policy string, withRealtime bool, states ...discor
 // realtime fake, which accepts only realtimeKey.
 func startVoiceWithKey(t *testing.T, policy, key string, states ...discordtest.VoiceState) *voiceEnv {
 	t.Helper()
+	return startVoiceWith(t, policy, key, voiceSetup{}, states...)
+}
+
+// voiceSetup adds to a voice test's world: options for the fake Discord,
+// and a last word on the bridge before it runs.
+type voiceSetup struct {
+	fake   []discordtest.Option
+	bridge func(*VoiceBridge)
+}
+
+func startVoiceWith(t *testing.T, policy, key string, setup voiceSetup, states ...discordtest.VoiceState) *voiceEnv {
+	t.Helper()
 	withRealtime := key != ""
 	e := &voiceEnv{t: t, l: newLogs()}
 	e.mem = startMemory(t, e.l.log)
 	e.rec = recordBriefings(t, e.mem.url)
-	e.fake = discordtest.New(t, discordtest.WithGuilds(testGuild(states...)))
+	e.fake = discordtest.New(t, append([]discordtest.Option{discordtest.WithGuilds(testGuild(states...))}, setup.fake...)...)
 	cfg := config.VoiceBridge{
 		DiscordToken:  e.fake.Token(),
 		Bearer:        tokens.VoiceBridge,
@@ -104,6 +116,9 @@ func startVoiceWithKey(t *testing.T, policy, key string, states ...discordtest.V
 		t.Fatal(err)
 	}
 	vb.Voice.Debounce = 30 * time.Millisecond
+	if setup.bridge != nil {
+		setup.bridge(vb)
+	}
 	e.vb = vb
 	before := syncedCount(e.l)
 	e.run = runInBackground(t, vb.Run)

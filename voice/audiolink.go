@@ -42,8 +42,10 @@ type audioLink struct {
 	server voiceServer
 	cancel context.CancelFunc
 	dave   media.DAVE // nil: protocol 0
-	// conn is the voice connection once dialled (its counters).
+	// conn is the voice connection once dialled and path its audio path
+	// (their counters).
 	conn atomic.Pointer[media.Conn]
+	path atomic.Pointer[audio.Path]
 }
 
 // OnVoiceServerUpdate records a server's voice endpoint and token and
@@ -238,6 +240,13 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 		log.Warn("audio path could not be made", zap.Error(err))
 		return nil
 	}
+	link.path.Store(path)
+	m.mu.Lock()
+	if m.links == nil {
+		m.links = map[*audioLink]struct{}{}
+	}
+	m.links[link] = struct{}{}
+	m.mu.Unlock()
 	s.SetOutput(path)
 	defer s.SetOutput(nil)
 	start := time.Now()
@@ -246,6 +255,12 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 	defer func() {
 		stop()
 		<-pathDone
+		// The figures of a connection that ended go to the bridge's
+		// totals, so its metrics never go down.
+		m.mu.Lock()
+		m.ended.addPath(path.Stats(), conn.Stats())
+		delete(m.links, link)
+		m.mu.Unlock()
 		log.Info("receipt", zap.String("receipt", "voice.audio"), zap.Duration("connected", time.Since(start)),
 			zap.Object("audio", path.Stats()))
 	}()

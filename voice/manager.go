@@ -68,6 +68,10 @@ type Manager struct {
 	// and token, and the bot's own VOICE_STATE_UPDATE session id.
 	voiceServers map[string]voiceServer
 	botSessions  map[string]string
+	// ended holds the figures of sessions and connections gone, links
+	// the connections whose audio path runs now (Totals).
+	ended ended
+	links map[*audioLink]struct{}
 }
 
 // NewManager builds the session manager. model may be nil.
@@ -319,6 +323,9 @@ func (m *Manager) Close() {
 // hears nobody from the next frame on. m.mu is held.
 func (m *Manager) endLocked(s *Session) {
 	delete(m.sessions, s.guildID)
+	if s.model != nil {
+		m.ended.briefings += s.model.Stats().BriefingsDelivered
+	}
 	s.setConsented(nil)
 	m.stopAudioLocked(s)
 	close(s.done)

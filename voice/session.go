@@ -136,6 +136,14 @@ func (s *Session) SpeechStarted(ms int) {
 	}
 }
 
+// ModelLost forwards the loss of a model connection that was ready to
+// an attached output that cares (audio.Path drops the old answer).
+func (s *Session) ModelLost() {
+	if l, ok := s.listener().(realtime.ConnectionListener); ok {
+		l.ModelLost()
+	}
+}
+
 // SpeechStopped forwards the end of detected speech.
 func (s *Session) SpeechStopped(ms int) {
 	if l := s.listener(); l != nil {

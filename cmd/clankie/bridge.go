@@ -212,9 +212,13 @@ func loadVoiceBridge(mem *config.MemoryClient) (bridgeRunner, error) {
 			if err != nil {
 				return nil, err
 			}
-			// Voice sessions and briefings delivered register into
-			// Metrics.Registerer once the voice code is carved out.
-			vb.Bot.Router.Metrics = bot.NewMetrics(reg, "voice")
+			metrics := bot.NewMetrics(reg, "voice")
+			vb.Bot.Router.Metrics = metrics
+			// Voice sessions, briefings delivered and the audio figures:
+			// counts and seconds, no ids.
+			if err := vb.Voice.RegisterMetrics(metrics.Registerer); err != nil {
+				return nil, err
+			}
 			return vb.Run, nil
 		}}, nil
 }

@@ -91,6 +91,7 @@ type config struct {
 	deadline    time.Duration
 	privileged  discordgo.Intent
 	voiceEcho   bool
+	voiceServer VoiceServer
 	spec        *Spec
 
 	startLimit        SessionStartLimit
@@ -146,6 +147,21 @@ func WithPrivilegedIntents(i discordgo.Intent) Option { return func(c *config) {
 // VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE dispatches. The op is still
 // recorded.
 func WithoutVoiceEcho() Option { return func(c *config) { c.voiceEcho = false } }
+
+// VoiceServer admits the bot's voice session on a voice server: given the
+// guild, the bot's user id and the session id its VOICE_STATE_UPDATE
+// carries (its gateway session's, as on Discord), it answers the endpoint
+// (host:port, no scheme, as Discord sends it) and the token for
+// VOICE_SERVER_UPDATE. It is called with the fake's lock held and must not
+// call back into the fake. internal/voicetest's Server.Admit fits it.
+type VoiceServer func(guildID, userID, sessionID string) (endpoint, token string)
+
+// WithVoiceServer makes the fake play Discord's part in a voice join: the
+// bot's op 4 for a channel is answered, on the shard that sent it (the
+// guild's), with VOICE_STATE_UPDATE for the bot and a VOICE_SERVER_UPDATE
+// whose endpoint and token vs issued. Without it the endpoint is the fake's
+// own host and the token random, good for nothing but the event's shape.
+func WithVoiceServer(vs VoiceServer) Option { return func(c *config) { c.voiceServer = vs } }
 
 // WithSpec checks request bodies against this copy of Discord's OpenAPI
 // description. Without it each fake loads its own (a few hundred

@@ -525,8 +525,12 @@ func (c *gwConn) voiceStateUpdate(d json.RawMessage) {
 	if op.ChannelID != "" && c.sess != nil {
 		host := strings.TrimPrefix(strings.TrimPrefix(f.gatewayURL, "ws://"), "wss://")
 		host, _, _ = strings.Cut(host, "/")
+		token := randomHex(8)
+		if f.cfg.voiceServer != nil {
+			host, token = f.cfg.voiceServer(p.GuildID, f.cfg.botID, op.SessionID)
+		}
 		f.dispatchLocked(c.sess, "VOICE_SERVER_UPDATE", mustJSON(map[string]any{
-			"token": randomHex(8), "guild_id": p.GuildID, "endpoint": host,
+			"token": token, "guild_id": p.GuildID, "endpoint": host,
 		}))
 	}
 }

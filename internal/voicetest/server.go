@@ -55,6 +55,10 @@ type Options struct {
 	// ResumeWindow is how long a session whose socket dropped may resume
 	// (default 5 s); after it the others get op 13.
 	ResumeWindow time.Duration
+	// ServerID is the guild id the server serves and identify must carry
+	// (default 900000000000000001): a test whose bot joins through a fake
+	// main gateway sets its guild's.
+	ServerID string
 }
 
 // Peer is one connected client as the DAVE role sees it.
@@ -158,6 +162,9 @@ func Start(opts Options, dir string) (*Server, error) {
 	if opts.ResumeWindow <= 0 {
 		opts.ResumeWindow = 5 * time.Second
 	}
+	if opts.ServerID == "" {
+		opts.ServerID = "900000000000000001"
+	}
 	cert, certPEM, err := testCert()
 	if err != nil {
 		return nil, err
@@ -169,7 +176,7 @@ func Start(opts Options, dir string) (*Server, error) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(certPEM)
 	s := &Server{
-		opts: opts, serverID: "900000000000000001", roots: roots, caFile: caFile,
+		opts: opts, serverID: opts.ServerID, roots: roots, caFile: caFile,
 		tlsCfg:   &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		creds:    map[string]Credentials{},
 		sessions: map[string]*session{},
@@ -250,10 +257,16 @@ func (s *Server) Rejected() uint64 { return s.rejected.Load() }
 
 // Join issues voice credentials for userID, as the main gateway would when
 // the user joins the channel.
-func (s *Server) Join(userID string) Credentials {
+func (s *Server) Join(userID string) Credentials { return s.Admit(userID, randHex(16)) }
+
+// Admit issues voice credentials for userID's voice session sessionID (the
+// session id of their main gateway connection, which Discord's
+// VOICE_STATE_UPDATE carries) with a fresh token, as Discord does on every
+// VOICE_SERVER_UPDATE. Admitting a session id again replaces its token.
+func (s *Server) Admit(userID, sessionID string) Credentials {
 	c := Credentials{
 		Endpoint: s.Endpoint(), ServerID: s.serverID, UserID: userID,
-		SessionID: randHex(16), Token: randHex(16),
+		SessionID: sessionID, Token: randHex(16),
 	}
 	s.mu.Lock()
 	s.creds[c.SessionID] = c

@@ -89,6 +89,9 @@ type OutboundStats struct {
 	DroppedCancelled uint64
 	// DroppedOverflow counts frames refused by a full queue.
 	DroppedOverflow uint64
+	// DroppedModelLost counts queued frames dropped because the model
+	// connection that produced them was lost.
+	DroppedModelLost uint64
 	// Errors counts encode failures and malformed deltas.
 	Errors uint64
 	// Queued is how many frames wait now.
@@ -96,8 +99,8 @@ type OutboundStats struct {
 }
 
 type outboundCounters struct {
-	framesOut, silenceOut, encoded, bargeIns, droppedBargeIn, droppedCancelled, overflow, errors atomic.Uint64
-	queued                                                                                       atomic.Int64
+	framesOut, silenceOut, encoded, bargeIns, droppedBargeIn, droppedCancelled, overflow, modelLost, errors atomic.Uint64
+	queued                                                                                                  atomic.Int64
 }
 
 type outFrame struct {
@@ -318,13 +321,39 @@ func (o *Outbound) BargeIn() (Cut, bool) {
 	return cut, true
 }
 
+// ModelLost forgets everything the lost model connection said: queued
+// frames are dropped (the answer belongs to a conversation the next
+// connection only knows from its re-seed), a partial frame is discarded,
+// and the item playing is forgotten, so a later barge-in sends no truncate
+// for an item the new connection never had. An utterance under way ends
+// with its silence frames.
+func (o *Outbound) ModelLost() {
+	o.encMu.Lock()
+	defer o.encMu.Unlock()
+	o.stereo = o.stereo[:0]
+	o.oddByte = -1
+	o.up = pcm.NewUpsampler()
+	o.encResp, o.encItem = "", ""
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stats.modelLost.Add(uint64(len(o.queue)))
+	clear(o.queue)
+	o.queue = o.queue[:0]
+	o.stats.queued.Store(0)
+	o.afterAudio = false
+	o.playResp, o.playItem, o.played = "", "", 0
+	if o.speaking {
+		o.silenceLeft = o.silence
+	}
+}
+
 // SpeechStarted is the model's input_audio_buffer.speech_started: while
 // Clankie talks, it barges in and, when Model is set, cancels the response
 // and truncates the item at what was played.
 func (o *Outbound) SpeechStarted(int) {
 	cut, ok := o.BargeIn()
-	if !ok || o.cfg.Model == nil {
-		return
+	if !ok || o.cfg.Model == nil || cut.ResponseID == "" && cut.ItemID == "" {
+		return // nothing of the current connection's was playing
 	}
 	o.cfg.Model.CancelResponse(cut.ResponseID)
 	if cut.ItemID != "" {
@@ -348,6 +377,7 @@ func (o *Outbound) Stats() OutboundStats {
 		DroppedBargeIn:   s.droppedBargeIn.Load(),
 		DroppedCancelled: s.droppedCancelled.Load(),
 		DroppedOverflow:  s.overflow.Load(),
+		DroppedModelLost: s.modelLost.Load(),
 		Errors:           s.errors.Load(),
 		Queued:           int(s.queued.Load()),
 	}
@@ -364,6 +394,7 @@ func (s OutboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddUint64("dropped_barge_in", s.DroppedBargeIn)
 	enc.AddUint64("dropped_cancelled", s.DroppedCancelled)
 	enc.AddUint64("dropped_overflow", s.DroppedOverflow)
+	enc.AddUint64("dropped_model_lost", s.DroppedModelLost)
 	enc.AddUint64("errors", s.Errors)
 	enc.AddInt("queued", s.Queued)
 	return nil

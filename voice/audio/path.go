@@ -129,6 +129,11 @@ func (p *Path) OutputAudio(responseID, itemID string, pcm []byte) {
 // SpeechStarted barges in while Clankie talks (see Outbound.SpeechStarted).
 func (p *Path) SpeechStarted(audioStartMs int) { p.out.SpeechStarted(audioStartMs) }
 
+// ModelLost drops what the lost model connection said (see
+// Outbound.ModelLost); realtime.Session calls it through
+// realtime.ConnectionListener.
+func (p *Path) ModelLost() { p.out.ModelLost() }
+
 // SpeechStopped is a no-op.
 func (p *Path) SpeechStopped(int) {}
 

@@ -363,6 +363,9 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	s.mu.Lock()
 	s.connGen, s.ackedGen = 0, 0
 	s.mu.Unlock()
+	if l, ok := s.cfg.Listener.(ConnectionListener); ok && c.ready {
+		l.ModelLost() // the read loop has ended: no delta of this connection follows
+	}
 	out := outcome{ready: c.ready, refusal: c.refused}
 	if s.ctx.Err() != nil {
 		s.log.Info("realtime session closed", zap.String("host", s.host), zap.Int("connects", s.Stats().Connects))

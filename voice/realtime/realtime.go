@@ -187,6 +187,15 @@ type Listener interface {
 	SpeechStopped(audioEndMs int)
 }
 
+// ConnectionListener is a Listener that also hears when a connection that
+// was ready is lost, before the next one is dialled: the audio it sent and
+// the items it named belong to a conversation the next connection knows
+// only from its re-seed, so the audio path drops its queue and forgets the
+// item rather than truncate it there.
+type ConnectionListener interface {
+	ModelLost()
+}
+
 // String describes the configuration without the key or the URL's query, so
 // that printing a Config by mistake leaks nothing.
 func (c Config) String() string {
