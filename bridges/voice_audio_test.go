@@ -80,6 +80,7 @@ func (a *audioEnv) join(t *testing.T) {
 		t.Fatalf("join reply %q", got)
 	}
 	waitFor(t, 15*time.Second, "the bot on the voice server", func() bool { return a.vsrv.Connected(a.fake.BotID()) })
+	waitFor(t, 30*time.Second, "the bot's audio path", func() bool { return a.counters(a.fake.BotID()).Listening })
 	a.rt.waitItems(t, 1)
 	waitFor(t, 5*time.Second, "the model ready", func() bool {
 		return strings.Contains(a.voice(mover, "status"), "Realtime voice model: ready.")

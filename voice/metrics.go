@@ -131,8 +131,11 @@ type AudioCounters struct {
 	// and decrypt at the epoch DAVEEpoch with no transition pending.
 	DAVEReady bool
 	DAVEEpoch uint64
-	// Path is the session's audio path counters.
-	Path audio.PathStats
+	// Path is the session's audio path counters; Listening reports
+	// whether that path runs (the codec is compiled and the model's audio
+	// has somewhere to go).
+	Path      audio.PathStats
+	Listening bool
 }
 
 // AudioCounters answers the session's voice connection counters, with the
@@ -155,7 +158,7 @@ func (m *Manager) AudioCounters(guildID, userID string) AudioCounters {
 		ac.DroppedNoConsent, ac.FramesDelivered = st.DroppedNoConsent, st.FramesDelivered
 	}
 	if p := link.path.Load(); p != nil {
-		ac.Path = p.Stats()
+		ac.Path, ac.Listening = p.Stats(), true
 	}
 	if d, ok := link.dave.(*davemedia.Session); ok {
 		if u, err := dave.ParseUserID(userID); err == nil {
