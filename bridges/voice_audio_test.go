@@ -615,3 +615,97 @@ func TestVoiceAudioWithDiscordJS(t *testing.T) {
 	}
 	assertFramesValid(t, a.rt)
 }
+
+// TestVoiceAudioModelReconnect: the model connection drops while mover
+// talks and Clankie answers. Input audio is paused, dropped and counted
+// (never buffered); the new connection is re-seeded (session.update, the
+// briefing) before any audio, and then hears mover again; the old
+// connection's queued answer stops within 100 ms; a barge-in on the new
+// connection sends no truncate for the old connection's item.
+func TestVoiceAudioModelReconnect(t *testing.T) {
+	a := startVoiceAudio(t, inVoice(mover)...)
+	a.seed(mover, mover, textA, "mover likes jazz", "guild")
+	rt := opusRuntime(t)
+	bot := a.fake.BotID()
+	a.join(t)
+	mv := a.dialPerson(t, mover)
+	a.settle(t, []string{mover}, mv)
+
+	spoke := mv.speak(t, encodeTone(t, rt, 440, 250), 0, nil) // 5 s
+	waitFor(t, 5*time.Second, "mover at the model", func() bool { return len(a.modelHeard(1)) >= 12000 })
+	a.rt.EmitAudio(1, "resp_1", "item_1", answerPCM(600, 3*time.Second), 4800)
+	got := mv.hear(bot, 10*time.Second, func(got []heardFrame) bool { return len(got) >= 15 })
+	if len(got) < 15 {
+		t.Fatalf("mover heard %d frames of the answer", len(got))
+	}
+	sent1 := len(a.rt.Audio(1))
+	dropAt := time.Now()
+	a.rt.drop()
+	tail := mv.hear(bot, 500*time.Millisecond, nil)
+	var late int
+	for _, f := range tail {
+		if f.at.Sub(dropAt) > 100*time.Millisecond {
+			late++
+		}
+	}
+	waitFor(t, 10*time.Second, "mover heard on the new connection", func() bool {
+		_, conns, _ := a.rt.snapshot()
+		return conns >= 2 && len(a.rt.Audio(2)) >= 12000
+	})
+	<-spoke
+	c := a.counters(mover)
+	t.Logf("old answer: %d frames after the drop, %d later than 100 ms; path %+v; model audio %d bytes then %d on the new connection",
+		len(tail), late, c.Path, sent1, len(a.rt.Audio(2)))
+	if late != 0 || len(tail) > 5 {
+		t.Errorf("the old connection's answer went on after the drop: %d frames, %d later than 100 ms", len(tail), late)
+	}
+	if c.Path.Out.DroppedModelLost == 0 {
+		t.Error("no queued frame of the old answer counted as dropped")
+	}
+	if c.Path.ModelDropped == 0 {
+		t.Error("no input chunk counted as dropped while the model reconnected")
+	}
+	// Re-seed first, then audio, on the new connection.
+	var order []string
+	for _, f := range a.rt.AllFrames() {
+		if f.Conn == 2 && (len(order) == 0 || order[len(order)-1] != f.Type) {
+			order = append(order, f.Type)
+		}
+	}
+	if len(order) < 3 || order[0] != "session.update" || order[1] != "conversation.item.create" || order[2] != "input_audio_buffer.append" {
+		t.Errorf("the new connection's first events: %v", order)
+	}
+	if items := a.rt.Items(); !strings.Contains(items[len(items)-1], "mover likes jazz") {
+		t.Errorf("the re-seed briefing lacks the fact")
+	}
+	heard := a.modelHeard(2)
+	if dom := pcm.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); !near(dom, 440, 3) {
+		t.Errorf("the new connection hears %.1f Hz, want 440 ± 3", dom)
+	}
+	// Paused, not buffered: the new connection got no more than was
+	// spoken after the drop.
+	if spokenAfter := time.Since(dropAt); time.Duration(len(a.rt.Audio(2))/48)*time.Millisecond > spokenAfter {
+		t.Errorf("the new connection got %d bytes, more than the %v spoken since the drop", len(a.rt.Audio(2)), spokenAfter)
+	}
+
+	// speech_started on the new connection: nothing of its own was
+	// playing, so neither a cancel nor a truncate of the old item.
+	a.rt.EmitSpeechStarted(2, 0)
+	time.Sleep(200 * time.Millisecond)
+	if n, m := len(framesOf(a.rt, 2, "conversation.item.truncate")), len(framesOf(a.rt, 2, "response.cancel")); n != 0 || m != 0 {
+		t.Errorf("after a reconnect, a barge-in sent %d truncates and %d cancels for the old connection's answer", n, m)
+	}
+	// The new connection's own answer is heard and cut as usual.
+	a.rt.EmitAudio(2, "resp_2", "item_2", answerPCM(600, 2*time.Second), 4800)
+	got = mv.hear(bot, 10*time.Second, func(got []heardFrame) bool { return len(got) >= 10 })
+	a.rt.EmitSpeechStarted(2, 0)
+	waitFor(t, 5*time.Second, "the truncate of item_2", func() bool { return len(framesOf(a.rt, 2, "conversation.item.truncate")) == 1 })
+	var tr struct {
+		ItemID string `json:"item_id"`
+	}
+	_ = json.Unmarshal(framesOf(a.rt, 2, "conversation.item.truncate")[0].Raw, &tr)
+	if tr.ItemID != "item_2" || len(got) < 10 {
+		t.Errorf("after the reconnect: heard %d frames, truncated %q", len(got), tr.ItemID)
+	}
+	assertFramesValid(t, a.rt)
+}
