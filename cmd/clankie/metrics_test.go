@@ -18,6 +18,7 @@ import (
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/discordtest"
 	"github.com/clankie/clankie/memoryclient"
+	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
 
 // scrape GETs url with bearer (none when empty) and answers the status,
@@ -275,6 +276,97 @@ func TestBridgeAloneServesItsMetrics(t *testing.T) {
 	for _, secret := range append([]string{"CANARY9", "oboe", guild, channel, user, fake.Token()}, f.secrets...) {
 		if strings.Contains(text, secret) {
 			t.Errorf("bridge metrics hold %q", secret)
+		}
+	}
+}
+
+// TestVoiceBridgeAloneServesItsMetrics (issue 14, item 4): `clankie bridge
+// voice` serves its voice figures on CLANKIE_METRICS_ADDR: live sessions,
+// briefings delivered, seconds of audio in and out, frames dropped for
+// lack of consent, barge-ins; counts only, no id, no secret.
+func TestVoiceBridgeAloneServesItsMetrics(t *testing.T) {
+	const guild, voiceCh, user, moverRole = "100000000000000003", "100000000000000033", "200000000000000003", "300000000000000003"
+	f := startMemory(t)
+	fake := discordtest.New(t, discordtest.WithGuilds(discordtest.Guild{ID: guild,
+		Roles:       []discordtest.Role{{ID: moverRole, Name: "movers", Permissions: discordgo.PermissionVoiceMoveMembers}},
+		Members:     []discordtest.Member{{UserID: user, Roles: []string{moverRole}}},
+		Channels:    []discordtest.Channel{{ID: voiceCh, Name: "lounge", Type: discordgo.ChannelTypeGuildVoice}},
+		VoiceStates: []discordtest.VoiceState{{ChannelID: voiceCh, UserID: user}}}))
+	model := realtimetest.New(t)
+	metricsAddr := freeAddr(t)
+	t.Setenv("CLANKIE_METRICS_ADDR", metricsAddr)
+	t.Setenv("DISCORD_VOICE_BOT_TOKEN", fake.Token())
+	t.Setenv("DISCORD_API_URL", fake.APIURL())
+	t.Setenv("DISCORD_GUILD_IDS", guild)
+	t.Setenv("CLANKIE_LOG_LEVEL", "error")
+	t.Setenv("CLANKIE_REALTIME_URL", model.URL())
+	t.Setenv("CLANKIE_REALTIME_API_KEY", realtimetest.DefaultKey)
+	t.Setenv("CLANKIE_REALTIME_MODEL", realtimetest.DefaultModel)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runBridgeAlone(ctx, loadVoiceBridge) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("clankie bridge voice stopped with %v", err)
+		}
+	}()
+	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer wcancel()
+	if _, err := fake.WaitCommandPuts(wctx, guild, 1); err != nil {
+		t.Fatal(err)
+	}
+	in := fake.Interact(wctx, discordtest.InteractionSpec{GuildID: guild, ChannelID: voiceCh, UserID: user, Command: "voice", Subcommand: "join"})
+	if m, err := in.WaitReply(wctx); err != nil || !strings.Contains(m.Content, "listening") {
+		t.Fatalf("join: %v %v", m, err)
+	}
+	url := "http://" + metricsAddr + "/metrics"
+	var text string
+	var fams map[string]*dto.MetricFamily
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, text, fams = scrape(t, url, "")
+		s, _ := metricValue(fams["clankie_voice_sessions"], map[string]string{"bridge": "voice"})
+		b, _ := metricValue(fams["clankie_voice_briefings_delivered_total"], map[string]string{"bridge": "voice"})
+		if s == 1 && b >= 1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, w := range []struct {
+		name    string
+		typ     dto.MetricType
+		atLeast float64
+	}{
+		{"clankie_voice_sessions", dto.MetricType_GAUGE, 1},
+		{"clankie_voice_briefings_delivered_total", dto.MetricType_COUNTER, 1},
+		{"clankie_voice_audio_in_seconds_total", dto.MetricType_COUNTER, 0},
+		{"clankie_voice_audio_out_seconds_total", dto.MetricType_COUNTER, 0},
+		{"clankie_voice_frames_dropped_no_consent_total", dto.MetricType_COUNTER, 0},
+		{"clankie_voice_barge_ins_total", dto.MetricType_COUNTER, 0},
+		{"clankie_voice_model_audio_dropped_total", dto.MetricType_COUNTER, 0},
+		{"clankie_bridge_interactions_total", dto.MetricType_COUNTER, 1},
+	} {
+		fam := fams[w.name]
+		if fam == nil {
+			t.Errorf("no %s:\n%s", w.name, text)
+			continue
+		}
+		if fam.GetType() != w.typ {
+			t.Errorf("%s is a %v, want %v", w.name, fam.GetType(), w.typ)
+		}
+		if v, ok := metricValue(fam, map[string]string{"bridge": "voice"}); !ok || v < w.atLeast {
+			t.Errorf("%s{bridge=voice} = %v (found %v), want at least %v", w.name, v, ok, w.atLeast)
+		}
+		for _, m := range fam.GetMetric() {
+			if strings.HasPrefix(w.name, "clankie_voice_") && len(m.GetLabel()) != 1 {
+				t.Errorf("%s carries labels %v; only bridge is allowed", w.name, m.GetLabel())
+			}
+		}
+	}
+	for _, secret := range append([]string{guild, voiceCh, user, moverRole, fake.Token(), realtimetest.DefaultKey}, f.secrets...) {
+		if strings.Contains(text, secret) {
+			t.Errorf("voice bridge metrics hold %q", secret)
 		}
 	}
 }
