@@ -1137,3 +1137,51 @@ func TestNoGoroutineLeak(t *testing.T) {
 	f.Close() // idempotent
 	goleak.VerifyNone(t)
 }
+
+// TestVoiceServerOption: with WithVoiceServer the bot's op 4 for a channel
+// is answered with VOICE_STATE_UPDATE carrying its gateway session id and a
+// VOICE_SERVER_UPDATE whose endpoint and token the voice server issued for
+// that session id; a leave gets no VOICE_SERVER_UPDATE.
+func TestVoiceServerOption(t *testing.T) {
+	t.Parallel()
+	ctx := timeout(t)
+	type admitted struct{ guild, user, session string }
+	calls := make(chan admitted, 4)
+	f := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()),
+		discordtest.WithVoiceServer(func(guild, user, session string) (string, string) {
+			calls <- admitted{guild, user, session}
+			return "127.0.0.1:4443", "voice-token-" + session
+		}))
+	s := newSession(t, f)
+	s.StateEnabled = false
+	updates := make(chan discordgo.VoiceState, 8)
+	servers := make(chan *discordgo.VoiceServerUpdate, 2)
+	s.AddHandler(func(_ *discordgo.Session, v *discordgo.VoiceStateUpdate) { updates <- *v.VoiceState })
+	s.AddHandler(func(_ *discordgo.Session, v *discordgo.VoiceServerUpdate) { servers <- v })
+	openSession(t, f, s)
+	if err := s.ChannelVoiceJoinManual(guildID, voiceID, false, false); err != nil {
+		t.Fatal(err)
+	}
+	vs := recv(t, ctx, updates, "bot VOICE_STATE_UPDATE")
+	srv := recv(t, ctx, servers, "VOICE_SERVER_UPDATE")
+	call := recv(t, ctx, calls, "the voice server asked")
+	if vs.UserID != f.BotID() || vs.SessionID == "" || call != (admitted{guildID, f.BotID(), vs.SessionID}) {
+		t.Fatalf("voice state %+v, admitted %+v", vs, call)
+	}
+	if srv.GuildID != guildID || srv.Endpoint != "127.0.0.1:4443" || srv.Token != "voice-token-"+vs.SessionID {
+		t.Fatalf("voice server update %+v", srv)
+	}
+	if err := s.ChannelVoiceJoinManual(guildID, "", false, false); err != nil {
+		t.Fatal(err)
+	}
+	if vs := recv(t, ctx, updates, "bot left"); vs.ChannelID != "" {
+		t.Fatalf("leave = %+v", vs)
+	}
+	select {
+	case srv := <-servers:
+		t.Fatalf("a leave got a VOICE_SERVER_UPDATE %+v", srv)
+	case c := <-calls:
+		t.Fatalf("a leave asked the voice server %+v", c)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -438,3 +438,54 @@ func TestOutboundDeltaSplitInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboundModelLost: when the model connection that was speaking is
+// lost, its queued frames are dropped at once and counted, its item is
+// forgotten (a barge-in afterwards tells the next connection nothing about
+// it), and the next connection's answer plays and is cut as usual.
+func TestOutboundModelLost(t *testing.T) {
+	rt := newRuntime(t)
+	r := startOutbound(t, rt, newFakeClock())
+	for _, d := range deltas(modelTone(600, time.Second)) {
+		r.out.OutputAudio("resp_1", "item_1", d)
+	}
+	for n := 1; n < 5; n++ {
+		r.media.waitFrames(t, n)
+		r.slot(t)
+	}
+	r.media.waitFrames(t, 5)
+	r.out.ModelLost()
+	lostAt := r.media.count()
+	for range DefaultSilenceFrames + 1 { // the silence frames, then the end
+		r.slot(t)
+	}
+	time.Sleep(10 * time.Millisecond)
+	frames, _ := r.media.snapshot()
+	for _, f := range frames[lostAt:] {
+		if !IsSilence(f.opus) {
+			t.Fatal("an audio frame of the lost connection's answer was sent after ModelLost")
+		}
+	}
+	if st := r.out.Stats(); st.DroppedModelLost < 40 || st.Queued != 0 {
+		t.Errorf("after ModelLost: %+v, want ≥ 40 dropped and none queued", st)
+	}
+	r.out.SpeechStarted(0)
+	r.model.mu.Lock()
+	cancels, truncates := len(r.model.cancels), len(r.model.truncates)
+	r.model.mu.Unlock()
+	if cancels != 0 || truncates != 0 {
+		t.Errorf("a barge-in after ModelLost sent %d cancels and %d truncates for the lost item", cancels, truncates)
+	}
+	// The next connection's answer plays, and a barge-in truncates it.
+	sent := r.media.count()
+	r.out.OutputAudio("resp_2", "item_2", modelTone(600, 200*time.Millisecond))
+	r.media.waitFrames(t, sent+1)
+	r.slot(t)
+	r.media.waitFrames(t, sent+2)
+	r.out.SpeechStarted(0)
+	r.model.mu.Lock()
+	defer r.model.mu.Unlock()
+	if len(r.model.truncates) != 1 || r.model.truncates[0].ItemID != "item_2" || r.model.truncates[0].AudioEndMs != 40 {
+		t.Errorf("truncates %+v, want item_2 at 40 ms", r.model.truncates)
+	}
+}
