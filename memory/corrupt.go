@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"io/fs"
 	"net/http"
 	"sort"
 	"strconv"
@@ -16,31 +17,27 @@ import (
 const corruptMark = ".corrupt-"
 
 // corruptFiles lists the person files set aside as unreadable, oldest
-// first. It reads the directory (a few names), never the files.
+// first. It reads the directory's names, never the files, in batches: the
+// directory holds a log per person (100,000 of them is a normal size) and
+// only the few set aside are kept, so the catalog and a metrics scrape cost
+// no memory that grows with the number of people.
 func (s *Service) corruptFiles() []api.CorruptFile {
 	d, err := s.root.Open(people.Dir)
 	if err != nil {
 		return nil
 	}
-	entries, err := d.ReadDir(-1)
-	d.Close()
-	if err != nil {
-		return nil
-	}
+	defer d.Close()
 	out := []api.CorruptFile{}
-	for _, e := range entries {
-		i := strings.LastIndex(e.Name(), corruptMark)
-		if i < 0 || e.IsDir() {
-			continue
+	for {
+		entries, err := d.ReadDir(512)
+		for _, e := range entries {
+			if f, ok := corruptFile(e); ok {
+				out = append(out, f)
+			}
 		}
-		f := api.CorruptFile{File: people.Dir + "/" + e.Name()}
-		if unix, err := strconv.ParseInt(e.Name()[i+len(corruptMark):], 10, 64); err == nil {
-			f.SetAsideAt = time.Unix(unix, 0).UTC()
+		if err != nil || len(entries) == 0 {
+			break
 		}
-		if info, err := e.Info(); err == nil {
-			f.Bytes = info.Size()
-		}
-		out = append(out, f)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if !out[i].SetAsideAt.Equal(out[j].SetAsideAt) {
@@ -49,6 +46,22 @@ func (s *Service) corruptFiles() []api.CorruptFile {
 		return out[i].File < out[j].File
 	})
 	return out
+}
+
+// corruptFile describes e when it is a person file set aside as unreadable.
+func corruptFile(e fs.DirEntry) (api.CorruptFile, bool) {
+	i := strings.LastIndex(e.Name(), corruptMark)
+	if i < 0 || e.IsDir() {
+		return api.CorruptFile{}, false
+	}
+	f := api.CorruptFile{File: people.Dir + "/" + e.Name()}
+	if unix, err := strconv.ParseInt(e.Name()[i+len(corruptMark):], 10, 64); err == nil {
+		f.SetAsideAt = time.Unix(unix, 0).UTC()
+	}
+	if info, err := e.Info(); err == nil {
+		f.Bytes = info.Size()
+	}
+	return f, true
 }
 
 // listCorrupt is GET /v1/memory/discord-people/corrupt (operator only):
