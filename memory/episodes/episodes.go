@@ -174,6 +174,62 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	return s, nil
 }
 
+// FromEpisodes is a store over episodes another store keeps (the PostgreSQL
+// store), in memory only: it writes no file, so the caller persists what a
+// change leaves (All) and may then drop the Store. Records, Patch, Forget,
+// the ring, the ceiling and every read behave exactly as in a store opened
+// on files. asked holds what the request that created an id asked to keep,
+// where known. The episodes are trusted: they were written by a store.
+func FromEpisodes(eps []api.Episode, asked map[string]bool, now func() time.Time) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Store{log: zap.NewNop(), now: now, byID: make(map[string]*rec, len(eps)), asked: make(map[string]bool, len(asked)),
+		disk: map[string][]byte{}, stale: map[string]bool{}}
+	all := make([]*rec, 0, len(eps))
+	for _, ep := range eps {
+		if s.byID[ep.EpisodeID] != nil {
+			continue
+		}
+		r, err := newRec(ep)
+		if err != nil {
+			return nil, err
+		}
+		s.byID[ep.EpisodeID] = r
+		all = append(all, r)
+	}
+	slices.SortFunc(all, compareRec)
+	kept, _ := deriveRing(all)
+	clear(s.byID)
+	for _, r := range kept {
+		s.byID[r.ep.EpisodeID] = r
+	}
+	s.list = kept
+	for id, a := range asked {
+		if s.byID[id] != nil {
+			s.asked[id] = a
+		}
+	}
+	s.recount()
+	return s, nil
+}
+
+// All answers every episode the store holds, oldest first, and for each
+// id whose creating request is known, whether it asked to keep the note.
+func (s *Store) All() ([]api.Episode, map[string]bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]api.Episode, len(s.list))
+	for i, r := range s.list {
+		out[i] = detach(r.ep)
+	}
+	asked := make(map[string]bool, len(s.asked))
+	for id, a := range s.asked {
+		asked[id] = a
+	}
+	return out, asked
+}
+
 // readLane reads one lane file, tightening its mode to 0600 if it is wider.
 // A missing file is an empty lane.
 func (s *Store) readLane(lane string) ([]byte, error) {
@@ -607,7 +663,10 @@ func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err 
 	for _, r := range evicted {
 		dirty[r.ep.Lane] = true
 	}
-	files := laneFiles(kept, dirty)
+	files := map[string][]byte{}
+	if s.root != nil { // a store in memory only (FromEpisodes) writes no file
+		files = laneFiles(kept, dirty)
+	}
 	for _, lane := range writeOrder(put) {
 		data, ok := files[lane]
 		if !ok || bytes.Equal(data, s.disk[lane]) {

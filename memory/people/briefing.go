@@ -76,10 +76,15 @@ func isSnowflake(s string) bool {
 // text shortened, the quote closed, and marked "(cut to fit)"), so everyone
 // with something visible gets a word in. Counts describe only what made it in.
 func (s *Store) Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error) {
+	return ComposeBriefing(req, notes, s.now(), s.snapshot)
+}
+
+// ComposeBriefing is Briefing over any store: facts reads one person's
+// facts (a copy the briefing may reorder).
+func ComposeBriefing(req api.BriefingRequest, notes []api.Episode, now time.Time, facts func(api.Subject) ([]api.Fact, error)) (string, api.BriefingCounts, error) {
 	if err := ValidateBriefing(req); err != nil {
 		return "", api.BriefingCounts{}, err
 	}
-	now := s.now()
 	counts := api.BriefingCounts{ConsentedUsers: len(req.ConsentedUserIDs)}
 
 	var sections []section
@@ -92,12 +97,12 @@ func (s *Store) Briefing(req api.BriefingRequest, notes []api.Episode) (string, 
 	}
 	for _, uid := range req.ConsentedUserIDs {
 		subject := api.Subject{GuildID: req.GuildID, UserID: uid}
-		facts, err := s.snapshot(subject)
+		all, err := facts(subject)
 		if err != nil {
 			return "", api.BriefingCounts{}, fmt.Errorf("briefing read: %w", err)
 		}
-		visible := facts[:0]
-		for _, f := range facts {
+		visible := all[:0]
+		for _, f := range all {
 			if Visible(f, ReadScope{ChannelID: req.ChannelID}, now) {
 				visible = append(visible, f)
 			}

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/fault"
@@ -47,25 +48,50 @@ type ProposeInfo struct {
 // Propose applies a proposal on arrival.
 func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse, ProposeInfo, error) {
 	now := s.now().UTC()
-	if err := validateProposal(c, &req, now); err != nil {
+	digest, err := PrepareProposal(c, &req, now)
+	if err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
-	in := req.Fact
-	if !c.Operator && in.Visibility.Scope == api.ScopeChannel && in.Visibility.ChannelID != in.Provenance.ChannelID {
-		return api.ProposalResponse{}, ProposeInfo{}, invalid("A Discord proposal may scope a fact only to the channel it was proposed in.")
-	}
-	digest := proposalDigest(req)
-	name := FileName(in.Subject)
+	name := FileName(req.Fact.Subject)
 	if err := s.checkpointIfFull(); err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	_, pf, err := s.read(in.Subject)
+	_, pf, err := s.read(req.Fact.Subject)
 	if err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
+	resp, info, ch, err := proposeOn(pf, c, req, digest, now)
+	if err != nil || ch == nil {
+		return resp, info, err
+	}
+	if err := s.change(name, pf, ch); err != nil {
+		return api.ProposalResponse{}, ProposeInfo{}, err
+	}
+	return resp, info, nil
+}
+
+// PrepareProposal validates a proposal before anything is read or written
+// (filling provenance.sourceSurface from the caller) and answers its digest,
+// the fingerprint that tells a retry from a different use of the same id.
+func PrepareProposal(c Caller, req *api.ProposalRequest, now time.Time) (string, error) {
+	if err := validateProposal(c, req, now); err != nil {
+		return "", err
+	}
+	in := req.Fact
+	if !c.Operator && in.Visibility.Scope == api.ScopeChannel && in.Visibility.ChannelID != in.Provenance.ChannelID {
+		return "", invalid("A Discord proposal may scope a fact only to the channel it was proposed in.")
+	}
+	return proposalDigest(*req), nil
+}
+
+// proposeOn works out what a prepared proposal does to a person's state:
+// the answer, and the change line to apply (nil when nothing is written: a
+// replay). It does not change pf; every store applies the line it answers.
+func proposeOn(pf *personFile, c Caller, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, *logLine, error) {
+	in := req.Fact
 	info := ProposeInfo{BodyLength: len(in.Body)}
 	resp := api.ProposalResponse{SchemaVersion: api.SchemaVersion}
 
@@ -77,10 +103,10 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 			info.Replayed = true
 			resp.Replayed = true
 			resp.Reason = "this proposal was applied before and its fact has since been forgotten; nothing was stored"
-			return resp, info, nil
+			return resp, info, nil, nil
 		}
 		if p.Digest != digest {
-			return resp, info, fault.New(fault.Conflict, "proposal_conflict", "proposalId %s was already used for a different fact; nothing was changed.", req.ProposalID)
+			return resp, info, nil, fault.New(fault.Conflict, "proposal_conflict", "proposalId %s was already used for a different fact; nothing was changed.", req.ProposalID)
 		}
 		info.Replayed = true
 		resp.Replayed = true
@@ -92,7 +118,7 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 		} else {
 			resp.Reason = "this proposal was applied before and its fact has since been replaced or evicted; nothing was stored"
 		}
-		return resp, info, nil
+		return resp, info, nil, nil
 	}
 
 	fact := api.Fact{
@@ -135,7 +161,7 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 		return f.FactID != fact.FactID && LaneVisible(c, f)
 	})
 	if !ok {
-		return api.ProposalResponse{}, ProposeInfo{}, fault.New(fault.Unprocessable, "person_at_capacity",
+		return api.ProposalResponse{}, ProposeInfo{}, nil, fault.New(fault.Unprocessable, "person_at_capacity",
 			"This person's memory is full (at most %d facts are kept per person), so nothing was stored; an operator can make room.", api.MaxFactsPerPerson)
 	}
 	if evicted > 0 {
@@ -153,12 +179,9 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 	info.Evicted = resp.Evicted
 	ch.Put = []api.Fact{fact}
 	ch.Proposal = &proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}
-	if err := s.change(name, pf, ch); err != nil {
-		return api.ProposalResponse{}, ProposeInfo{}, err
-	}
 	info.Created = true
 	resp.Fact = &fact
-	return resp, info, nil
+	return resp, info, ch, nil
 }
 
 // proposalDigest fingerprints what a proposal asks for, so a retry can be
@@ -236,20 +259,35 @@ type RecallQuery struct {
 
 // Recall answers the facts visible in the read's room, newest first.
 func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, error) {
-	if err := ValidSubject(subject); err != nil {
+	if err := PrepareRecall(subject, &q); err != nil {
 		return api.RecallResponse{}, err
-	}
-	if q.Limit == 0 {
-		q.Limit = api.DefaultRecallLimit
-	}
-	if q.Limit < 1 || q.Limit > api.MaxFactsPerPerson {
-		return api.RecallResponse{}, invalid("limit must be between 1 and %d.", api.MaxFactsPerPerson)
 	}
 	now := s.now()
 	facts, err := s.snapshot(subject)
 	if err != nil {
 		return api.RecallResponse{}, err
 	}
+	return RecallView(subject, facts, q, now), nil
+}
+
+// PrepareRecall validates a recall and fills the default limit.
+func PrepareRecall(subject api.Subject, q *RecallQuery) error {
+	if err := ValidSubject(subject); err != nil {
+		return err
+	}
+	if q.Limit == 0 {
+		q.Limit = api.DefaultRecallLimit
+	}
+	if q.Limit < 1 || q.Limit > api.MaxFactsPerPerson {
+		return invalid("limit must be between 1 and %d.", api.MaxFactsPerPerson)
+	}
+	return nil
+}
+
+// RecallView is a prepared recall over a person's facts (which it may
+// reorder): the facts visible in the read's room that match its query,
+// newest first, at most its limit, and how many there were.
+func RecallView(subject api.Subject, facts []api.Fact, q RecallQuery, now time.Time) api.RecallResponse {
 	out := facts[:0]
 	for _, f := range facts {
 		if Visible(f, q.Scope, now) && MatchesQuery(f, q.Query) {
@@ -261,21 +299,15 @@ func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, 
 	if len(out) > q.Limit {
 		resp.Facts = out[:q.Limit]
 	}
-	return resp, nil
+	return resp
 }
 
 // RecallJSON is Recall answering the JSON of its response, exactly as
 // json.Marshal(Recall(…)) would, from each fact's memoised encoding: a busy
 // person's recall encodes nothing but the envelope.
 func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
-	if err := ValidSubject(subject); err != nil {
+	if err := PrepareRecall(subject, &q); err != nil {
 		return nil, err
-	}
-	if q.Limit == 0 {
-		q.Limit = api.DefaultRecallLimit
-	}
-	if q.Limit < 1 || q.Limit > api.MaxFactsPerPerson {
-		return nil, invalid("limit must be between 1 and %d.", api.MaxFactsPerPerson)
 	}
 	now := s.now()
 	name := FileName(subject)
@@ -344,20 +376,33 @@ func (s *Store) snapshot(subject api.Subject) ([]api.Fact, error) {
 // not operator_private, whatever its room, expired ones marked, so a person
 // never needs an operator to see what is kept about them.
 func (s *Store) Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error) {
-	if err := ValidSubject(subject); err != nil {
+	if err := PrepareMine(subject, requesterUserID); err != nil {
 		return api.RecallResponse{}, err
-	}
-	if requesterUserID == "" {
-		return api.RecallResponse{}, invalid("requesterUserId is required: the subject's view is shown only to the subject.")
-	}
-	if requesterUserID != subject.UserID {
-		return api.RecallResponse{}, fault.New(fault.Forbidden, "not_subject", "Only the person these facts are about may see all of them.")
 	}
 	now := s.now()
 	facts, err := s.snapshot(subject)
 	if err != nil {
 		return api.RecallResponse{}, err
 	}
+	return MineView(subject, facts, now), nil
+}
+
+// PrepareMine validates the subject's own view: only the subject may ask.
+func PrepareMine(subject api.Subject, requesterUserID string) error {
+	if err := ValidSubject(subject); err != nil {
+		return err
+	}
+	if requesterUserID == "" {
+		return invalid("requesterUserId is required: the subject's view is shown only to the subject.")
+	}
+	if requesterUserID != subject.UserID {
+		return fault.New(fault.Forbidden, "not_subject", "Only the person these facts are about may see all of them.")
+	}
+	return nil
+}
+
+// MineView is the subject's view of their facts (which it may reorder).
+func MineView(subject api.Subject, facts []api.Fact, now time.Time) api.RecallResponse {
 	out := facts[:0]
 	for _, f := range facts {
 		if f.Visibility.Scope == api.ScopeOperatorPrivate {
@@ -367,7 +412,7 @@ func (s *Store) Mine(subject api.Subject, requesterUserID string) (api.RecallRes
 		out = append(out, f)
 	}
 	NewestFirst(out)
-	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: out, Total: len(out), Capacity: api.MaxFactsPerPerson}, nil
+	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: out, Total: len(out), Capacity: api.MaxFactsPerPerson}
 }
 
 // Export is the operator's view: every fact, operator_private and expired
@@ -381,26 +426,24 @@ func (s *Store) Export(subject api.Subject) (api.RecallResponse, error) {
 	if err != nil {
 		return api.RecallResponse{}, err
 	}
+	return ExportView(subject, facts, now), nil
+}
+
+// ExportView is the operator's view of a person's facts (which it marks
+// and reorders in place).
+func ExportView(subject api.Subject, facts []api.Fact, now time.Time) api.RecallResponse {
 	for i := range facts {
 		facts[i].Expired = Expired(facts[i], now)
 	}
 	NewestFirst(facts)
-	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Total: len(facts), Capacity: api.MaxFactsPerPerson}, nil
+	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Total: len(facts), Capacity: api.MaxFactsPerPerson}
 }
 
 // Forget removes one fact. A Discord caller must name the requester, who
 // must be the fact's subject or proposer; the operator may remove any.
 func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := ValidSubject(subject); err != nil {
+	if err := PrepareForget(c, subject, requesterUserID); err != nil {
 		return api.Fact{}, err
-	}
-	if !c.Operator {
-		if requesterUserID == "" {
-			return api.Fact{}, invalid("requesterUserId is required: a Discord bearer forgets on behalf of a member.")
-		}
-		if err := ValidID(requesterUserID); err != nil {
-			return api.Fact{}, invalid("requesterUserId %v.", err)
-		}
 	}
 	name := FileName(subject)
 	s.cp.Lock()
@@ -410,15 +453,41 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 	if err != nil {
 		return api.Fact{}, err
 	}
+	f, ch, err := forgetOn(pf, c, factID, requesterUserID)
+	if err != nil {
+		return api.Fact{}, err
+	}
+	return f, s.purge(name, pf, ch)
+}
+
+// PrepareForget validates a forget before anything is read.
+func PrepareForget(c Caller, subject api.Subject, requesterUserID string) error {
+	if err := ValidSubject(subject); err != nil {
+		return err
+	}
+	if !c.Operator {
+		if requesterUserID == "" {
+			return invalid("requesterUserId is required: a Discord bearer forgets on behalf of a member.")
+		}
+		if err := ValidID(requesterUserID); err != nil {
+			return invalid("requesterUserId %v.", err)
+		}
+	}
+	return nil
+}
+
+// forgetOn works out a forget against a person's state: the fact removed
+// and the change line that removes it.
+func forgetOn(pf *personFile, c Caller, factID, requesterUserID string) (api.Fact, *logLine, error) {
 	i := indexOf(pf.Facts, factID)
 	if i < 0 || (!c.Operator && pf.Facts[i].Visibility.Scope == api.ScopeOperatorPrivate) {
-		return api.Fact{}, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
+		return api.Fact{}, nil, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
 	}
 	f := pf.Facts[i]
 	if !c.Operator && !MayForget(f, requesterUserID) {
-		return api.Fact{}, fault.New(fault.Forbidden, "not_subject_or_proposer", "Only the person a fact is about or the member who proposed it may forget it.")
+		return api.Fact{}, nil, fault.New(fault.Forbidden, "not_subject_or_proposer", "Only the person a fact is about or the member who proposed it may forget it.")
 	}
-	return f, s.purge(name, pf, &logLine{Seq: pf.seq + 1, Remove: []string{factID}, ClearDigest: []string{factID}})
+	return f, &logLine{Seq: pf.seq + 1, Remove: []string{factID}, ClearDigest: []string{factID}}, nil
 }
 
 // purge applies a change that must leave nothing of what it removes or
@@ -454,39 +523,9 @@ func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 // Edit is the operator's change of a fact's body, kind, visibility,
 // confidence or expiry; identity, createdAt and provenance never change.
 func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error) {
-	if err := ValidSubject(subject); err != nil {
-		return api.Fact{}, err
-	}
 	now := s.now().UTC()
-	if p.Body != nil {
-		b, err := CleanBody(*p.Body)
-		if err != nil {
-			return api.Fact{}, err
-		}
-		p.Body = &b
-	}
-	if p.Kind != nil {
-		if err := validKind(*p.Kind); err != nil {
-			return api.Fact{}, err
-		}
-	}
-	if p.Visibility != nil {
-		if err := validVisibility(Caller{Operator: true}, *p.Visibility); err != nil {
-			return api.Fact{}, err
-		}
-	}
-	if p.Confidence != nil {
-		if err := validConfidence(*p.Confidence); err != nil {
-			return api.Fact{}, err
-		}
-	}
-	if p.ExpiresAt.Set {
-		if err := validExpiry(p.ExpiresAt.Value, now); err != nil {
-			return api.Fact{}, err
-		}
-	}
-	if p.Body == nil && p.Kind == nil && p.Visibility == nil && p.Confidence == nil && !p.ExpiresAt.Set {
-		return api.Fact{}, invalid("Nothing to change: give body, kind, visibility, confidence or expiresAt.")
+	if err := PrepareEdit(subject, &p, now); err != nil {
+		return api.Fact{}, err
 	}
 	name := FileName(subject)
 	s.cp.Lock()
@@ -496,12 +535,60 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 	if err != nil {
 		return api.Fact{}, err
 	}
+	out, ch, err := editOn(pf, factID, p, now)
+	if err != nil {
+		return api.Fact{}, err
+	}
+	return out, s.purge(name, pf, ch)
+}
+
+// PrepareEdit validates an operator's edit (cleaning the body) before
+// anything is read.
+func PrepareEdit(subject api.Subject, p *api.FactPatch, now time.Time) error {
+	if err := ValidSubject(subject); err != nil {
+		return err
+	}
+	if p.Body != nil {
+		b, err := CleanBody(*p.Body)
+		if err != nil {
+			return err
+		}
+		p.Body = &b
+	}
+	if p.Kind != nil {
+		if err := validKind(*p.Kind); err != nil {
+			return err
+		}
+	}
+	if p.Visibility != nil {
+		if err := validVisibility(Caller{Operator: true}, *p.Visibility); err != nil {
+			return err
+		}
+	}
+	if p.Confidence != nil {
+		if err := validConfidence(*p.Confidence); err != nil {
+			return err
+		}
+	}
+	if p.ExpiresAt.Set {
+		if err := validExpiry(p.ExpiresAt.Value, now); err != nil {
+			return err
+		}
+	}
+	if p.Body == nil && p.Kind == nil && p.Visibility == nil && p.Confidence == nil && !p.ExpiresAt.Set {
+		return invalid("Nothing to change: give body, kind, visibility, confidence or expiresAt.")
+	}
+	return nil
+}
+
+// editOn works out an edit against a person's state: the edited fact and
+// the change line that puts it.
+func editOn(pf *personFile, factID string, p api.FactPatch, now time.Time) (api.Fact, *logLine, error) {
 	i := indexOf(pf.Facts, factID)
 	if i < 0 {
-		return api.Fact{}, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
+		return api.Fact{}, nil, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
 	}
-	f := &api.Fact{}
-	*f = pf.Facts[i]
+	f := pf.Facts[i]
 	if p.Body != nil {
 		f.Body = *p.Body
 	}
@@ -518,8 +605,7 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 		f.ExpiresAt = p.ExpiresAt.Value
 	}
 	f.UpdatedAt = now
-	out := *f
-	return out, s.purge(name, pf, &logLine{Seq: pf.seq + 1, Put: []api.Fact{out}})
+	return f, &logLine{Seq: pf.seq + 1, Put: []api.Fact{f}}, nil
 }
 
 // ForgetPerson removes everything kept about a person, the idempotency
