@@ -85,6 +85,7 @@ func (t Tokens) Validate() error {
 type Memory struct {
 	Addr    string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
 	Dir     string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+	Store   string `env:"CLANKIE_MEMORY_STORE" secret:"true" help:"Where memory is kept: unset or file for plain files under CLANKIE_MEMORY_DIR (one service process); postgres://user:password@host/db for PostgreSQL (several service processes may share it; CLANKIE_MEMORY_DIR then holds only minted bearers)."`
 	Tokens  Tokens
 	Log     Log
 	Metrics Metrics
@@ -98,6 +99,9 @@ func (m Memory) Validate() error {
 	if err := validDir(m.Dir); err != nil {
 		return err
 	}
+	if m.Store != "" && m.Store != "file" && !m.Postgres() {
+		return errors.New("CLANKIE_MEMORY_STORE must be unset, file, or a postgres:// (postgresql://) connection string")
+	}
 	if err := m.Tokens.Validate(); err != nil {
 		return err
 	}
@@ -105,6 +109,11 @@ func (m Memory) Validate() error {
 		return err
 	}
 	return m.Log.Validate()
+}
+
+// Postgres reports whether CLANKIE_MEMORY_STORE names PostgreSQL.
+func (m Memory) Postgres() bool {
+	return strings.HasPrefix(m.Store, "postgres://") || strings.HasPrefix(m.Store, "postgresql://")
 }
 
 // LoadMemory reads and validates the service's settings.

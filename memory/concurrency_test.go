@@ -27,13 +27,27 @@ import (
 // requests get distinct createdAt values and "the newest 128" is defined.
 func newTickingHarness(t *testing.T) *harness {
 	t.Helper()
+	h, _ := newTickingHarnesses(t, 1)
+	return h
+}
+
+// newTickingHarnesses is newTickingHarness with n services on the same data
+// (each its own pool of connections: two processes as far as the database
+// can tell), sharing the clock; h talks to the first. Only the PostgreSQL
+// store allows n > 1.
+func newTickingHarnesses(t *testing.T, n int) (*harness, []string) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "memory")
 	start := time.Now().UTC().Truncate(time.Second)
 	var ticks atomic.Int64
 	now := func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
-	srv := httptest.NewServer(newTestService(t, dir, testTokens, zap.NewNop(), now).handler)
-	t.Cleanup(srv.Close)
-	return &harness{t: t, url: srv.URL, dir: dir, now: &start}
+	var urls []string
+	for range n {
+		srv := httptest.NewServer(newTestService(t, dir, testTokens, zap.NewNop(), now).handler)
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	return &harness{t: t, url: urls[0], dir: dir, now: &start}, urls
 }
 
 // post is a request that is safe to send from any goroutine: it reports
@@ -73,7 +87,21 @@ const (
 // afterwards exactly the 128 newest acknowledged facts (by createdAt) are
 // kept, in a file that parses, and the catalog agrees.
 func TestConcurrentProposalsToOnePersonKeepTheNewest128(t *testing.T) {
-	h := newTickingHarness(t)
+	concurrentProposals(t, 1)
+}
+
+// TestTwoServicesConcurrentProposalsKeepTheNewest128 is the same with two
+// services on one PostgreSQL database, the writers alternating between
+// them: the row lock serialises them across processes.
+func TestTwoServicesConcurrentProposalsKeepTheNewest128(t *testing.T) {
+	if !onPostgres() {
+		t.Skip("two services share only a PostgreSQL store; the file store takes a lock")
+	}
+	concurrentProposals(t, 2)
+}
+
+func concurrentProposals(t *testing.T, services int) {
+	h, urls := newTickingHarnesses(t, services)
 	client := testClient(t)
 	var (
 		mu      sync.Mutex
@@ -89,7 +117,7 @@ func TestConcurrentProposalsToOnePersonKeepTheNewest128(t *testing.T) {
 			}
 			for i := range writesEach {
 				id := fmt.Sprintf("w%02d-%d", w, i)
-				status, body, err := post(client, h.url, token, "/v1/memory/discord-people/proposals",
+				status, body, err := post(client, urls[(w+i)%len(urls)], token, "/v1/memory/discord-people/proposals",
 					fact(id, "10", "20", "20", "30", "concurrent fact "+id))
 				var resp api.ProposalResponse
 				if err == nil && status == http.StatusCreated {
@@ -132,6 +160,14 @@ func TestConcurrentProposalsToOnePersonKeepTheNewest128(t *testing.T) {
 	}
 	checkFactSet(t, "export", exp.Facts, want)
 
+	var cat api.Catalog
+	h.do(op, "GET", "/v1/memory", nil).decode(t, &cat)
+	if cat.People != 1 || cat.Facts != api.MaxFactsPerPerson {
+		t.Fatalf("catalog: %d people, %d facts; want 1 and 128", cat.People, cat.Facts)
+	}
+	if onPostgres() {
+		return // no file: the export above read the database
+	}
 	b, err := os.ReadFile(filepath.Join(h.dir, people.Dir, people.FileName(api.Subject{GuildID: "10", UserID: "20"})))
 	if err != nil {
 		t.Fatal(err)
@@ -141,12 +177,6 @@ func TestConcurrentProposalsToOnePersonKeepTheNewest128(t *testing.T) {
 		t.Fatalf("the person file does not parse: %v", err)
 	}
 	checkFactSet(t, "person file", fileFacts, want)
-
-	var cat api.Catalog
-	h.do(op, "GET", "/v1/memory", nil).decode(t, &cat)
-	if cat.People != 1 || cat.Facts != api.MaxFactsPerPerson {
-		t.Fatalf("catalog: %d people, %d facts; want 1 and 128", cat.People, cat.Facts)
-	}
 }
 
 func checkFactSet(t *testing.T, where string, facts []api.Fact, want map[string]string) {
@@ -229,7 +259,21 @@ var laneTokens = []struct{ lane, token string }{
 // in the service, in the lane files (whole lines only) and in a store opened
 // afresh on the same directory.
 func TestConcurrentEpisodesKeepTheNewest128Unretained(t *testing.T) {
-	h := newTickingHarness(t)
+	concurrentEpisodes(t, 1)
+}
+
+// TestTwoServicesConcurrentEpisodesKeepTheRing is the same with two
+// services on one PostgreSQL database: the clock row serialises episode
+// writes across processes, so the global ring holds.
+func TestTwoServicesConcurrentEpisodesKeepTheRing(t *testing.T) {
+	if !onPostgres() {
+		t.Skip("two services share only a PostgreSQL store; the file store takes a lock")
+	}
+	concurrentEpisodes(t, 2)
+}
+
+func concurrentEpisodes(t *testing.T, services int) {
+	h, urls := newTickingHarnesses(t, services)
 	client := testClient(t)
 	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	const total = concurrentWriters * writesEach
@@ -245,7 +289,7 @@ func TestConcurrentEpisodesKeepTheNewest128Unretained(t *testing.T) {
 				n := i*concurrentWriters + w
 				req := api.EpisodeRequest{SchemaVersion: 1, EpisodeID: id(n), Lane: lt.lane, Room: "room " + lt.lane,
 					Summary: "note " + id(n), OccurredAt: at(n), Provenance: api.EpisodeProvenance{SessionID: "s", SelfAuthored: true}}
-				status, body, err := post(client, h.url, lt.token, "/v1/memory/captain-episodes", req)
+				status, body, err := post(client, urls[(w+i)%len(urls)], lt.token, "/v1/memory/captain-episodes", req)
 				if err != nil || status != http.StatusCreated {
 					t.Errorf("record %s: %d %v %s", id(n), status, err, body)
 					return
@@ -268,6 +312,15 @@ func TestConcurrentEpisodesKeepTheNewest128Unretained(t *testing.T) {
 		t.Fatalf("catalog: %d episodes, %d unretained, %d retained", cat.Episodes, cat.Unretained, cat.Retained)
 	}
 
+	if onPostgres() {
+		// A store opened afresh on the same database holds the newest 128.
+		es := openTestDB(t, h.dir, zap.NewNop(), nil).Episodes()
+		if err := es.Refresh(); err != nil {
+			t.Fatal(err)
+		}
+		checkNewest(t, es, total, id, newest)
+		return
+	}
 	seen := map[string]bool{}
 	for _, lt := range laneTokens {
 		b, err := os.ReadFile(filepath.Join(h.dir, episodes.FileName(lt.lane)))
@@ -305,6 +358,15 @@ func TestConcurrentEpisodesKeepTheNewest128Unretained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkNewest(t, fresh, total, id, newest)
+}
+
+// checkNewest says whether a store opened afresh holds exactly the newest.
+func checkNewest(t *testing.T, fresh interface {
+	Stats() episodes.Stats
+	Get(string) (api.Episode, bool)
+}, total int, id func(int) string, newest map[string]bool) {
+	t.Helper()
 	if st := fresh.Stats(); st.Total != api.EpisodeRingCapacity || st.Unretained != api.EpisodeRingCapacity {
 		t.Errorf("a store opened afresh holds %+v", st)
 	}

@@ -24,7 +24,7 @@ const corruptMark = ".corrupt-"
 func (s *Service) corruptFiles() []api.CorruptFile {
 	d, err := s.root.Open(people.Dir)
 	if err != nil {
-		return nil
+		return []api.CorruptFile{} // no person files (the PostgreSQL store keeps none)
 	}
 	defer d.Close()
 	out := []api.CorruptFile{}

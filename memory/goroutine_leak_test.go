@@ -1,13 +1,45 @@
 package memory
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// TestMain fails the package's test binary when any goroutine is still
-// running after every test and its cleanups have finished.
+// TestMain runs the whole suite against the file store, then once more, in
+// a child test binary, against PostgreSQL (CLANKIE_TEST_POSTGRES names the
+// server; .ci/run starts a throwaway one). Locally an unset variable skips
+// the PostgreSQL run with a line saying so; under CI=true it fails. Either
+// run fails when any goroutine is still running after every test and its
+// cleanups have finished.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	if os.Getenv(testStoreEnv) != "" {
+		os.Exit(code) // the child: PostgreSQL done
+	}
+	if os.Getenv(testPostgresEnv) == "" {
+		if os.Getenv("CI") == "true" {
+			fmt.Fprintf(os.Stderr, "FAIL: %s is unset under CI=true: the memory suite must also run against PostgreSQL\n", testPostgresEnv)
+			os.Exit(1)
+		}
+		fmt.Printf("memory suite: the PostgreSQL run is skipped (%s is unset)\n", testPostgresEnv)
+		os.Exit(code)
+	}
+	fmt.Println("=== the memory suite again, against PostgreSQL")
+	cmd := exec.Command(os.Args[0], os.Args[1:]...)
+	cmd.Env = append(os.Environ(), testStoreEnv+"=postgres")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil && code == 0 {
+		code = 1
+	}
+	os.Exit(code)
 }

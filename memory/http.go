@@ -127,6 +127,8 @@ func faultStatus(k fault.Kind) int {
 		return http.StatusConflict
 	case fault.Unprocessable:
 		return http.StatusUnprocessableEntity
+	case fault.Unavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusBadRequest
 }

@@ -247,6 +247,7 @@ func TestUnauthorizedRevealsNoDataPath(t *testing.T) {
 
 // Item 12: forget-person removes the person's copies moved aside as corrupt.
 func TestForgetPersonRemovesCorruptCopies(t *testing.T) {
+	fileOnly(t)
 	h := newHarness(t)
 	subject := api.Subject{GuildID: "10", UserID: "20"}
 	name := people.FileName(subject)

@@ -36,6 +36,9 @@ func (s *Service) episodeCard(r *request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := refresh(s.episodes); err != nil {
+		return 0, nil, err
+	}
 	var card api.Card
 	if q.Has("q") {
 		if card, err = s.episodes.Search(r.who.Lane, q.Get("q"), limit); err != nil {

@@ -34,10 +34,13 @@ const fuzzEpisodeID = "ep-fuzz-target"
 // loops over inputs), and answered in process through httptest.Recorder.
 type routeFixture struct {
 	handler  http.Handler
-	people   *people.Store
-	episodes *episodes.Store
-	factID   string
-	reseeds  int
+	people   PeopleStore
+	episodes interface {
+		EpisodeStore
+		Get(id string) (api.Episode, bool)
+	}
+	factID  string
+	reseeds int
 }
 
 func newRouteFixture(tb testing.TB, dir string) *routeFixture {
@@ -46,6 +49,19 @@ func newRouteFixture(tb testing.TB, dir string) *routeFixture {
 	fx := &routeFixture{handler: svc.handler, people: svc.people, episodes: svc.episodes}
 	fx.reseed(tb)
 	return fx
+}
+
+// stats answers both stores' counts, current (the PostgreSQL store's are
+// as of a refresh).
+func (fx *routeFixture) stats(tb testing.TB) (people.Stats, episodes.Stats) {
+	tb.Helper()
+	if err := refresh(fx.people); err != nil {
+		tb.Fatal(err)
+	}
+	if err := refresh(fx.episodes); err != nil {
+		tb.Fatal(err)
+	}
+	return fx.people.Stats(), fx.episodes.Stats()
 }
 
 // reseed puts back the PATCH targets when a fuzzed request removed them (a
@@ -120,7 +136,7 @@ func FuzzWriteRoutes(f *testing.F) {
 	fx := newRouteFixture(f, f.TempDir())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, rt := range fuzzRoutes {
-			peopleBefore, episodesBefore := fx.people.Stats(), fx.episodes.Stats()
+			peopleBefore, episodesBefore := fx.stats(t)
 			path := rt.path(fx)
 			req := httptest.NewRequest(rt.method, path, bytes.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+rt.token)
@@ -153,7 +169,7 @@ func FuzzWriteRoutes(f *testing.F) {
 			if len(e) != 2 || !errorCode.MatchString(code) || strings.TrimSpace(msg) == "" {
 				t.Fatalf("%s: answered %d with %q; want exactly {\"error\":snake_case,\"message\":sentence}", rt.name, status, out)
 			}
-			if pa, ea := fx.people.Stats(), fx.episodes.Stats(); pa.People != peopleBefore.People || pa.Facts != peopleBefore.Facts ||
+			if pa, ea := fx.stats(t); pa.People != peopleBefore.People || pa.Facts != peopleBefore.Facts ||
 				ea.Total != episodesBefore.Total || ea.Retained != episodesBefore.Retained || ea.Unretained != episodesBefore.Unretained {
 				t.Fatalf("%s: refused with %d (%s) yet the counts changed: people %+v → %+v, episodes %+v → %+v",
 					rt.name, status, code, peopleBefore, pa, episodesBefore, ea)

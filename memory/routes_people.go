@@ -13,6 +13,12 @@ import (
 )
 
 func (s *Service) catalog(r *request) (int, any, error) {
+	if err := refresh(s.people); err != nil {
+		return 0, nil, err
+	}
+	if err := refresh(s.episodes); err != nil {
+		return 0, nil, err
+	}
 	ps := s.people.Stats()
 	es := s.episodes.Stats()
 	return http.StatusOK, api.Catalog{
@@ -133,6 +139,10 @@ func (s *Service) briefing(r *request) (int, any, error) {
 	}
 	if req.CorrelationID != "" && isToken(req.CorrelationID) {
 		r.correlationID = req.CorrelationID
+	}
+	if err := refresh(s.episodes); err != nil {
+		s.receipt(r, "voice.briefing", err, start)
+		return 0, nil, err
 	}
 	text, counts, err := s.people.Briefing(req, s.episodes.VoiceNotes())
 	s.receipt(r, "voice.briefing", err, start,

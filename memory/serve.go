@@ -16,6 +16,7 @@ import (
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/pgstore"
 )
 
 // Server is a running memory service: the root locked, the stores loaded,
@@ -33,13 +34,14 @@ type Server struct {
 	metricsLn net.Listener
 	http      *http.Server
 	ln        net.Listener
-	lock      *durable.Lock
 	closeFn   func() error
 	log       *zap.Logger
 }
 
 // Start opens the root (creating it 0700, tightening it), takes the
-// one-writer lock, loads both stores and listens. It does not serve until
+// one-writer lock, loads both stores and listens. With CLANKIE_MEMORY_STORE
+// naming PostgreSQL it connects and migrates instead, and takes no lock:
+// several processes may share the database. It does not serve until
 // Serve is called, so a caller can print the address first.
 func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	// Bind first: a port in use must fail before anything touches the
@@ -66,15 +68,38 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		closeListeners()
 		return nil, err
 	}
-	lock, err := durable.AcquireLock(root, cfg.Dir)
-	if err != nil {
-		closeListeners()
-		root.Close()
-		return nil, err
+	var (
+		lock     *durable.Lock
+		ps       PeopleStore
+		es       EpisodeStore
+		closeDB  func() error
+		released = func() {}
+	)
+	if cfg.Postgres() {
+		// Several processes share the database: no lock file. The root
+		// holds only minted bearers (give every process the same tokens).
+		db, err := pgstore.Open(context.Background(), cfg.Store, log, time.Now, pgstore.Options{})
+		if err != nil {
+			closeListeners()
+			root.Close()
+			return nil, err
+		}
+		ps, es = db.People(), db.Episodes()
+		closeDB = func() error { db.Close(); return nil }
+	} else {
+		if lock, err = durable.AcquireLock(root, cfg.Dir); err != nil {
+			closeListeners()
+			root.Close()
+			return nil, err
+		}
+		released = func() { _ = lock.Release() }
 	}
 	fail := func(err error) (*Server, error) {
 		closeListeners()
-		lock.Release()
+		if closeDB != nil {
+			closeDB()
+		}
+		released()
 		root.Close()
 		return nil, err
 	}
@@ -85,14 +110,17 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ps, err := people.Open(root, log, time.Now)
-	if err != nil {
-		return fail(fmt.Errorf("load person facts: %w", err))
-	}
-	es, err := episodes.Open(root, log, time.Now)
-	if err != nil {
-		ps.Close()
-		return fail(fmt.Errorf("load episodes: %w", err))
+	if !cfg.Postgres() {
+		fps, err := people.Open(root, log, time.Now)
+		if err != nil {
+			return fail(fmt.Errorf("load person facts: %w", err))
+		}
+		fes, err := episodes.Open(root, log, time.Now)
+		if err != nil {
+			fps.Close()
+			return fail(fmt.Errorf("load episodes: %w", err))
+		}
+		ps, es, closeDB = fps, fes, fps.Close
 	}
 	svc := NewService(root, cfg.Dir, bearers, ps, es, log, time.Now)
 	srv := &http.Server{
@@ -105,14 +133,14 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
 	out := &Server{
-		Addr: ln.Addr().String(), Minted: minted, http: srv, ln: ln, lock: lock, log: log,
+		Addr: ln.Addr().String(), Minted: minted, http: srv, ln: ln, log: log,
 		Registry: svc.Registry(),
 		closeFn: func() error {
 			svc.stopSync()
-			// The people store checkpoints on close, so the next start
-			// reads its catalog and no journal.
-			err := ps.Close()
-			lock.Release()
+			// The file people store checkpoints on close, so the next
+			// start reads its catalog and no journal.
+			err := closeDB()
+			released()
 			if cerr := root.Close(); err == nil {
 				err = cerr
 			}

@@ -5,6 +5,7 @@
 package memory
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -21,13 +22,56 @@ import (
 	"github.com/clankie/clankie/memory/people"
 )
 
+// PeopleStore is what the routes need of the person-fact store: the files
+// (people.Store) or PostgreSQL (pgstore.People), one set of rules behind
+// both.
+type PeopleStore interface {
+	Stats() people.Stats
+	Metrics() people.Metrics
+	List(cursor string, limit int) (api.PeopleResponse, error)
+	Propose(c people.Caller, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error)
+	RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, error)
+	Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error)
+	Export(subject api.Subject) (api.RecallResponse, error)
+	Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error)
+	Forget(c people.Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error)
+	ForgetPerson(subject api.Subject) ([]string, error)
+	Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error)
+}
+
+// EpisodeStore is what the routes need of the episode store: the files
+// (episodes.Store) or PostgreSQL (pgstore.Episodes).
+type EpisodeStore interface {
+	Stats() episodes.Stats
+	Record(lane string, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error)
+	Card(lane string) api.Card
+	Search(lane, q string, limit int) (api.Card, error)
+	Records(lane, q string, limit int) ([]api.Episode, error)
+	Patch(id string, p api.EpisodePatch) (api.Episode, error)
+	Forget(id string) error
+	VoiceNotes() []api.Episode
+}
+
+// refresher is a store whose state is shared with other processes (the
+// PostgreSQL store): Refresh brings its copy up to date before reads that
+// answer from it (Stats, Card, VoiceNotes), and fails when it cannot.
+type refresher interface{ Refresh() error }
+
+// refresh readies st's reads; the file stores are always current.
+func refresh(st any) error {
+	if r, ok := st.(refresher); ok {
+		return r.Refresh()
+	}
+	return nil
+}
+
 // Service is the HTTP face of the stores.
 type Service struct {
 	root     *os.Root
 	rootPath string
 	bearers  *Bearers
-	people   *people.Store
-	episodes *episodes.Store
+	people   PeopleStore
+	episodes EpisodeStore
 	log      *zap.Logger
 	now      func() time.Time
 	metrics  *metrics
@@ -35,7 +79,7 @@ type Service struct {
 }
 
 // NewService wires the stores behind the routes.
-func NewService(root *os.Root, rootPath string, b *Bearers, p *people.Store, e *episodes.Store, log *zap.Logger, now func() time.Time) *Service {
+func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e EpisodeStore, log *zap.Logger, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
@@ -92,6 +136,14 @@ func limitBody(next http.Handler) http.Handler {
 // probe uses a name of its own, so concurrent probes never remove each
 // other's file; a killed probe's file is swept at the next start.
 func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
+	if p, ok := s.people.(interface{ Ping(context.Context) error }); ok {
+		if p.Ping(r.Context()) != nil {
+			writeError(w, http.StatusServiceUnavailable, "not_ready", "The memory database does not answer.")
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	name := durable.TempPrefix + "readyz-" + hex.EncodeToString(b[:])

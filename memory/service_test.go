@@ -35,6 +35,7 @@ type harness struct {
 	dir  string
 	logs *observer.ObservedLogs
 	now  *time.Time
+	dump func() map[string]string // the PostgreSQL rows, nil on files
 }
 
 // newHarness runs the real service over loopback on a temp dir, logging
@@ -47,9 +48,10 @@ func newHarness(t *testing.T) *harness {
 	clock := time.Now().UTC()
 	h := &harness{t: t, dir: dir, logs: logs, now: &clock}
 	now := func() time.Time { return *h.now }
-	srv := httptest.NewServer(newTestService(t, dir, testTokens, log, now).handler)
+	svc := newTestService(t, dir, testTokens, log, now)
+	srv := httptest.NewServer(svc.handler)
 	t.Cleanup(srv.Close)
-	h.url = srv.URL
+	h.url, h.dump = srv.URL, svc.dump
 	return h
 }
 
@@ -164,6 +166,11 @@ func (h *harness) snapshot() map[string]string {
 		}
 		return nil
 	})
+	if h.dump != nil {
+		for k, v := range h.dump() {
+			out["db:"+k] = v
+		}
+	}
 	return out
 }
 
@@ -503,6 +510,7 @@ func TestLogsHoldNoContent(t *testing.T) {
 }
 
 func TestFilesAre0700And0600(t *testing.T) {
+	fileOnly(t)
 	h := newHarness(t)
 	h.propose(txt, fact("f1", "10", "20", "20", "30", "x"))
 	h.do(txt, "POST", "/v1/memory/captain-episodes", api.EpisodeRequest{SchemaVersion: 1, Lane: api.LaneDiscordPresence, Room: "r", Summary: "s", OccurredAt: time.Now()})

@@ -24,6 +24,10 @@ const (
 	// Discord proposal for a person whose memory only an operator can make
 	// room in. Clients show its sentence.
 	Unprocessable // 422
+	// Unavailable is the store's database out of reach (503): the request
+	// was fine and nothing was saved, or, when its sentence says so, the
+	// outcome of a commit is unknown. Clients show its sentence.
+	Unavailable // 503
 )
 
 // Error is a client-caused outcome with a machine code and a sentence.

@@ -652,11 +652,8 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 // List answers one page of people with their fact counts, ordered by file
 // name; the cursor is the last name of the previous page.
 func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
-	if limit == 0 {
-		limit = 100
-	}
-	if limit < 1 || limit > 1000 {
-		return api.PeopleResponse{}, invalid("limit must be between 1 and 1000.")
+	if err := PrepareList(&limit); err != nil {
+		return api.PeopleResponse{}, err
 	}
 	s.mu.Lock()
 	names := make([]string, 0, len(s.index))
@@ -677,6 +674,17 @@ func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
 	}
 	s.mu.Unlock()
 	return resp, nil
+}
+
+// PrepareList checks a page size and fills the default.
+func PrepareList(limit *int) error {
+	if *limit == 0 {
+		*limit = 100
+	}
+	if *limit < 1 || *limit > 1000 {
+		return invalid("limit must be between 1 and 1000.")
+	}
+	return nil
 }
 
 // ValidCursor checks a cursor given by a client.

@@ -1,0 +1,119 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// migrations are the schema's versions, in order. A migration is applied
+// once, in the same transaction that records it; a new version is a new
+// entry at the end, never an edit of an old one.
+var migrations = []string{
+	// 1: people and episodes.
+	`CREATE TABLE people (
+		-- people.FileName(subject): the file store's key, so cursors and
+		-- migration agree; "C" collation orders it as Go compares strings.
+		name       text COLLATE "C" PRIMARY KEY,
+		guild_id   text NOT NULL,
+		user_id    text NOT NULL,
+		facts      integer NOT NULL,
+		-- people.Person's encoding: facts and idempotency records.
+		state      jsonb NOT NULL,
+		updated_at timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX people_with_facts ON people (name) WHERE facts > 0;
+	CREATE TABLE episodes (
+		episode_id   text PRIMARY KEY,
+		lane         text NOT NULL,
+		retained     boolean NOT NULL,
+		-- what the request that created the note asked to keep (null: unknown)
+		asked_retain boolean,
+		record       jsonb NOT NULL
+	);
+	-- One row: every episode write locks it, so the ring and the retained
+	-- ceiling are derived by one writer at a time across processes; its
+	-- version tells a reader whether its copy is current.
+	CREATE TABLE episode_clock (
+		id      integer PRIMARY KEY CHECK (id = 1),
+		version bigint NOT NULL
+	);
+	INSERT INTO episode_clock VALUES (1, 0);`,
+}
+
+// migrateLock is the advisory lock key that serialises schema changes of
+// processes starting at once ("clankie" in ASCII).
+const migrateLock = 0x636c616e6b6965
+
+// migrate brings the schema to the newest version in one transaction:
+// idempotent (a current schema is left alone), and serialised against
+// other processes starting at the same time.
+func (db *DB) migrate(ctx context.Context) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLock)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS clankie_schema (
+		version    integer PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return err
+	}
+	var have int
+	if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM clankie_schema").Scan(&have); err != nil {
+		return err
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("the schema is version %d, newer than this clankie knows (%d); upgrade clankie", have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO clankie_schema (version) VALUES ($1)", v); err != nil {
+			return err
+		}
+		db.log.Info("memory database migrated", zap.Int("version", v))
+	}
+	return tx.Commit(ctx)
+}
+
+// DropSchema removes a schema and everything in it (tests' throwaway
+// schemas).
+func (db *DB) DropSchema(ctx context.Context, schema string) error {
+	_, err := db.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	return err
+}
+
+// Dump answers every stored row as text keyed by table and key, so a test
+// can prove a refused request changed nothing, byte for byte.
+func (db *DB) Dump(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, q := range []string{
+		"SELECT 'people/' || name, facts::text || ' ' || state::text FROM people",
+		"SELECT 'episodes/' || episode_id, coalesce(asked_retain::text, '-') || ' ' || record::text FROM episodes",
+		"SELECT 'episode_clock', version::text FROM episode_clock",
+	} {
+		rows, err := db.pool.Query(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k, v string
+			if err := rows.Scan(&k, &v); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[k] = v
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

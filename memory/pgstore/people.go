@@ -1,0 +1,315 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
+)
+
+// People is the person-fact store in PostgreSQL: one row per person holding
+// people.Person's state, changed only under that row's lock by the rules of
+// memory/people. It answers exactly what people.Store answers.
+type People struct {
+	db *DB
+
+	mu    sync.Mutex
+	stats people.Stats // as of the last Refresh
+}
+
+// People answers the person-fact store.
+func (db *DB) People() *People { return &People{db: db} }
+
+// lockPerson loads a person's state and holds their row's lock until the
+// transaction ends, creating the row when the person is new (a concurrent
+// creator waits on the same lock). A transaction that writes nothing rolls
+// the new row back with it.
+func lockPerson(ctx context.Context, tx pgx.Tx, subject api.Subject) (*people.Person, error) {
+	name := people.FileName(subject)
+	var state []byte
+	err := tx.QueryRow(ctx, "SELECT state FROM people WHERE name = $1 FOR UPDATE", name).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, err = tx.Exec(ctx, `INSERT INTO people (name, guild_id, user_id, facts, state) VALUES ($1, $2, $3, 0, '{}')
+			ON CONFLICT (name) DO NOTHING`, name, subject.GuildID, subject.UserID); err != nil {
+			return nil, err
+		}
+		err = tx.QueryRow(ctx, "SELECT state FROM people WHERE name = $1 FOR UPDATE", name).Scan(&state)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if string(state) == "{}" {
+		state = nil
+	}
+	return people.DecodePerson(subject, state)
+}
+
+// savePerson writes a changed person back; one with no facts left keeps its
+// row (its idempotency records still answer retries) but is not counted.
+func savePerson(ctx context.Context, tx pgx.Tx, p *people.Person) error {
+	b, err := p.Encode()
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, "UPDATE people SET state = $2, facts = $3, updated_at = now() WHERE name = $1",
+		people.FileName(p.Subject()), b, p.Len())
+	return err
+}
+
+// readPerson answers a person's facts without a lock (a read sees the last
+// committed state).
+func readPerson(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, subject api.Subject) (*people.Person, error) {
+	var state []byte
+	err := q.QueryRow(ctx, "SELECT state FROM people WHERE name = $1", people.FileName(subject)).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && string(state) == "{}" {
+		return people.NewPerson(subject), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return people.DecodePerson(subject, state)
+}
+
+// Propose applies a proposal on arrival (see people.Store.Propose).
+func (s *People) Propose(c people.Caller, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
+	digest, err := people.PrepareProposal(c, &req, s.db.now().UTC())
+	if err != nil {
+		return api.ProposalResponse{}, people.ProposeInfo{}, err
+	}
+	var resp api.ProposalResponse
+	var info people.ProposeInfo
+	err = s.db.write("person_fact.propose", func(ctx context.Context, tx pgx.Tx) error {
+		p, err := lockPerson(ctx, tx, req.Fact.Subject)
+		if err != nil {
+			return err
+		}
+		// The clock is read under the lock, so creation order is commit
+		// order across processes and eviction keeps the newest.
+		var changed bool
+		resp, info, changed, err = p.Propose(c, req, digest, s.db.now().UTC())
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return errNoChange
+		}
+		return savePerson(ctx, tx, p)
+	})
+	if err != nil {
+		return api.ProposalResponse{}, people.ProposeInfo{}, err
+	}
+	return resp, info, nil
+}
+
+// RecallJSON answers json.Marshal of the recall (see people.Store.Recall).
+func (s *People) RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, error) {
+	if err := people.PrepareRecall(subject, &q); err != nil {
+		return nil, err
+	}
+	var p *people.Person
+	err := s.db.read("person_fact.recall", func(ctx context.Context) (err error) {
+		p, err = readPerson(ctx, s.db.pool, subject)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(people.RecallView(subject, p.Facts(), q, s.db.now()))
+}
+
+// Mine is the subject's own view (see people.Store.Mine).
+func (s *People) Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error) {
+	if err := people.PrepareMine(subject, requesterUserID); err != nil {
+		return api.RecallResponse{}, err
+	}
+	facts, err := s.facts(subject)
+	if err != nil {
+		return api.RecallResponse{}, err
+	}
+	return people.MineView(subject, facts, s.db.now()), nil
+}
+
+// Export is the operator's view (see people.Store.Export).
+func (s *People) Export(subject api.Subject) (api.RecallResponse, error) {
+	if err := people.ValidSubject(subject); err != nil {
+		return api.RecallResponse{}, err
+	}
+	facts, err := s.facts(subject)
+	if err != nil {
+		return api.RecallResponse{}, err
+	}
+	return people.ExportView(subject, facts, s.db.now()), nil
+}
+
+func (s *People) facts(subject api.Subject) ([]api.Fact, error) {
+	var p *people.Person
+	err := s.db.read("person_fact.read", func(ctx context.Context) (err error) {
+		p, err = readPerson(ctx, s.db.pool, subject)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p.Facts(), nil
+}
+
+// Forget removes one fact (see people.Store.Forget).
+func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
+	if err := people.PrepareForget(c, subject, requesterUserID); err != nil {
+		return api.Fact{}, err
+	}
+	var f api.Fact
+	err := s.db.write("person_fact.forget", func(ctx context.Context, tx pgx.Tx) error {
+		p, err := lockPerson(ctx, tx, subject)
+		if err != nil {
+			return err
+		}
+		if f, err = p.Forget(c, factID, requesterUserID); err != nil {
+			return err
+		}
+		return savePerson(ctx, tx, p)
+	})
+	return f, err
+}
+
+// Edit is the operator's change of one fact (see people.Store.Edit).
+func (s *People) Edit(subject api.Subject, factID string, patch api.FactPatch) (api.Fact, error) {
+	if err := people.PrepareEdit(subject, &patch, s.db.now().UTC()); err != nil {
+		return api.Fact{}, err
+	}
+	var f api.Fact
+	err := s.db.write("person_fact.edit", func(ctx context.Context, tx pgx.Tx) error {
+		p, err := lockPerson(ctx, tx, subject)
+		if err != nil {
+			return err
+		}
+		if f, err = p.Edit(factID, patch, s.db.now().UTC()); err != nil {
+			return err
+		}
+		return savePerson(ctx, tx, p)
+	})
+	return f, err
+}
+
+// ForgetPerson removes everything kept about a person, the idempotency
+// records included, and answers the ids of the facts removed.
+func (s *People) ForgetPerson(subject api.Subject) ([]string, error) {
+	if err := people.ValidSubject(subject); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := s.db.write("person.forget", func(ctx context.Context, tx pgx.Tx) error {
+		p, err := lockPerson(ctx, tx, subject)
+		if err != nil {
+			return err
+		}
+		ids = make([]string, 0, p.Len())
+		for _, f := range p.Facts() {
+			ids = append(ids, f.FactID)
+		}
+		_, err = tx.Exec(ctx, "DELETE FROM people WHERE name = $1", people.FileName(subject))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// List answers one page of people with facts, ordered by their file-store
+// name; the cursor is the last name of the previous page.
+func (s *People) List(cursor string, limit int) (api.PeopleResponse, error) {
+	if err := people.PrepareList(&limit); err != nil {
+		return api.PeopleResponse{}, err
+	}
+	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, People: []api.PersonSummary{}}
+	err := s.db.read("person.list", func(ctx context.Context) error {
+		if err := s.db.pool.QueryRow(ctx, "SELECT count(*) FROM people WHERE facts > 0").Scan(&resp.Total); err != nil {
+			return err
+		}
+		rows, err := s.db.pool.Query(ctx, `SELECT name, guild_id, user_id, facts FROM people
+			WHERE facts > 0 AND name > $1 ORDER BY name LIMIT $2`, cursor, limit+1)
+		if err != nil {
+			return err
+		}
+		var names []string
+		for rows.Next() {
+			var name string
+			var ps api.PersonSummary
+			if err := rows.Scan(&name, &ps.Subject.GuildID, &ps.Subject.UserID, &ps.Facts); err != nil {
+				return err
+			}
+			names = append(names, name)
+			resp.People = append(resp.People, ps)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return api.PeopleResponse{}, err
+	}
+	if len(resp.People) > limit {
+		resp.People = resp.People[:limit]
+		resp.NextCursor = people.FileName(resp.People[limit-1].Subject)
+	}
+	return resp, nil
+}
+
+// Briefing composes the voice briefing (see people.Store.Briefing).
+func (s *People) Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error) {
+	var out string
+	var counts api.BriefingCounts
+	var ruleErr error
+	err := s.db.read("voice.briefing", func(ctx context.Context) error {
+		var dbErr error
+		out, counts, ruleErr = people.ComposeBriefing(req, notes, s.db.now(), func(subject api.Subject) ([]api.Fact, error) {
+			p, err := readPerson(ctx, s.db.pool, subject)
+			if err != nil {
+				dbErr = err
+				return nil, err
+			}
+			return p.Facts(), nil
+		})
+		return dbErr
+	})
+	if err != nil {
+		return "", api.BriefingCounts{}, err
+	}
+	return out, counts, ruleErr
+}
+
+// Refresh reads the catalog's counts (people with facts, facts), which
+// Stats then answers.
+func (s *People) Refresh() error {
+	var st people.Stats
+	err := s.db.read("catalog", func(ctx context.Context) error {
+		return s.db.pool.QueryRow(ctx, "SELECT count(*), coalesce(sum(facts), 0) FROM people WHERE facts > 0").Scan(&st.People, &st.Facts)
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.stats = st
+	s.mu.Unlock()
+	return nil
+}
+
+// Stats answers the counts as of the last Refresh.
+func (s *People) Stats() people.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Metrics answers the counts as of the last Refresh; the file store's
+// journal and cache counters do not apply and stay zero.
+func (s *People) Metrics() people.Metrics {
+	st := s.Stats()
+	return people.Metrics{People: st.People, Facts: st.Facts}
+}
