@@ -19,10 +19,13 @@ const (
 const (
 	sayUnavailableWrite = "Sorry, memory is unavailable right now; nothing was saved."
 	sayUnavailableRead  = "Sorry, memory is unavailable right now; please try again shortly."
-	sayConflict         = "That conflicts with what memory already holds for this command, so nothing was changed. Please run the command again."
-	sayForgetForbidden  = "You can only forget facts about you or facts you proposed."
-	sayNoSuchFact       = "There is no fact with that id about %s."
-	sayRefusedPrefix    = "Memory refused that: %s"
+	// sayOutcomeUnknown: the service's database took the write and did not
+	// confirm it (a 503 outcome_unknown), so "nothing was saved" would lie.
+	sayOutcomeUnknown  = "Sorry, memory did not confirm that, so it may or may not have been saved; please check before repeating it."
+	sayConflict        = "That conflicts with what memory already holds for this command, so nothing was changed. Please run the command again."
+	sayForgetForbidden = "You can only forget facts about you or facts you proposed."
+	sayNoSuchFact      = "There is no fact with that id about %s."
+	sayRefusedPrefix   = "Memory refused that: %s"
 )
 
 // memoryError turns a failed call into what the person sees. Out of reach
@@ -32,6 +35,9 @@ const (
 // returned unchanged: the router logs its type and shows a generic sentence,
 // because it is a fault of ours or the deployment's, not the person's.
 func memoryError(err error, e effect) error {
+	if me, ok := memoryclient.AsError(err); ok && me.Code == "outcome_unknown" && e == writeEffect {
+		return bot.Sorry(sayOutcomeUnknown)
+	}
 	switch memoryclient.KindOf(err) {
 	case memoryclient.KindUnavailable, memoryclient.KindTimeout, memoryclient.KindCanceled:
 		if e == writeEffect {

@@ -33,6 +33,8 @@ func TestMemoryError(t *testing.T) {
 		{"internal", memErr(memoryclient.KindInternal, "x"), readEffect, ""},
 		{"forbidden outside forget", memErr(memoryclient.KindForbidden, "x"), writeEffect, ""},
 		{"not ours", plain, writeEffect, ""},
+		{"outcome unknown write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "outcome_unknown", Message: "x"}, writeEffect, sayOutcomeUnknown},
+		{"store unavailable write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "store_unavailable", Message: "x"}, writeEffect, sayUnavailableWrite},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

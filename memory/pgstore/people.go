@@ -313,3 +313,6 @@ func (s *People) Metrics() people.Metrics {
 	st := s.Stats()
 	return people.Metrics{People: st.People, Facts: st.Facts}
 }
+
+// Ping reports whether the database answers, for /readyz.
+func (s *People) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
