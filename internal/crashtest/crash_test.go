@@ -83,6 +83,10 @@ type person struct {
 type crashRun struct {
 	t     *testing.T
 	dir   string
+	env   []string // the service's store: nil for files, CLANKIE_MEMORY_STORE for PostgreSQL
+	// readState reads what is stored, directly (the files, or the database's
+	// rows), never through the service.
+	readState func() (*diskState, error)
 	rng   *rand.Rand // the test goroutine's only
 	cycle int
 
@@ -107,6 +111,12 @@ type crashRun struct {
 }
 
 func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
+	runCrash(t, nil, nil)
+}
+
+// runCrash is the crash test against the store env names (nil: files);
+// readState reads that store (nil: the files under the run's dir).
+func runCrash(t *testing.T, env []string, readState func() (*diskState, error)) {
 	if testing.Short() {
 		t.Skip("crash test: builds the clankie binary and kills it -9 repeatedly; skipped with -short")
 	}
@@ -141,12 +151,17 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 		landedFacts:  map[string]string{},
 		landedEps:    map[string]bool{},
 		corrupt:      map[string]bool{},
+		env:          env,
+	}
+	r.readState = readState
+	if r.readState == nil {
+		r.readState = func() (*diskState, error) { return readDisk(r.dir) }
 	}
 	for _, u := range []string{"veteran-1", "veteran-2"} {
 		r.addPerson(api.Subject{GuildID: "guild-vet", UserID: u}, true)
 	}
 
-	srv := startServer(t, bin, r.dir, nil, 20*time.Second)
+	srv := startServerEnv(t, bin, r.dir, r.env, nil, 20*time.Second)
 	done := 0
 	var spent [5]time.Duration // load, check after kill, restart, verify, retry
 	lap := func(i int, since time.Time) time.Time { spent[i] += time.Since(since); return time.Now() }
@@ -158,7 +173,7 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 		at = lap(0, at)
 		r.checkAfterKill()
 		at = lap(1, at)
-		srv = startServer(t, bin, r.dir, nil, 20*time.Second)
+		srv = startServerEnv(t, bin, r.dir, r.env, nil, 20*time.Second)
 		at = lap(2, at)
 		r.verify(srv, false)
 		at = lap(3, at)
@@ -169,7 +184,7 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 		done = c + 1
 	}
 	srv.stop()
-	if d, err := readDisk(r.dir); err != nil {
+	if d, err := r.readState(); err != nil {
 		t.Fatal(err)
 	} else if len(d.temps) > 0 || len(d.problems()) > 0 {
 		t.Errorf("after a clean stop: temp files %v, problems %v", d.temps, d.problems())
@@ -184,8 +199,12 @@ func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
 			eps++
 		}
 	}
-	line := fmt.Sprintf("crash test: cycles=%d acknowledged=%d lost=%d duplicated=%d corrupt_files=%d",
-		done, r.acked, r.lost, r.duplicated, len(r.corrupt))
+	label := ""
+	if r.env != nil {
+		label = " (postgres)"
+	}
+	line := fmt.Sprintf("crash test%s: cycles=%d acknowledged=%d lost=%d duplicated=%d corrupt_files=%d",
+		label, done, r.acked, r.lost, r.duplicated, len(r.corrupt))
 	t.Log(line)
 	fmt.Println(line)
 	t.Logf("crash test detail: wall=%s in_flight_at_kill=%d settled_by_retry=%d landed_before_kill=%d temp_files_left_by_kills=%d ring_evicted=%d people=%d facts_kept=%d episodes_kept=%d proposals_sent=%d episodes_sent=%d retains_asked=%d",
@@ -485,7 +504,7 @@ func (r *crashRun) noteCorrupt(d *diskState) {
 // checkAfterKill reads the files the dead process left: each must be whole
 // (old or new, never torn); temp files are allowed until the restart.
 func (r *crashRun) checkAfterKill() {
-	d, err := readDisk(r.dir)
+	d, err := r.readState()
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -501,7 +520,7 @@ func (r *crashRun) checkAfterKill() {
 // may not be there; after them (exact=true) every write has an answer and
 // the data must equal the record.
 func (r *crashRun) verify(srv *server, exact bool) {
-	d, err := readDisk(r.dir)
+	d, err := r.readState()
 	if err != nil {
 		r.t.Fatal(err)
 	}

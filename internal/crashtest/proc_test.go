@@ -165,10 +165,16 @@ func serverEnv(dir string) []string {
 // at cleanup if the test did not stop it.
 func startServer(t *testing.T, bin, dir string, wrapper []string, startTimeout time.Duration) *server {
 	t.Helper()
+	return startServerEnv(t, bin, dir, nil, wrapper, startTimeout)
+}
+
+// startServerEnv is startServer with more environment (CLANKIE_MEMORY_STORE).
+func startServerEnv(t *testing.T, bin, dir string, extraEnv, wrapper []string, startTimeout time.Duration) *server {
+	t.Helper()
 	args := append(append([]string(nil), wrapper...), bin, "memory", "serve")
 	s := &server{t: t, dir: dir, logs: &logLines{addr: make(chan string, 1)}, exited: make(chan struct{})}
 	s.cmd = exec.Command(args[0], args[1:]...)
-	s.cmd.Env = serverEnv(dir)
+	s.cmd.Env = append(serverEnv(dir), extraEnv...)
 	s.cmd.Stdout = s.logs
 	s.cmd.Stderr = s.logs
 	if err := s.cmd.Start(); err != nil {
@@ -218,7 +224,12 @@ func startServer(t *testing.T, bin, dir string, wrapper []string, startTimeout t
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The lock file holds the pid of the process that owns the root: the
-	// service itself even when a wrapper started it.
+	// service itself even when a wrapper started it. On PostgreSQL there is
+	// no lock file, and no wrapper: the child is the service.
+	if len(extraEnv) > 0 && len(wrapper) == 0 {
+		s.pid = s.cmd.Process.Pid
+		return s
+	}
 	b, err := os.ReadFile(filepath.Join(dir, "LOCK"))
 	if err != nil {
 		t.Fatalf("read LOCK: %v", err)

@@ -1,0 +1,108 @@
+package crashtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/clankie/clankie/api"
+)
+
+// TestKill9LosesNoAcknowledgedWritePostgres is the crash test with the
+// service on PostgreSQL (CLANKIE_TEST_POSTGRES names the server; .ci/run
+// starts one): kill -9 mid-load, and every acknowledged write is in the
+// database after the restart, read from its rows directly.
+func TestKill9LosesNoAcknowledgedWritePostgres(t *testing.T) {
+	dsn := os.Getenv("CLANKIE_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CLANKIE_TEST_POSTGRES is unset under CI=true: the crash test must also run against PostgreSQL")
+		}
+		t.Skip("CLANKIE_TEST_POSTGRES is unset: the PostgreSQL crash test is skipped")
+	}
+	if testing.Short() {
+		t.Skip("crash test: skipped with -short")
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to CLANKIE_TEST_POSTGRES: %v", err)
+	}
+	schema := fmt.Sprintf("crash_%d", time.Now().UnixNano())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		conn.Close(ctx)
+	})
+	store := dsn + "&search_path=" + schema
+	if !containsQuery(dsn) {
+		store = dsn + "?search_path=" + schema
+	}
+	runCrash(t, []string{"CLANKIE_MEMORY_STORE=" + store}, func() (*diskState, error) {
+		return readDB(ctx, conn, schema)
+	})
+}
+
+func containsQuery(dsn string) bool {
+	for _, c := range dsn {
+		if c == '?' {
+			return true
+		}
+	}
+	return false
+}
+
+// readDB reads the service's rows into the shape readDisk gives for files:
+// people by their file-store name (those with facts), episodes by lane.
+func readDB(ctx context.Context, conn *pgx.Conn, schema string) (*diskState, error) {
+	d := &diskState{people: map[string]personFile{}, lanes: map[string][]api.Episode{}}
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", schema+".people").Scan(&exists); err != nil || !exists {
+		return d, err // the service has not migrated yet
+	}
+	rows, err := conn.Query(ctx, "SELECT name, state FROM "+schema+".people WHERE facts > 0")
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var name string
+		var state []byte
+		if err := rows.Scan(&name, &state); err != nil {
+			return nil, err
+		}
+		var pf personFile
+		if err := json.Unmarshal(state, &pf); err != nil {
+			d.broken = append(d.broken, "people/"+name+": "+err.Error())
+			continue
+		}
+		pf.SchemaVersion = api.SchemaVersion
+		d.people[name] = pf
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = conn.Query(ctx, "SELECT record FROM "+schema+".episodes ORDER BY record->>'occurredAt', episode_id")
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var rec []byte
+		if err := rows.Scan(&rec); err != nil {
+			return nil, err
+		}
+		var ep api.Episode
+		if err := json.Unmarshal(rec, &ep); err != nil {
+			d.broken = append(d.broken, "episodes: "+err.Error())
+			continue
+		}
+		d.lanes[ep.Lane] = append(d.lanes[ep.Lane], ep)
+	}
+	return d, rows.Err()
+}
