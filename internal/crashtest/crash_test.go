@@ -81,14 +81,14 @@ type person struct {
 // crashRun is the test's record of everything it asked for and what the
 // service acknowledged.
 type crashRun struct {
-	t     *testing.T
-	dir   string
-	env   []string // the service's store: nil for files, CLANKIE_MEMORY_STORE for PostgreSQL
+	t   *testing.T
+	dir string
+	env []string // the service's store: nil for files, CLANKIE_MEMORY_STORE for PostgreSQL
 	// readState reads what is stored, directly (the files, or the database's
 	// rows), never through the service.
 	readState func() (*diskState, error)
-	rng   *rand.Rand // the test goroutine's only
-	cycle int
+	rng       *rand.Rand // the test goroutine's only
+	cycle     int
 
 	mu           sync.Mutex
 	proposals    map[string]*proposal
