@@ -60,6 +60,13 @@ type testService struct {
 
 func newTestService(tb testing.TB, dir string, tokens config.Tokens, log *zap.Logger, now func() time.Time) testService {
 	tb.Helper()
+	return newTestServiceOn(tb, dir, tokens, log, now, onPostgres())
+}
+
+// newTestServiceOn is newTestService on the store asked for: PostgreSQL
+// when pg, else the files.
+func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.Logger, now func() time.Time, pg bool) testService {
+	tb.Helper()
 	root, err := openRootForTest(dir)
 	if err != nil {
 		tb.Fatal(err)
@@ -69,7 +76,7 @@ func newTestService(tb testing.TB, dir string, tokens config.Tokens, log *zap.Lo
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if onPostgres() {
+	if pg {
 		db := openTestDB(tb, dir, log, now)
 		ps, es := db.People(), db.Episodes()
 		dump := func() map[string]string {
@@ -100,9 +107,7 @@ func openTestDB(tb testing.TB, dir string, log *zap.Logger, now func() time.Time
 	if dsn == "" {
 		tb.Fatalf("%s is unset in the PostgreSQL run", testPostgresEnv)
 	}
-	abs, _ := filepath.Abs(dir)
-	sum := sha256.Sum256([]byte(abs))
-	schema := "t_" + hex.EncodeToString(sum[:12])
+	schema := testSchema(dir)
 	db, err := pgstore.Open(context.Background(), dsn, log, now, pgstore.Options{Schema: schema, MaxConns: 4})
 	if err != nil {
 		tb.Fatal(err)
@@ -116,4 +121,11 @@ func openTestDB(tb testing.TB, dir string, log *zap.Logger, now func() time.Time
 		}
 	})
 	return db
+}
+
+// testSchema is the PostgreSQL schema of the test service on dir.
+func testSchema(dir string) string {
+	abs, _ := filepath.Abs(dir)
+	sum := sha256.Sum256([]byte(abs))
+	return "t_" + hex.EncodeToString(sum[:12])
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -22,6 +24,7 @@ scripts) and --timeout.
   clankie memory person 123456789012345678 234567890123456789`,
 	})
 	cmd.AddCommand(newServeCommand())
+	cmd.AddCommand(newMigrateCommand())
 	cmd.AddCommand(newOperatorCommands()...)
 	return cmd
 }
@@ -60,4 +63,35 @@ a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
 			return err
 		},
 	}
+}
+
+func newMigrateCommand() *cobra.Command {
+	var from, to string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Copy every person and episode between a data directory and PostgreSQL",
+		Long: `Copy every person (facts and idempotency records) and every episode from one
+store to another: a data directory (CLANKIE_MEMORY_DIR's kind) or a postgres://
+connection string, either way round. A directory is locked meanwhile (stop its
+service first); a database may stay in use. Running it again writes nothing new.
+It prints what it read and wrote; --dry-run reads both sides and writes nothing.
+The connection string is never printed, not even in an error.`,
+		Example: `  clankie memory migrate --from ~/.clankie/memory --to postgres://clankie@db/clankie --dry-run
+  clankie memory migrate --from ~/.clankie/memory --to postgres://clankie@db/clankie
+  clankie memory migrate --from postgres://clankie@db/clankie --to /var/backups/clankie-memory`,
+		Args: argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := memory.Migrate(cmd.Context(), from, to, dryRun, zap.NewNop())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), c)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&from, "from", "", "the store to read: a data directory or a postgres:// URL")
+	cmd.Flags().StringVar(&to, "to", "", "the store to write: a data directory or a postgres:// URL")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "read both stores and print what would be written, writing nothing")
+	return cmd
 }
