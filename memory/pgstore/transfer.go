@@ -115,4 +115,3 @@ func (e *Episodes) Merge(eps []api.Episode, dryRun bool) (int, error) {
 	})
 	return n, err
 }
-
