@@ -136,7 +136,13 @@ type benchService struct {
 
 func startBenchService(b *testing.B, dir string) *benchService {
 	b.Helper()
-	srv, err := Start(config.Memory{Addr: "127.0.0.1:0", Dir: dir, Tokens: testTokens}, benchLogger())
+	return startBenchServiceCfg(b, config.Memory{Addr: "127.0.0.1:0", Dir: dir, Tokens: testTokens})
+}
+
+// startBenchServiceCfg is startBenchService on any configuration.
+func startBenchServiceCfg(b *testing.B, cfg config.Memory) *benchService {
+	b.Helper()
+	srv, err := Start(cfg, benchLogger())
 	if err != nil {
 		b.Fatal(err)
 	}
