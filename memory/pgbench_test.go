@@ -97,4 +97,3 @@ func BenchmarkStoreConcurrentProposals(b *testing.B) {
 		})
 	}
 }
-
