@@ -36,7 +36,9 @@ func newServeCommand() *cobra.Command {
 		Long: `Run the memory service. It owns CLANKIE_MEMORY_DIR (0700 directories, 0600
 files), answers on CLANKIE_MEMORY_ADDR, and mints any bearer token not set in the
 environment into <dir>/bearers.json on first start. One service per directory:
-a second one exits at once naming the holder's pid. SIGTERM stops it cleanly.`,
+a second one exits at once naming the holder's pid. With CLANKIE_MEMORY_STORE
+set to a postgres:// URL it keeps memory in PostgreSQL instead, takes no lock,
+and several services may share the database. SIGTERM stops it cleanly.`,
 		Example: `  CLANKIE_MEMORY_DIR=/var/lib/clankie clankie memory serve
   CLANKIE_LOG_FORMAT=console clankie memory serve`,
 		Args: argsNamed(),
