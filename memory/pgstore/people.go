@@ -230,6 +230,7 @@ func (s *People) List(cursor string, limit int) (api.PeopleResponse, error) {
 		return api.PeopleResponse{}, err
 	}
 	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, People: []api.PersonSummary{}}
+	var names []string
 	err := s.db.read("person.list", func(ctx context.Context) error {
 		if err := s.db.pool.QueryRow(ctx, "SELECT count(*) FROM people WHERE facts > 0").Scan(&resp.Total); err != nil {
 			return err
@@ -239,7 +240,6 @@ func (s *People) List(cursor string, limit int) (api.PeopleResponse, error) {
 		if err != nil {
 			return err
 		}
-		var names []string
 		for rows.Next() {
 			var name string
 			var ps api.PersonSummary
@@ -256,7 +256,7 @@ func (s *People) List(cursor string, limit int) (api.PeopleResponse, error) {
 	}
 	if len(resp.People) > limit {
 		resp.People = resp.People[:limit]
-		resp.NextCursor = people.FileName(resp.People[limit-1].Subject)
+		resp.NextCursor = names[limit-1]
 	}
 	return resp, nil
 }
