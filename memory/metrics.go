@@ -147,7 +147,14 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // MetricsHandler serves the registry in Prometheus's text format, with no
 // credential: for the separate CLANKIE_METRICS_ADDR listener only.
 func (s *Service) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+	h := promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A shared store's counts are as of its last refresh: take one per
+		// scrape (an outage leaves the last figures; /readyz tells it).
+		_ = refresh(s.people)
+		_ = refresh(s.episodes)
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Registry is where other parts of the same process (the bridges under
