@@ -87,8 +87,11 @@ type crashRun struct {
 	// readState reads what is stored, directly (the files, or the database's
 	// rows), never through the service.
 	readState func() (*diskState, error)
-	rng       *rand.Rand // the test goroutine's only
-	cycle     int
+	// settle waits, after a kill, until the dead process can change nothing
+	// more (a database finishes a COMMIT it had received); nil for files.
+	settle func()
+	rng    *rand.Rand // the test goroutine's only
+	cycle  int
 
 	mu           sync.Mutex
 	proposals    map[string]*proposal
@@ -111,12 +114,12 @@ type crashRun struct {
 }
 
 func TestKill9LosesNoAcknowledgedWrite(t *testing.T) {
-	runCrash(t, nil, nil)
+	runCrash(t, nil, nil, nil)
 }
 
 // runCrash is the crash test against the store env names (nil: files);
 // readState reads that store (nil: the files under the run's dir).
-func runCrash(t *testing.T, env []string, readState func() (*diskState, error)) {
+func runCrash(t *testing.T, env []string, readState func() (*diskState, error), settle func()) {
 	if testing.Short() {
 		t.Skip("crash test: builds the clankie binary and kills it -9 repeatedly; skipped with -short")
 	}
@@ -153,7 +156,7 @@ func runCrash(t *testing.T, env []string, readState func() (*diskState, error)) 
 		corrupt:      map[string]bool{},
 		env:          env,
 	}
-	r.readState = readState
+	r.readState, r.settle = readState, settle
 	if r.readState == nil {
 		r.readState = func() (*diskState, error) { return readDisk(r.dir) }
 	}
@@ -504,6 +507,9 @@ func (r *crashRun) noteCorrupt(d *diskState) {
 // checkAfterKill reads the files the dead process left: each must be whole
 // (old or new, never torn); temp files are allowed until the restart.
 func (r *crashRun) checkAfterKill() {
+	if r.settle != nil {
+		r.settle()
+	}
 	d, err := r.readState()
 	if err != nil {
 		r.t.Fatal(err)

@@ -41,12 +41,34 @@ func TestKill9LosesNoAcknowledgedWritePostgres(t *testing.T) {
 		_, _ = conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
 		conn.Close(ctx)
 	})
-	store := dsn + "&search_path=" + schema
+	// The service's connections carry the schema's name, so the test can
+	// tell when a killed service's last backend has gone.
+	sep := "&"
 	if !containsQuery(dsn) {
-		store = dsn + "?search_path=" + schema
+		sep = "?"
 	}
+	store := dsn + sep + "search_path=" + schema + "&application_name=" + schema
 	runCrash(t, []string{"CLANKIE_MEMORY_STORE=" + store}, func() (*diskState, error) {
 		return readDB(ctx, conn, schema)
+	}, func() {
+		// A kill -9 cuts the service's connections, but a backend that had
+		// received a COMMIT still finishes it: the write was sent and never
+		// acknowledged, an outcome the retry settles. Read only once every
+		// backend of the dead service is gone.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var n int
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", schema).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d backends of the killed service are still open after 10s", n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	})
 }
 

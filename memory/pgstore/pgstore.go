@@ -78,7 +78,9 @@ func Open(ctx context.Context, dsn string, log *zap.Logger, now func() time.Time
 	} else if cfg.MaxConns < 8 {
 		cfg.MaxConns = 8
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = "clankie-memory"
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "clankie-memory"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("cannot use the database %s names: %s", Variable, reason(err))
