@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -23,8 +24,8 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	if os.Getenv(testStoreEnv) != "" {
-		os.Exit(code) // the child: PostgreSQL done
+	if os.Getenv(testStoreEnv) != "" || fuzzing() {
+		os.Exit(code) // the child (PostgreSQL done), or a fuzzing run: its targets fuzz the files
 	}
 	if os.Getenv(testPostgresEnv) == "" {
 		if os.Getenv("CI") == "true" {
@@ -43,4 +44,15 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// fuzzing reports whether this binary is a fuzzing coordinator or worker
+// (go test -fuzz), which runs its targets once, on the file store.
+func fuzzing() bool {
+	for _, a := range os.Args[1:] {
+		if a == "-test.fuzzworker" || strings.HasPrefix(a, "-test.fuzz=") && a != "-test.fuzz=" {
+			return true
+		}
+	}
+	return false
 }
