@@ -38,15 +38,7 @@ const (
 	MaxRecallQuery = 200
 )
 
-// Lanes. A bearer belongs to exactly one lane; the body never changes it.
-const (
-	LaneOperator        = "operator"
-	LaneDiscordPresence = "discord_presence"
-	LaneDiscordVoice    = "discord_voice"
-	LaneGameplay        = "gameplay"
-)
-
-// Fact kinds.
+// Fact kinds: Kinds lists them, ValidKind is the rule.
 const (
 	KindPersonFact       = "person-fact"
 	KindPreference       = "preference"
@@ -137,7 +129,7 @@ type ProposalRequest struct {
 	Fact          FactInput `json:"fact"`
 }
 
-// ProposalResponse answers a proposal. Fact is absent only when a replayed
+// ProposalResponse is the reply to a proposal. Fact is absent only when a replayed
 // proposal's fact has since been forgotten; Reason then says so.
 type ProposalResponse struct {
 	SchemaVersion int    `json:"schemaVersion"`
@@ -148,7 +140,18 @@ type ProposalResponse struct {
 	Replayed      bool   `json:"replayed,omitempty"`
 }
 
-// RecallResponse answers a recall, the subject's own view and an export.
+// RecallQuery narrows a recall (the query parameters of GET
+// /v1/memory/discord-people/{guildId}/{userId}). A Discord bearer must name
+// ChannelID (the service refuses with 400 otherwise); Query's
+// whitespace-separated terms must all match; Limit 0 leaves the service's
+// default (8).
+type RecallQuery struct {
+	ChannelID string
+	Query     string
+	Limit     int
+}
+
+// RecallResponse is the reply to a recall, the subject's own view and an export.
 type RecallResponse struct {
 	SchemaVersion int     `json:"schemaVersion"`
 	Subject       Subject `json:"subject"`
@@ -168,7 +171,7 @@ type FactPatch struct {
 	ExpiresAt  OptionalTime `json:"expiresAt,omitzero"`
 }
 
-// FactResponse answers an edit.
+// FactResponse is the reply to an edit.
 type FactResponse struct {
 	SchemaVersion int  `json:"schemaVersion"`
 	Fact          Fact `json:"fact"`
@@ -222,15 +225,15 @@ type BriefingResponse struct {
 
 // Catalog is GET /v1/memory, answered from counters.
 type Catalog struct {
-	SchemaVersion    int            `json:"schemaVersion"`
-	People           int            `json:"people"`
-	Facts            int            `json:"facts"`
-	Episodes         int            `json:"episodes"`
-	Unretained       int            `json:"unretained"`
-	RingCapacity     int            `json:"ringCapacity"`
-	Retained         int            `json:"retained"`
-	RetainedCapacity int            `json:"retainedCapacity"`
-	EpisodesPerLane  map[string]int `json:"episodesPerLane"`
+	SchemaVersion    int          `json:"schemaVersion"`
+	People           int          `json:"people"`
+	Facts            int          `json:"facts"`
+	Episodes         int          `json:"episodes"`
+	Unretained       int          `json:"unretained"`
+	RingCapacity     int          `json:"ringCapacity"`
+	Retained         int          `json:"retained"`
+	RetainedCapacity int          `json:"retainedCapacity"`
+	EpisodesPerLane  map[Lane]int `json:"episodesPerLane"`
 	// CorruptPersonFiles counts person files set aside as unreadable;
 	// GET /v1/memory/discord-people/corrupt lists them.
 	CorruptPersonFiles int `json:"corruptPersonFiles"`
@@ -244,7 +247,7 @@ type CorruptFile struct {
 	Bytes      int64     `json:"bytes"`
 }
 
-// CorruptFiles answers GET /v1/memory/discord-people/corrupt, oldest first.
+// CorruptFiles is the reply to GET /v1/memory/discord-people/corrupt, oldest first.
 type CorruptFiles struct {
 	SchemaVersion int           `json:"schemaVersion"`
 	Files         []CorruptFile `json:"files"`
@@ -262,7 +265,7 @@ type EpisodeProvenance struct {
 // optional so records written before they existed load unchanged.
 type Episode struct {
 	EpisodeID   string            `json:"episodeId"`
-	Lane        string            `json:"lane"`
+	Lane        Lane              `json:"lane"`
 	Room        string            `json:"room"`
 	Summary     string            `json:"summary"`
 	Visibility  string            `json:"visibility"`
@@ -276,7 +279,7 @@ type Episode struct {
 type EpisodeRequest struct {
 	SchemaVersion int               `json:"schemaVersion"`
 	EpisodeID     string            `json:"episodeId,omitempty"`
-	Lane          string            `json:"lane"`
+	Lane          Lane              `json:"lane"`
 	Room          string            `json:"room"`
 	Summary       string            `json:"summary"`
 	Visibility    string            `json:"visibility,omitempty"`
@@ -286,7 +289,7 @@ type EpisodeRequest struct {
 	Provenance    EpisodeProvenance `json:"provenance"`
 }
 
-// EpisodeResponse answers a record.
+// EpisodeResponse is the reply to a record.
 type EpisodeResponse struct {
 	Episode       Episode `json:"episode"`
 	Retained      bool    `json:"retained"`

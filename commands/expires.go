@@ -66,7 +66,7 @@ func expiryDuration(text string, base time.Time) (time.Time, bool) {
 	return base.Add(time.Duration(n) * unit), true
 }
 
-// expiryUnit answers the length of one m, h, d or w.
+// expiryUnit returns the length of one m, h, d or w.
 func expiryUnit(c byte) (time.Duration, bool) {
 	switch c {
 	case 'm':
@@ -102,7 +102,7 @@ func expiryExamples(now time.Time) string {
 		now.UTC().AddDate(0, 1, 0).Format(dateLayout) + " (at most 365 days ahead)."
 }
 
-// issuedAt answers when Discord created the interaction (its id is a
+// issuedAt returns when Discord created the interaction (its id is a
 // snowflake that carries the time). Relative expiries count from it rather
 // than from the clock, so a redelivered interaction sends the same expiresAt,
 // and the service, which keys proposals by the interaction, answers with the

@@ -16,7 +16,7 @@ var _ PeopleMemory = (*memoryclient.Client)(nil)
 // recallCall and friends record what a handler asked of memory.
 type recallCall struct {
 	GuildID, UserID string
-	Query           memoryclient.RecallQuery
+	Query           api.RecallQuery
 }
 
 type mineCall struct{ GuildID, UserID, RequesterUserID string }
@@ -56,7 +56,7 @@ func (f *fakeMemory) Propose(_ context.Context, req api.ProposalRequest) (api.Pr
 	return resp, nil
 }
 
-func (f *fakeMemory) Recall(_ context.Context, guildID, userID string, q memoryclient.RecallQuery) (api.RecallResponse, error) {
+func (f *fakeMemory) Recall(_ context.Context, guildID, userID string, q api.RecallQuery) (api.RecallResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.recalls = append(f.recalls, recallCall{guildID, userID, q})

@@ -10,15 +10,14 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/bot"
-	"github.com/clankie/clankie/memoryclient"
 )
 
 // PeopleMemory is what the /person-memory handlers need of the memory
-// service; *memoryclient.Client satisfies it. It is an interface so the
+// service; *memoryclient.Client satisfies it (in api terms only). It is an interface so the
 // handlers' rules are tested without HTTP.
 type PeopleMemory interface {
 	Propose(ctx context.Context, req api.ProposalRequest) (api.ProposalResponse, error)
-	Recall(ctx context.Context, guildID, userID string, q memoryclient.RecallQuery) (api.RecallResponse, error)
+	Recall(ctx context.Context, guildID, userID string, q api.RecallQuery) (api.RecallResponse, error)
 	Mine(ctx context.Context, guildID, userID, requesterUserID string) (api.RecallResponse, error)
 	Forget(ctx context.Context, guildID, userID, factID, requesterUserID string) error
 }
@@ -116,7 +115,7 @@ func (pm *personMemory) recall(ctx context.Context, inv bot.Invocation) (bot.Rep
 		return bot.Reply{}, bot.Sorry(sayLongQuery, maxQueryText)
 	}
 	resp, err := pm.mem.Recall(ctx, inv.GuildID, subject,
-		memoryclient.RecallQuery{ChannelID: inv.ChannelID, Query: query, Limit: recallLimit})
+		api.RecallQuery{ChannelID: inv.ChannelID, Query: query, Limit: recallLimit})
 	if err != nil {
 		return bot.Reply{}, memoryError(err, readEffect)
 	}
@@ -240,7 +239,8 @@ func factKind(choice string) (string, error) {
 	switch choice {
 	case "":
 		return api.KindPersonFact, nil
-	case api.KindPersonFact, api.KindPreference, api.KindRelationshipNote:
+	}
+	if api.ValidKind(choice) {
 		return choice, nil
 	}
 	return "", bot.Sorry(sayStaleOption)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/bot"
-	"github.com/clankie/clankie/memoryclient"
 )
 
 // autocomplete suggests fact ids for `propose supersedes` and `forget fact`.
@@ -38,7 +37,7 @@ func (pm *personMemory) autocomplete(ctx context.Context, inv bot.Invocation) ([
 // chosen person, and either about the invoker or proposed by them.
 func (pm *personMemory) correctable(ctx context.Context, inv bot.Invocation) ([]api.Fact, error) {
 	resp, err := pm.mem.Recall(ctx, inv.GuildID, personOrInvoker(inv),
-		memoryclient.RecallQuery{ChannelID: inv.ChannelID, Limit: api.MaxFactsPerPerson})
+		api.RecallQuery{ChannelID: inv.ChannelID, Limit: api.MaxFactsPerPerson})
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ func TestAutocompleteSupersedes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := recallCall{testGuild, tt.wantUser, memoryclient.RecallQuery{ChannelID: testChannel, Limit: api.MaxFactsPerPerson}}
+			want := recallCall{testGuild, tt.wantUser, api.RecallQuery{ChannelID: testChannel, Limit: api.MaxFactsPerPerson}}
 			if len(mem.recalls) != 1 || mem.recalls[0] != want {
 				t.Fatalf("recall calls %+v; want %+v", mem.recalls, want)
 			}

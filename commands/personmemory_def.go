@@ -66,7 +66,7 @@ func proposeDefinition() *discordgo.ApplicationCommandOption {
 				Description: "The fact, up to 2048 characters", MinLength: &minFact, MaxLength: api.MaxFactBody},
 			{Type: discordgo.ApplicationCommandOptionString, Name: optKind,
 				Description: "What sort of fact (default: person-fact)",
-				Choices:     choices(api.KindPersonFact, api.KindPreference, api.KindRelationshipNote)},
+				Choices:     choices(api.Kinds()...)},
 			{Type: discordgo.ApplicationCommandOptionString, Name: optVisibility,
 				Description: "Where it may be recalled (default: guild, every room of this server)",
 				Choices:     choices(api.ScopeGuild, api.ScopeChannel)},

@@ -321,7 +321,7 @@ func TestRecallFormatting(t *testing.T) {
 	if refused {
 		t.Fatalf("refused: %q", got)
 	}
-	wantCall := recallCall{testGuild, testOther, memoryclient.RecallQuery{ChannelID: testChannel, Query: "tea time", Limit: recallLimit}}
+	wantCall := recallCall{testGuild, testOther, api.RecallQuery{ChannelID: testChannel, Query: "tea time", Limit: recallLimit}}
 	if len(mem.recalls) != 1 || mem.recalls[0] != wantCall {
 		t.Fatalf("recall calls %+v; want %+v", mem.recalls, wantCall)
 	}

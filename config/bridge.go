@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/clankie/clankie/api"
 )
 
 // Discord holds the settings both bridges share.
@@ -180,7 +182,7 @@ func (t TextBridge) validateInteractions() error {
 	return nil
 }
 
-// PublicKeyBytes answers DISCORD_PUBLIC_KEY decoded (after Validate).
+// PublicKeyBytes returns DISCORD_PUBLIC_KEY decoded (after Validate).
 func (t TextBridge) PublicKeyBytes() ed25519.PublicKey {
 	b, _ := hex.DecodeString(t.PublicKey)
 	return b
@@ -195,18 +197,20 @@ type Validator interface{ Validate() error }
 // BearersFile holds minted tokens, keyed by lane, 0600 in the memory root.
 const BearersFile = "bearers.json"
 
-// ResolveBearer answers token when set, else the one the memory service
-// minted for lane into dir/bearers.json. The error names the variable.
-func ResolveBearer(token, variable, dir, lane string) (string, error) {
+// ResolveBearer returns token when set, else the one the memory service
+// minted for lane into dir/bearers.json. The error names the lane's variable.
+func ResolveBearer(token, dir string, lane api.Lane) (string, error) {
 	if token != "" {
 		return token, nil
 	}
+	info, _ := lane.Info()
+	variable := info.TokenVar
 	path := filepath.Join(dir, BearersFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("%s is not set and no minted token was found in %s; set it, or start the memory service once with the same CLANKIE_MEMORY_DIR", variable, path)
 	}
-	var stored map[string]string
+	var stored map[api.Lane]string
 	if err := json.Unmarshal(b, &stored); err != nil || stored[lane] == "" {
 		return "", fmt.Errorf("%s is not set and %s holds no token for the %s lane; set it", variable, path, lane)
 	}

@@ -19,6 +19,8 @@ import (
 	"strings"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/clankie/clankie/api"
 )
 
 // Log configures logging for every process.
@@ -51,16 +53,26 @@ type Tokens struct {
 	Gameplay    string `env:"CLANKIE_GAMEPLAY_TOKEN" secret:"true" help:"Bearer of the gameplay lane. Minted into the memory root when unset."`
 }
 
+// ByLane returns the tokens keyed by lane; the variable behind each is the
+// lane's api.LaneInfo.TokenVar (a test checks the tags match).
+func (t Tokens) ByLane() map[api.Lane]string {
+	return map[api.Lane]string{
+		api.LaneOperator:        t.Operator,
+		api.LaneDiscordPresence: t.TextBridge,
+		api.LaneDiscordVoice:    t.VoiceBridge,
+		api.LaneGameplay:        t.Gameplay,
+	}
+}
+
 // Validate refuses tokens too short to be secrets and one token for two
 // lanes (the bearer decides the lane, so a shared one would make the text
 // bridge a voice bridge, or a bridge the operator), naming the variables and
 // never echoing a token.
 func (t Tokens) Validate() error {
-	fields := []struct{ name, v string }{
-		{"CLANKIE_OPERATOR_TOKEN", t.Operator},
-		{"CLANKIE_TEXT_BRIDGE_TOKEN", t.TextBridge},
-		{"CLANKIE_VOICE_BRIDGE_TOKEN", t.VoiceBridge},
-		{"CLANKIE_GAMEPLAY_TOKEN", t.Gameplay},
+	byLane := t.ByLane()
+	var fields []struct{ name, v string }
+	for _, l := range api.Lanes() {
+		fields = append(fields, struct{ name, v string }{l.TokenVar, byLane[l.Lane]})
 	}
 	for i, f := range fields {
 		if f.v == "" {
@@ -118,9 +130,6 @@ func (m Memory) Postgres() bool {
 
 // LoadMemory reads and validates the service's settings.
 func LoadMemory() (Memory, error) { return load[Memory]() }
-
-// LoadLog reads and validates only the logging settings.
-func LoadLog() (Log, error) { return load[Log]() }
 
 func load[T Validator]() (T, error) {
 	c, err := parse[T]()

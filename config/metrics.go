@@ -23,7 +23,7 @@ func (m Metrics) Validate() error {
 	return nil
 }
 
-// ListenAddr answers the address to bind: a port alone is loopback, so the
+// ListenAddr returns the address to bind: a port alone is loopback, so the
 // metrics are never on every interface unless a wildcard host is written.
 func (m Metrics) ListenAddr() string {
 	if strings.HasPrefix(m.Addr, ":") {

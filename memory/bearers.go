@@ -22,41 +22,16 @@ const BearersFile = config.BearersFile
 
 // Principal is who is asking. Only the bearer decides it.
 type Principal struct {
-	Lane string
+	Lane api.Lane
 }
 
 // Operator reports whether the principal may cross lanes.
 func (p Principal) Operator() bool { return p.Lane == api.LaneOperator }
 
-// Surface is what a person fact's provenance records for this principal.
+// Surface returns what a person fact's provenance records for this principal.
 func (p Principal) Surface() string {
-	switch p.Lane {
-	case api.LaneOperator:
-		return api.SurfaceOperator
-	case api.LaneDiscordPresence:
-		return api.SurfaceDiscordText
-	case api.LaneDiscordVoice:
-		return api.SurfaceDiscordVoice
-	}
-	return api.SurfaceGameplay
-}
-
-// Lanes lists every lane, each with the variable that holds its token.
-var laneVars = []struct{ lane, env string }{
-	{api.LaneOperator, "CLANKIE_OPERATOR_TOKEN"},
-	{api.LaneDiscordPresence, "CLANKIE_TEXT_BRIDGE_TOKEN"},
-	{api.LaneDiscordVoice, "CLANKIE_VOICE_BRIDGE_TOKEN"},
-	{api.LaneGameplay, "CLANKIE_GAMEPLAY_TOKEN"},
-}
-
-// TokenVar names the variable that holds a lane's token.
-func TokenVar(lane string) string {
-	for _, l := range laneVars {
-		if l.lane == lane {
-			return l.env
-		}
-	}
-	return ""
+	info, _ := p.Lane.Info()
+	return info.Surface
 }
 
 // minTokenLength is the shortest token accepted from bearers.json: the
@@ -68,20 +43,15 @@ const minTokenLength = 16
 // token's length nor which lane matched shows in the timing.
 type Bearers struct {
 	digests [4][sha256.Size]byte
-	lanes   [4]string
+	lanes   [4]api.Lane
 }
 
 // LoadBearers takes tokens from the environment and mints the missing ones
-// into <root>/bearers.json on first start. It answers which lanes were minted
+// into <root>/bearers.json on first start. It returns which lanes were minted
 // now (names only, never tokens).
 func LoadBearers(root *os.Root, env config.Tokens) (*Bearers, []string, error) {
-	fromEnv := map[string]string{
-		api.LaneOperator:        env.Operator,
-		api.LaneDiscordPresence: env.TextBridge,
-		api.LaneDiscordVoice:    env.VoiceBridge,
-		api.LaneGameplay:        env.Gameplay,
-	}
-	stored := map[string]string{}
+	fromEnv := env.ByLane()
+	stored := map[api.Lane]string{}
 	if b, err := root.ReadFile(BearersFile); err == nil {
 		if err := json.Unmarshal(b, &stored); err != nil {
 			return nil, nil, fmt.Errorf("%s in the memory root cannot be parsed; move it away to mint new tokens", BearersFile)
@@ -90,11 +60,12 @@ func LoadBearers(root *os.Root, env config.Tokens) (*Bearers, []string, error) {
 	} else if !durable.IsNotExist(err) {
 		return nil, nil, fmt.Errorf("read %s: %w", BearersFile, err)
 	}
+	laneVars := api.Lanes()
 	var minted []string
 	for _, l := range laneVars {
-		if fromEnv[l.lane] == "" && stored[l.lane] == "" {
-			stored[l.lane] = mintToken()
-			minted = append(minted, l.lane)
+		if fromEnv[l.Lane] == "" && stored[l.Lane] == "" {
+			stored[l.Lane] = mintToken()
+			minted = append(minted, string(l.Lane))
 		}
 	}
 	if len(minted) > 0 {
@@ -106,19 +77,19 @@ func LoadBearers(root *os.Root, env config.Tokens) (*Bearers, []string, error) {
 	bs := &Bearers{}
 	source := make([]string, len(laneVars)) // where each lane's token came from, for sentences
 	for i, l := range laneVars {
-		tok, where := fromEnv[l.lane], l.env
+		tok, where := fromEnv[l.Lane], l.TokenVar
 		if tok == "" {
-			tok, where = stored[l.lane], fmt.Sprintf("the %s entry of %s in the memory root", l.lane, BearersFile)
+			tok, where = stored[l.Lane], fmt.Sprintf("the %s entry of %s in the memory root", l.Lane, BearersFile)
 			if err := checkStoredToken(tok); err != nil {
-				return nil, nil, fmt.Errorf("%s in the memory root holds an unusable token for the %s lane: it %v; fix that entry, or remove it to have a new token minted", BearersFile, l.lane, err)
+				return nil, nil, fmt.Errorf("%s in the memory root holds an unusable token for the %s lane: it %v; fix that entry, or remove it to have a new token minted", BearersFile, l.Lane, err)
 			}
 		}
 		bs.digests[i] = sha256.Sum256([]byte(tok))
-		bs.lanes[i] = l.lane
+		bs.lanes[i] = l.Lane
 		source[i] = where
 		for j := range i {
 			if bs.digests[j] == bs.digests[i] {
-				return nil, nil, fmt.Errorf("the %s token (%s) and the %s token (%s) are the same; every lane needs its own token, or one bearer would act as another", laneVars[j].lane, source[j], l.lane, where)
+				return nil, nil, fmt.Errorf("the %s token (%s) and the %s token (%s) are the same; every lane needs its own token, or one bearer would act as another", laneVars[j].Lane, source[j], l.Lane, where)
 			}
 		}
 	}
@@ -145,7 +116,7 @@ func mintToken() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// Authenticate answers the principal of an Authorization header value.
+// Authenticate returns the principal of an Authorization header value.
 func (b *Bearers) Authenticate(header string) (Principal, bool) {
 	tok, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || tok == "" {

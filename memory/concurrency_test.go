@@ -246,7 +246,10 @@ func TestConcurrentSupersedesLoseNoUpdate(t *testing.T) {
 	}
 }
 
-var laneTokens = []struct{ lane, token string }{
+var laneTokens = []struct {
+	lane  api.Lane
+	token string
+}{
 	{api.LaneOperator, op},
 	{api.LaneDiscordPresence, txt},
 	{api.LaneDiscordVoice, voice},
@@ -287,7 +290,7 @@ func concurrentEpisodes(t *testing.T, services int) {
 				// Interleave the dates across writers, so every goroutine
 				// writes both old and new notes.
 				n := i*concurrentWriters + w
-				req := api.EpisodeRequest{SchemaVersion: 1, EpisodeID: id(n), Lane: lt.lane, Room: "room " + lt.lane,
+				req := api.EpisodeRequest{SchemaVersion: 1, EpisodeID: id(n), Lane: lt.lane, Room: "room " + string(lt.lane),
 					Summary: "note " + id(n), OccurredAt: at(n), Provenance: api.EpisodeProvenance{SessionID: "s", SelfAuthored: true}}
 				status, body, err := post(client, urls[(w+i)%len(urls)], lt.token, "/v1/memory/captain-episodes", req)
 				if err != nil || status != http.StatusCreated {

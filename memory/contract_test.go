@@ -6,13 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -292,21 +288,21 @@ func TestContractDocumentIsValid31(t *testing.T) {
 }
 
 // TestContractRoutesMatchHandler checks both directions between the
-// patterns Handler registers (read from the package's source, so a route
-// added to the code and not to the document fails here) and the document's
-// operations, and that the live handler serves every extracted pattern with
-// the security the document gives it.
+// service's route table (with its probes) and the document's operations,
+// and that the live handler serves every pattern of the table with the
+// security the document gives it.
 func TestContractRoutesMatchHandler(t *testing.T) {
 	doc := newContractDoc(t)
-	code, problems, err := contractRegisteredRoutes(".")
-	if err != nil {
-		t.Fatal(err)
+	svc := newTestService(t, filepath.Join(t.TempDir(), "memory"), contractTokens, zap.NewNop(), nil).svc
+	code := map[string]bool{}
+	for pattern := range svc.probes() {
+		code[pattern] = true
 	}
-	for _, p := range problems {
-		t.Error(p)
-	}
-	if len(code) == 0 {
-		t.Fatal("found no routes registered in the package source")
+	for _, b := range svc.routes() {
+		if code[b.Pattern()] {
+			t.Errorf("route %q is in the table twice", b.Pattern())
+		}
+		code[b.Pattern()] = true
 	}
 	documented := map[string]*openapi3.Operation{}
 	for path, item := range doc.Paths.Map() {
@@ -316,16 +312,16 @@ func TestContractRoutesMatchHandler(t *testing.T) {
 	}
 	for r := range code {
 		if documented[r] == nil {
-			t.Errorf("Handler registers %q but api/openapi.yaml does not document it", r)
+			t.Errorf("the route table has %q but api/openapi.yaml does not document it", r)
 		}
 	}
 	for r := range documented {
 		if !code[r] {
-			t.Errorf("api/openapi.yaml documents %q but Handler does not register it", r)
+			t.Errorf("api/openapi.yaml documents %q but the route table does not have it", r)
 		}
 	}
 
-	// The extracted patterns are the ones the live handler serves, and a
+	// The table's patterns are the ones the live handler serves, and a
 	// route answers 401 without a bearer exactly when the document says it
 	// needs one.
 	srv, _ := newContractServer(t)
@@ -345,7 +341,7 @@ func TestContractRoutesMatchHandler(t *testing.T) {
 		var e api.Error
 		_ = json.Unmarshal(b, &e)
 		if e.Code == "not_found" || e.Code == "method_not_allowed" {
-			t.Errorf("%s: the live handler does not serve the extracted pattern (%d %s)", r, resp.StatusCode, b)
+			t.Errorf("%s: the live handler does not serve the table's pattern (%d %s)", r, resp.StatusCode, b)
 			continue
 		}
 		op := documented[r]
@@ -359,167 +355,6 @@ func TestContractRoutesMatchHandler(t *testing.T) {
 		if needs, got401 := len(security) > 0, resp.StatusCode == http.StatusUnauthorized; needs != got401 {
 			t.Errorf("%s: the document says bearer required=%v but without a bearer the server answered %d", r, needs, resp.StatusCode)
 		}
-	}
-}
-
-// contractRegisteredRoutes reads every non-test Go file in dir and answers
-// the "METHOD /path" patterns passed to Handle and HandleFunc. A pattern it
-// cannot evaluate to a constant is a problem, not a route silently missed.
-func contractRegisteredRoutes(dir string) (map[string]bool, []string, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		return nil, nil, err
-	}
-	fset := token.NewFileSet()
-	var parsed []*ast.File
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return nil, nil, err
-		}
-		parsed = append(parsed, af)
-	}
-	// String constants, wherever declared; a name declared twice is ambiguous.
-	consts := map[string]ast.Expr{}
-	ambiguous := map[string]bool{}
-	for _, af := range parsed {
-		ast.Inspect(af, func(n ast.Node) bool {
-			gd, ok := n.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				return true
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if i >= len(vs.Values) {
-						continue
-					}
-					if _, dup := consts[name.Name]; dup {
-						ambiguous[name.Name] = true
-					}
-					consts[name.Name] = vs.Values[i]
-				}
-			}
-			return true
-		})
-	}
-	var eval func(e ast.Expr, depth int) (string, error)
-	eval = func(e ast.Expr, depth int) (string, error) {
-		if depth > 16 {
-			return "", errors.New("constant too deep")
-		}
-		switch e := e.(type) {
-		case *ast.BasicLit:
-			if e.Kind != token.STRING {
-				return "", fmt.Errorf("not a string literal")
-			}
-			return strconv.Unquote(e.Value)
-		case *ast.ParenExpr:
-			return eval(e.X, depth+1)
-		case *ast.BinaryExpr:
-			if e.Op != token.ADD {
-				return "", fmt.Errorf("operator %s", e.Op)
-			}
-			x, err := eval(e.X, depth+1)
-			if err != nil {
-				return "", err
-			}
-			y, err := eval(e.Y, depth+1)
-			return x + y, err
-		case *ast.Ident:
-			if ambiguous[e.Name] {
-				return "", fmt.Errorf("constant %s is declared more than once", e.Name)
-			}
-			v, ok := consts[e.Name]
-			if !ok {
-				return "", fmt.Errorf("%s is not a string constant of the package", e.Name)
-			}
-			return eval(v, depth+1)
-		}
-		return "", fmt.Errorf("expression %T", e)
-	}
-	routes := map[string]bool{}
-	var problems []string
-	problem := func(pos token.Pos, format string, args ...any) {
-		problems = append(problems, fset.Position(pos).String()+": "+fmt.Sprintf(format, args...))
-	}
-	for _, af := range parsed {
-		ast.Inspect(af, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) != 2 {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
-				return true
-			}
-			pattern, err := eval(call.Args[0], 0)
-			if err != nil {
-				problem(call.Pos(), "cannot read the route pattern (%v); teach contractRegisteredRoutes or use a constant", err)
-				return true
-			}
-			method, path, ok := strings.Cut(pattern, " ")
-			if !ok || method == "" || !strings.HasPrefix(path, "/") {
-				problem(call.Pos(), "route %q names no method; every route of the contract has one", pattern)
-				return true
-			}
-			if strings.Contains(path, "...}") || strings.Contains(path, "{$}") || strings.HasSuffix(path, "/") && path != "/" {
-				problem(call.Pos(), "route %q uses a wildcard form the document cannot state", pattern)
-			}
-			if routes[method+" "+path] {
-				problem(call.Pos(), "route %q registered twice", pattern)
-			}
-			routes[method+" "+path] = true
-			return true
-		})
-	}
-	return routes, problems, nil
-}
-
-// TestContractRouteExtractor shows that the extractor sees a route added the
-// way Handler adds them, and refuses a pattern it cannot read.
-func TestContractRouteExtractor(t *testing.T) {
-	dir := t.TempDir()
-	src := `package memory
-
-import "net/http"
-
-const prefix = "/v1/memory"
-
-func handler(pattern string) http.Handler {
-	mux := http.NewServeMux()
-	const person = prefix + "/discord-people/{guildId}/{userId}"
-	mux.Handle("GET "+person+"/mine", nil)
-	mux.HandleFunc("POST " + (prefix + "/new"), nil)
-	mux.Handle(pattern, nil)
-	mux.Handle("/no-method", nil)
-	return mux
-}
-`
-	if err := os.WriteFile(filepath.Join(dir, "routes.go"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "routes_test.go"), []byte("package memory\n\nfunc init() { mux.Handle(\"GET /ignored\", nil) }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	routes, problems, err := contractRegisteredRoutes(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]bool{"GET /v1/memory/discord-people/{guildId}/{userId}/mine": true, "POST /v1/memory/new": true}
-	if len(routes) != len(want) {
-		t.Errorf("routes %v, want %v", routes, want)
-	}
-	for r := range want {
-		if !routes[r] {
-			t.Errorf("missed %q in %v", r, routes)
-		}
-	}
-	if len(problems) != 2 || !strings.Contains(problems[0], "cannot read the route pattern") || !strings.Contains(problems[1], "names no method") {
-		t.Errorf("problems %q, want one unreadable pattern and one without a method", problems)
 	}
 }
 

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"io/fs"
-	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,6 +66,6 @@ func corruptFile(e fs.DirEntry) (api.CorruptFile, bool) {
 // listCorrupt is GET /v1/memory/discord-people/corrupt (operator only):
 // which person files were set aside, so an operator can inspect or restore
 // them by hand.
-func (s *Service) listCorrupt(*request) (int, any, error) {
-	return http.StatusOK, api.CorruptFiles{SchemaVersion: api.SchemaVersion, Files: s.corruptFiles()}, nil
+func (s *Service) listCorrupt(*request) (reply, error) {
+	return reply{body: api.CorruptFiles{SchemaVersion: api.SchemaVersion, Files: s.corruptFiles()}}, nil
 }

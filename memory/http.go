@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -16,40 +17,21 @@ import (
 	"github.com/clankie/clankie/memory/fault"
 )
 
-// access lists which lanes may use a route. The operator is listed where it
-// may; voice-briefing deliberately lists only the voice bridge.
-type access []string
-
-var (
-	anyLane      = access{api.LaneOperator, api.LaneDiscordPresence, api.LaneDiscordVoice, api.LaneGameplay}
-	peopleLanes  = access{api.LaneOperator, api.LaneDiscordPresence, api.LaneDiscordVoice}
-	discordLanes = access{api.LaneDiscordPresence, api.LaneDiscordVoice, api.LaneOperator}
-	operatorOnly = access{api.LaneOperator}
-	voiceOnly    = access{api.LaneDiscordVoice}
-)
-
-func (a access) allows(lane string) bool {
-	for _, l := range a {
-		if l == lane {
-			return true
-		}
-	}
-	return false
-}
-
 // credentialSentence names the credential a route needs and where it comes
 // from, by variable only: an unauthenticated caller learns nothing of the
 // server's filesystem.
-func (a access) credentialSentence() string {
+func credentialSentence(a api.Access) string {
 	const where = "set it in the environment of the caller, or leave it unset on the memory service's host to use the one the service minted on first start"
-	switch {
-	case len(a) == 1 && a[0] == api.LaneOperator:
-		return "This route needs the operator credential: send Authorization: Bearer <CLANKIE_OPERATOR_TOKEN>; " + where + "."
-	case len(a) == 1 && a[0] == api.LaneDiscordVoice:
-		return "This route needs the voice bridge credential: send Authorization: Bearer <CLANKIE_VOICE_BRIDGE_TOKEN>; " + where + "."
-	default:
-		return "This route needs a memory bearer token (CLANKIE_OPERATOR_TOKEN, CLANKIE_TEXT_BRIDGE_TOKEN, CLANKIE_VOICE_BRIDGE_TOKEN or CLANKIE_GAMEPLAY_TOKEN) in Authorization: Bearer <token>; " + where + "."
+	if len(a) == 1 {
+		info, _ := a[0].Info()
+		return "This route needs " + info.Credential + ": send Authorization: Bearer <" + info.TokenVar + ">; " + where + "."
 	}
+	var vars []string
+	for _, l := range api.Lanes() {
+		vars = append(vars, l.TokenVar)
+	}
+	last := len(vars) - 1
+	return "This route needs a memory bearer token (" + strings.Join(vars[:last], ", ") + " or " + vars[last] + ") in Authorization: Bearer <token>; " + where + "."
 }
 
 // request is what an authenticated handler gets.
@@ -59,33 +41,80 @@ type request struct {
 	correlationID string
 }
 
-// handlerFunc answers a status and a value to encode, or an error.
-type handlerFunc func(r *request) (int, any, error)
+// reply is what a handler returns: the value to encode (nil: no body),
+// whether a create was a replay (200 instead of the route's status) and the
+// content-free fields of the route's receipt.
+type reply struct {
+	body     any
+	replayed bool
+	receipt  []zap.Field
+}
 
-// route wraps a handler with authentication, lane access and error mapping.
-func (s *Service) route(a access, h handlerFunc) http.Handler {
+// handlerFunc serves one route of the table.
+type handlerFunc func(r *request) (reply, error)
+
+// binding is one row of the service's route table: the contract's route
+// (pattern, who may call, success status, receipt name) and its handler.
+type binding struct {
+	api.Route
+	handle handlerFunc
+}
+
+// routes returns the route table; Handler serves exactly these, the
+// contract test checks them against api/openapi.yaml.
+func (s *Service) routes() []binding {
+	return []binding{
+		{api.RouteCatalog, s.catalog},
+		{api.RoutePeople, s.listPeople},
+		{api.RouteCorrupt, s.listCorrupt},
+		{api.RoutePropose, s.propose},
+		{api.RouteRecall, s.recall},
+		{api.RouteMine, s.mine},
+		{api.RouteExport, s.export},
+		{api.RouteEditFact, s.editFact},
+		{api.RouteForgetFact, s.forgetFact},
+		{api.RouteForgetPerson, s.forgetPerson},
+		{api.RouteBriefing, s.briefing},
+		{api.RouteRecordEpisode, s.recordEpisode},
+		{api.RouteEpisodes, s.episodeCard},
+		{api.RouteEditEpisode, s.editEpisode},
+		{api.RouteForgetEpisode, s.forgetEpisode},
+	}
+}
+
+// serve wraps a row of the table with authentication, lane access, the
+// receipt and error mapping.
+func (s *Service) serve(b binding) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, ok := s.bearers.Authenticate(r.Header.Get("Authorization"))
 		if !ok {
-			writeError(w, http.StatusUnauthorized, "unauthorized", a.credentialSentence())
+			writeError(w, http.StatusUnauthorized, "unauthorized", credentialSentence(b.Access))
 			return
 		}
 		setLane(r, who.Lane)
-		if !a.allows(who.Lane) {
+		if !b.Access.Allows(who.Lane) {
 			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("The %s bearer may not use this route.", who.Lane))
 			return
 		}
+		start := time.Now()
 		req := &request{Request: r, who: who, correlationID: correlationID(r)}
-		status, body, err := h(req)
+		rep, err := b.handle(req)
+		if b.Receipt != "" {
+			s.receipt(req, b.Receipt, err, start, rep.receipt...)
+		}
 		if err != nil {
 			s.writeErr(w, r, err)
 			return
 		}
-		if status == http.StatusNoContent || body == nil {
+		status := b.Status
+		if rep.replayed {
+			status = http.StatusOK
+		}
+		if rep.body == nil {
 			w.WriteHeader(status)
 			return
 		}
-		writeJSON(w, status, body)
+		writeJSON(w, status, rep.body)
 	})
 }
 

@@ -295,14 +295,14 @@ func TestForgetPersonRemovesCorruptCopies(t *testing.T) {
 // variables' (length, no whitespace) and the four lanes' tokens must differ;
 // the refusal names the file and the lane, never a token.
 func TestBearersFileTokensAreCheckedAtStart(t *testing.T) {
-	good := map[string]string{
+	good := map[api.Lane]string{
 		api.LaneOperator:        "stored-operator-token-0001",
 		api.LaneDiscordPresence: "stored-text-token-00000002",
 		api.LaneDiscordVoice:    "stored-voice-token-0000003",
 		api.LaneGameplay:        "stored-gameplay-token-0004",
 	}
-	with := func(lane, tok string) map[string]string {
-		m := map[string]string{}
+	with := func(lane api.Lane, tok string) map[api.Lane]string {
+		m := map[api.Lane]string{}
 		for k, v := range good {
 			m[k] = v
 		}
@@ -311,15 +311,15 @@ func TestBearersFileTokensAreCheckedAtStart(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		stored map[string]string
+		stored map[api.Lane]string
 		env    config.Tokens
 		want   []string // in the error
 		secret string   // never in the error
 	}{
-		{"short", with(api.LaneDiscordVoice, "short-tok"), config.Tokens{}, []string{BearersFile, api.LaneDiscordVoice, "16"}, "short-tok"},
-		{"whitespace", with(api.LaneGameplay, "has a space in the token"), config.Tokens{}, []string{BearersFile, api.LaneGameplay}, "has a space"},
-		{"text equals voice", with(api.LaneDiscordVoice, good[api.LaneDiscordPresence]), config.Tokens{}, []string{BearersFile, api.LaneDiscordPresence, api.LaneDiscordVoice}, good[api.LaneDiscordPresence]},
-		{"stored equals a variable", good, config.Tokens{Operator: good[api.LaneDiscordPresence]}, []string{BearersFile, "CLANKIE_OPERATOR_TOKEN", api.LaneDiscordPresence}, good[api.LaneDiscordPresence]},
+		{"short", with(api.LaneDiscordVoice, "short-tok"), config.Tokens{}, []string{BearersFile, string(api.LaneDiscordVoice), "16"}, "short-tok"},
+		{"whitespace", with(api.LaneGameplay, "has a space in the token"), config.Tokens{}, []string{BearersFile, string(api.LaneGameplay)}, "has a space"},
+		{"text equals voice", with(api.LaneDiscordVoice, good[api.LaneDiscordPresence]), config.Tokens{}, []string{BearersFile, string(api.LaneDiscordPresence), string(api.LaneDiscordVoice)}, good[api.LaneDiscordPresence]},
+		{"stored equals a variable", good, config.Tokens{Operator: good[api.LaneDiscordPresence]}, []string{BearersFile, "CLANKIE_OPERATOR_TOKEN", string(api.LaneDiscordPresence)}, good[api.LaneDiscordPresence]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "memory")

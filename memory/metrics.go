@@ -70,12 +70,12 @@ func newMetrics(s *Service) *metrics {
 
 // reqLabels is filled in while a request is answered: the route wrapper
 // knows the lane once the bearer is checked.
-type reqLabels struct{ lane string }
+type reqLabels struct{ lane api.Lane }
 
 type labelsKey struct{}
 
 // setLane records the authenticated lane for the request's metrics.
-func setLane(r *http.Request, lane string) {
+func setLane(r *http.Request, lane api.Lane) {
 	if l, ok := r.Context().Value(labelsKey{}).(*reqLabels); ok {
 		l.lane = lane
 	}
@@ -95,7 +95,7 @@ func (m *metrics) instrument(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		m.requests.WithLabelValues(route, labels.lane, outcome(sw.code)).Inc()
+		m.requests.WithLabelValues(route, string(labels.lane), outcome(sw.code)).Inc()
 		m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
 	})
 }
@@ -168,7 +168,7 @@ func (s *Service) metricsRoute() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		who, ok := s.bearers.Authenticate(r.Header.Get("Authorization"))
 		if !ok {
-			writeError(w, http.StatusUnauthorized, "unauthorized", operatorOnly.credentialSentence())
+			writeError(w, http.StatusUnauthorized, "unauthorized", credentialSentence(api.OperatorOnly))
 			return
 		}
 		setLane(r, who.Lane)

@@ -23,7 +23,7 @@ func (s *Service) receipt(r *request, typ string, err error, start time.Time, fi
 	base := []zap.Field{
 		zap.String("receipt", typ),
 		zap.String("correlationId", r.correlationID),
-		zap.String("lane", r.who.Lane),
+		zap.String("lane", string(r.who.Lane)),
 		zap.String("outcome", outcome),
 		zap.Duration("duration", time.Since(start)),
 	}

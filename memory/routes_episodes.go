@@ -1,48 +1,36 @@
 package memory
 
 import (
-	"net/http"
-	"time"
-
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
 )
 
-func (s *Service) recordEpisode(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) recordEpisode(r *request) (reply, error) {
 	var req api.EpisodeRequest
 	if err := decode(r, &req); err != nil {
-		s.receipt(r, "episode.record", err, start)
-		return 0, nil, err
+		return reply{}, err
 	}
 	resp, info, err := s.episodes.Record(r.who.Lane, req)
-	s.receipt(r, "episode.record", err, start,
+	return reply{body: resp, replayed: info.Replayed, receipt: []zap.Field{
 		zap.String("episodeId", resp.Episode.EpisodeID), zap.Bool("replayed", info.Replayed),
 		zap.Bool("retained", resp.Retained), zap.Bool("corrected", resp.Corrected != nil && *resp.Corrected),
-		zap.Int("evicted", info.Evicted), zap.Int("summaryLength", len(req.Summary)))
-	if err != nil {
-		return 0, nil, err
-	}
-	if info.Replayed {
-		return http.StatusOK, resp, nil
-	}
-	return http.StatusCreated, resp, nil
+		zap.Int("evicted", info.Evicted), zap.Int("summaryLength", len(req.Summary))}}, err
 }
 
-func (s *Service) episodeCard(r *request) (int, any, error) {
+func (s *Service) episodeCard(r *request) (reply, error) {
 	q := r.URL.Query()
 	limit, err := intParam(r, "limit")
 	if err != nil {
-		return 0, nil, err
+		return reply{}, err
 	}
 	if err := refresh(s.episodes); err != nil {
-		return 0, nil, err
+		return reply{}, err
 	}
 	var card api.Card
 	if q.Has("q") {
 		if card, err = s.episodes.Search(r.who.Lane, q.Get("q"), limit); err != nil {
-			return 0, nil, err
+			return reply{}, err
 		}
 	} else {
 		card = s.episodes.Card(r.who.Lane)
@@ -54,28 +42,23 @@ func (s *Service) episodeCard(r *request) (int, any, error) {
 			n = 0 // the card: the newest 8
 		}
 		if card.Episodes, err = s.episodes.Records(r.who.Lane, q.Get("q"), n); err != nil {
-			return 0, nil, err
+			return reply{}, err
 		}
 	}
-	return http.StatusOK, card, nil
+	return reply{body: card}, nil
 }
 
-func (s *Service) editEpisode(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) editEpisode(r *request) (reply, error) {
 	var p api.EpisodePatch
 	if err := decode(r, &p); err != nil {
-		s.receipt(r, "episode.edit", err, start)
-		return 0, nil, err
+		return reply{}, err
 	}
 	ep, err := s.episodes.Patch(r.PathValue("episodeId"), p)
-	s.receipt(r, "episode.edit", err, start, zap.String("episodeId", r.PathValue("episodeId")),
-		zap.Bool("retained", ep.Retained))
-	return http.StatusOK, ep, err
+	return reply{body: ep, receipt: []zap.Field{zap.String("episodeId", r.PathValue("episodeId")),
+		zap.Bool("retained", ep.Retained)}}, err
 }
 
-func (s *Service) forgetEpisode(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) forgetEpisode(r *request) (reply, error) {
 	err := s.episodes.Forget(r.PathValue("episodeId"))
-	s.receipt(r, "episode.forget", err, start, zap.String("episodeId", r.PathValue("episodeId")))
-	return http.StatusNoContent, nil, err
+	return reply{receipt: []zap.Field{zap.String("episodeId", r.PathValue("episodeId"))}}, err
 }

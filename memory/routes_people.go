@@ -1,8 +1,6 @@
 package memory
 
 import (
-	"net/http"
-	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -12,16 +10,16 @@ import (
 	"github.com/clankie/clankie/memory/people"
 )
 
-func (s *Service) catalog(r *request) (int, any, error) {
+func (s *Service) catalog(*request) (reply, error) {
 	if err := refresh(s.people); err != nil {
-		return 0, nil, err
+		return reply{}, err
 	}
 	if err := refresh(s.episodes); err != nil {
-		return 0, nil, err
+		return reply{}, err
 	}
 	ps := s.people.Stats()
 	es := s.episodes.Stats()
-	return http.StatusOK, api.Catalog{
+	return reply{body: api.Catalog{
 		SchemaVersion:    api.SchemaVersion,
 		People:           ps.People,
 		Facts:            ps.Facts,
@@ -33,28 +31,26 @@ func (s *Service) catalog(r *request) (int, any, error) {
 		EpisodesPerLane:  es.PerLane,
 
 		CorruptPersonFiles: len(s.corruptFiles()),
-	}, nil
+	}}, nil
 }
 
-func (s *Service) listPeople(r *request) (int, any, error) {
+func (s *Service) listPeople(r *request) (reply, error) {
 	limit, err := intParam(r, "limit")
 	if err != nil {
-		return 0, nil, err
+		return reply{}, err
 	}
 	cursor := r.URL.Query().Get("cursor")
 	if err := people.ValidCursor(cursor); err != nil {
-		return 0, nil, err
+		return reply{}, err
 	}
 	resp, err := s.people.List(cursor, limit)
-	return http.StatusOK, resp, err
+	return reply{body: resp}, err
 }
 
-func (s *Service) propose(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) propose(r *request) (reply, error) {
 	var req api.ProposalRequest
 	if err := decode(r, &req); err != nil {
-		s.receipt(r, "person_fact.propose", err, start)
-		return 0, nil, err
+		return reply{}, err
 	}
 	resp, info, err := s.people.Propose(caller(r.who), req)
 	fields := []zap.Field{zap.Bool("replayed", info.Replayed), zap.Bool("superseded", info.Superseded),
@@ -62,94 +58,76 @@ func (s *Service) propose(r *request) (int, any, error) {
 	if resp.Fact != nil {
 		fields = append(fields, zap.String("factId", resp.Fact.FactID))
 	}
-	s.receipt(r, "person_fact.propose", err, start, fields...)
-	if err != nil {
-		return 0, nil, err
-	}
-	if info.Replayed {
-		return http.StatusOK, resp, nil
-	}
-	return http.StatusCreated, resp, nil
+	return reply{body: resp, replayed: info.Replayed, receipt: fields}, err
 }
 
-func (s *Service) recall(r *request) (int, any, error) {
+func (s *Service) recall(r *request) (reply, error) {
 	q := r.URL.Query()
 	scope := people.ReadScope{Operator: r.who.Operator(), ChannelID: q.Get("channelId")}
 	if !scope.Operator && scope.ChannelID == "" {
-		return 0, nil, fault.New(fault.Invalid, "channel_required", "A Discord read must name channelId: recall always happens in a room.")
+		return reply{}, fault.New(fault.Invalid, "channel_required", "A Discord read must name channelId: recall always happens in a room.")
 	}
 	if scope.ChannelID != "" {
 		if err := people.ValidID(scope.ChannelID); err != nil {
-			return 0, nil, fault.New(fault.Invalid, "invalid_parameter", "channelId %v.", err)
+			return reply{}, fault.New(fault.Invalid, "invalid_parameter", "channelId %v.", err)
 		}
 	}
 	limit, err := intParam(r, "limit")
 	if err != nil {
-		return 0, nil, err
+		return reply{}, err
 	}
 	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
-		return 0, nil, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
+		return reply{}, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
 	resp, err := s.people.RecallJSON(subjectOf(r), people.RecallQuery{Scope: scope, Query: q.Get("query"), Limit: limit})
-	return http.StatusOK, rawJSON(resp), err
+	return reply{body: rawJSON(resp)}, err
 }
 
-func (s *Service) mine(r *request) (int, any, error) {
+func (s *Service) mine(r *request) (reply, error) {
 	resp, err := s.people.Mine(subjectOf(r), r.URL.Query().Get("requesterUserId"))
-	return http.StatusOK, resp, err
+	return reply{body: resp}, err
 }
 
-func (s *Service) export(r *request) (int, any, error) {
+func (s *Service) export(r *request) (reply, error) {
 	resp, err := s.people.Export(subjectOf(r))
-	return http.StatusOK, resp, err
+	return reply{body: resp}, err
 }
 
-func (s *Service) editFact(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) editFact(r *request) (reply, error) {
 	var p api.FactPatch
 	if err := decode(r, &p); err != nil {
-		s.receipt(r, "person_fact.edit", err, start)
-		return 0, nil, err
+		return reply{}, err
 	}
 	f, err := s.people.Edit(subjectOf(r), r.PathValue("factId"), p)
-	s.receipt(r, "person_fact.edit", err, start, zap.String("factId", r.PathValue("factId")))
-	return http.StatusOK, api.FactResponse{SchemaVersion: api.SchemaVersion, Fact: f}, err
+	return reply{body: api.FactResponse{SchemaVersion: api.SchemaVersion, Fact: f},
+		receipt: []zap.Field{zap.String("factId", r.PathValue("factId"))}}, err
 }
 
-func (s *Service) forgetFact(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) forgetFact(r *request) (reply, error) {
 	_, err := s.people.Forget(caller(r.who), subjectOf(r), r.PathValue("factId"), r.URL.Query().Get("requesterUserId"))
-	s.receipt(r, "person_fact.forget", err, start, zap.String("factId", r.PathValue("factId")))
-	return http.StatusNoContent, nil, err
+	return reply{receipt: []zap.Field{zap.String("factId", r.PathValue("factId"))}}, err
 }
 
-func (s *Service) forgetPerson(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) forgetPerson(r *request) (reply, error) {
 	ids, err := s.people.ForgetPerson(subjectOf(r))
-	s.receipt(r, "person.forget", err, start, zap.Int("factsRemoved", len(ids)))
-	return http.StatusOK, api.ForgetPersonResponse{SchemaVersion: api.SchemaVersion, Subject: subjectOf(r), Removed: ids}, err
+	return reply{body: api.ForgetPersonResponse{SchemaVersion: api.SchemaVersion, Subject: subjectOf(r), Removed: ids},
+		receipt: []zap.Field{zap.Int("factsRemoved", len(ids))}}, err
 }
 
-func (s *Service) briefing(r *request) (int, any, error) {
-	start := time.Now()
+func (s *Service) briefing(r *request) (reply, error) {
 	var req api.BriefingRequest
 	if err := decode(r, &req); err != nil {
-		s.receipt(r, "voice.briefing", err, start)
-		return 0, nil, err
+		return reply{}, err
 	}
 	if req.CorrelationID != "" && isToken(req.CorrelationID) {
 		r.correlationID = req.CorrelationID
 	}
 	if err := refresh(s.episodes); err != nil {
-		s.receipt(r, "voice.briefing", err, start)
-		return 0, nil, err
+		return reply{}, err // the table's wrapper writes the receipt
 	}
 	text, counts, err := s.people.Briefing(req, s.episodes.VoiceNotes())
-	s.receipt(r, "voice.briefing", err, start,
-		zap.Int("consentedUsers", counts.ConsentedUsers), zap.Int("usersWithFacts", counts.UsersWithFacts),
-		zap.Int("facts", counts.Facts), zap.Int("episodes", counts.Episodes), zap.Int("briefingLength", len(text)))
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, api.BriefingResponse{SchemaVersion: api.SchemaVersion, Briefing: text, Counts: counts, RefreshedAt: s.now().UTC()}, nil
+	fields := []zap.Field{zap.Int("consentedUsers", counts.ConsentedUsers), zap.Int("usersWithFacts", counts.UsersWithFacts),
+		zap.Int("facts", counts.Facts), zap.Int("episodes", counts.Episodes), zap.Int("briefingLength", len(text))}
+	return reply{body: api.BriefingResponse{SchemaVersion: api.SchemaVersion, Briefing: text, Counts: counts, RefreshedAt: s.now().UTC()},
+		receipt: fields}, err
 }

@@ -168,7 +168,7 @@ func MetricsServer(h http.Handler, log *zap.Logger) *http.Server {
 		IdleTimeout: 90 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: zap.NewStdLog(log.Named("metrics"))}
 }
 
-// Serve answers requests until ctx is done, then stops accepting, lets
+// Serve serves requests until ctx is done, then stops accepting, lets
 // in-flight requests (and their durable writes) finish, and releases the root.
 func (s *Server) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
@@ -195,6 +195,17 @@ func (s *Server) Serve(ctx context.Context) error {
 		serveErr = err
 	}
 	return serveErr
+}
+
+// Close releases a server that was started but never served: it closes the
+// listeners and the stores and releases the root. A server that is serving
+// is stopped by cancelling Serve's context instead.
+func (s *Server) Close() error {
+	s.ln.Close()
+	if s.metricsLn != nil {
+		s.metricsLn.Close()
+	}
+	return s.closeFn()
 }
 
 // listenError says why an address could not be bound, in words.

@@ -47,9 +47,9 @@ func TestSecondServiceOnTheSameRootExitsNamingTheHolder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after a clean stop the root must be free: %v", err)
 	}
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	cancel2()
-	again.Serve(ctx2)
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRootIsTightenedAndMintedTokensKept(t *testing.T) {
@@ -69,7 +69,7 @@ func TestRootIsTightenedAndMintedTokensKept(t *testing.T) {
 	if st.Mode().Perm() != 0o700 {
 		t.Fatalf("root mode %04o", st.Mode().Perm())
 	}
-	tok, err := config.ResolveBearer("", "CLANKIE_OPERATOR_TOKEN", dir, "operator")
+	tok, err := config.ResolveBearer("", dir, "operator")
 	if err != nil || len(tok) < 40 {
 		t.Fatalf("minted operator token: %v", err)
 	}
@@ -89,10 +89,10 @@ func TestRootIsTightenedAndMintedTokensKept(t *testing.T) {
 	if err != nil || len(again.Minted) != 0 {
 		t.Fatalf("restart minted again: %v %v", err, again.Minted)
 	}
-	if tok2, _ := config.ResolveBearer("", "CLANKIE_OPERATOR_TOKEN", dir, "operator"); tok2 != tok {
+	if tok2, _ := config.ResolveBearer("", dir, "operator"); tok2 != tok {
 		t.Fatal("restart changed the minted token")
 	}
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	cancel2()
-	again.Serve(ctx2)
+	if err := again.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

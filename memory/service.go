@@ -43,10 +43,10 @@ type PeopleStore interface {
 // (episodes.Store) or PostgreSQL (pgstore.Episodes).
 type EpisodeStore interface {
 	Stats() episodes.Stats
-	Record(lane string, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error)
-	Card(lane string) api.Card
-	Search(lane, q string, limit int) (api.Card, error)
-	Records(lane, q string, limit int) ([]api.Episode, error)
+	Record(lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error)
+	Card(lane api.Lane) api.Card
+	Search(lane api.Lane, q string, limit int) (api.Card, error)
+	Records(lane api.Lane, q string, limit int) ([]api.Episode, error)
 	Patch(id string, p api.EpisodePatch) (api.Episode, error)
 	Forget(id string) error
 	VoiceNotes() []api.Episode
@@ -89,34 +89,29 @@ func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e Epi
 	return s
 }
 
-// Handler answers every route of the contract.
+// Handler serves every route of the contract: the probes, /metrics and the
+// route table.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-	})
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", s.metricsRoute())
-
-	const person = "/v1/memory/discord-people/{guildId}/{userId}"
-	mux.Handle("GET /v1/memory", s.route(operatorOnly, s.catalog))
-	mux.Handle("GET /v1/memory/discord-people", s.route(operatorOnly, s.listPeople))
-	mux.Handle("GET /v1/memory/discord-people/corrupt", s.route(operatorOnly, s.listCorrupt))
-	mux.Handle("POST /v1/memory/discord-people/proposals", s.route(peopleLanes, s.propose))
-	mux.Handle("GET "+person, s.route(peopleLanes, s.recall))
-	mux.Handle("GET "+person+"/mine", s.route(discordLanes, s.mine))
-	mux.Handle("GET "+person+"/export", s.route(operatorOnly, s.export))
-	mux.Handle("PATCH "+person+"/{factId}", s.route(operatorOnly, s.editFact))
-	mux.Handle("DELETE "+person+"/{factId}", s.route(peopleLanes, s.forgetFact))
-	mux.Handle("DELETE "+person, s.route(operatorOnly, s.forgetPerson))
-	mux.Handle("POST /v1/discord/voice-briefing", s.route(voiceOnly, s.briefing))
-
-	mux.Handle("POST /v1/memory/captain-episodes", s.route(anyLane, s.recordEpisode))
-	mux.Handle("GET /v1/memory/captain-episodes", s.route(anyLane, s.episodeCard))
-	mux.Handle("PATCH /v1/memory/captain-episodes/{episodeId}", s.route(operatorOnly, s.editEpisode))
-	mux.Handle("DELETE /v1/memory/captain-episodes/{episodeId}", s.route(operatorOnly, s.forgetEpisode))
-
+	for pattern, h := range s.probes() {
+		mux.Handle(pattern, h)
+	}
+	for _, b := range s.routes() {
+		mux.Handle(b.Pattern(), s.serve(b))
+	}
 	return s.metrics.instrument(limitBody(jsonErrors(mux)))
+}
+
+// probes returns the routes outside the table, by pattern: the health and
+// readiness probes (no bearer) and /metrics (operator bearer).
+func (s *Service) probes() map[string]http.Handler {
+	return map[string]http.Handler{
+		"GET /healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		}),
+		"GET /readyz":  http.HandlerFunc(s.readyz),
+		"GET /metrics": s.metricsRoute(),
+	}
 }
 
 // limitBody caps every request body at 64 KiB; decode turns the overflow

@@ -48,6 +48,7 @@ func openRootForTest(dir string) (*os.Root, error) { return durable.OpenRoot(dir
 // PostgreSQL run, on a schema of its own named for dir (so a second service
 // on the same dir is a restart, or a second process, on the same data).
 type testService struct {
+	svc      *Service
 	handler  http.Handler
 	people   PeopleStore
 	episodes interface {
@@ -96,7 +97,8 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return testService{handler: NewService(root, dir, bearers, ps, es, log, now).Handler(), people: ps, episodes: es}
+	svc := NewService(root, dir, bearers, ps, es, log, now)
+	return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es}
 }
 
 // openTestDB opens the test server's database in the schema named for dir,

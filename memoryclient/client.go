@@ -93,57 +93,6 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithAttemptTimeout bounds each single request inside a call, so a hung
-// attempt of a retry-safe call can be abandoned and retried while the call's
-// budget still has room. Zero (the default) lets an attempt use the whole
-// remaining budget.
-func WithAttemptTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d < 0 {
-			return errors.New("memoryclient: attempt timeout must not be negative")
-		}
-		o.attemptTimeout = d
-		return nil
-	}
-}
-
-// WithRetries sets how many extra attempts a retry-safe call may make after
-// the first (default DefaultRetries). Zero disables retries.
-func WithRetries(n int) Option {
-	return func(o *options) error {
-		if n < 0 {
-			return errors.New("memoryclient: retries must not be negative")
-		}
-		o.retries = n
-		return nil
-	}
-}
-
-// WithHTTPClient uses hc's transport, jar and timeout. The Client works on a
-// copy, so hc is not modified; redirects are never followed, whatever
-// hc.CheckRedirect says, so the bearer cannot be carried to another address.
-func WithHTTPClient(hc *http.Client) Option {
-	return func(o *options) error {
-		if hc == nil {
-			return errors.New("memoryclient: http client is nil")
-		}
-		o.httpClient = hc
-		return nil
-	}
-}
-
-// WithTransport sets the round tripper (tests, a unix socket dialer, TLS
-// settings). It takes precedence over the transport of WithHTTPClient.
-func WithTransport(rt http.RoundTripper) Option {
-	return func(o *options) error {
-		if rt == nil {
-			return errors.New("memoryclient: transport is nil")
-		}
-		o.transport = rt
-		return nil
-	}
-}
-
 // WithLogger sets the zap logger (default: no logging). Retries are logged at
 // debug; failures that say the service is unhealthy (unavailable, timeout,
 // internal, unexpected) at warn, the rest at debug. Entries hold the op, the
@@ -254,20 +203,19 @@ func (nopLogger) Debugf(string, ...any) {}
 
 // call describes one method's request.
 type call struct {
-	op     string // method name for errors and logs
-	method string
-	route  string // template for logs, e.g. /v1/memory/discord-people/{guildId}/{userId}
-	path   string // escaped path
-	query  url.Values
-	body   any  // marshaled once, re-sent byte-identical on retry; nil: no body
-	retry  bool // safe to repeat (read, or idempotent by contract)
+	op    string    // method name for errors and logs
+	route api.Route // method, and the path template for logs
+	path  string    // escaped path
+	query url.Values
+	body  any  // marshaled once, re-sent byte-identical on retry; nil: no body
+	retry bool // safe to repeat (read, or idempotent by contract)
 	// content is memory content this request carries (a fact body, a summary,
 	// search terms); a service sentence that echoes it has it redacted.
 	content []string
 }
 
 // do runs c within the call budget, retrying when c.retry allows, and decodes
-// a 2xx JSON body into out (nil: the body is ignored). It answers the final
+// a 2xx JSON body into out (nil: the body is ignored). It returns the final
 // status.
 func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 	if ctx == nil {
@@ -300,7 +248,7 @@ func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 		if err == nil {
 			// Content-free: the route template, never the path's ids.
 			cl.log.Debug("memory call",
-				zap.String("op", c.op), zap.String("method", c.method), zap.String("route", c.route),
+				zap.String("op", c.op), zap.String("method", c.route.Method), zap.String("route", c.route.Path),
 				zap.Int("status", status), zap.Int("attempts", attempt), zap.Duration("elapsed", time.Since(start)))
 			return status, nil
 		}
@@ -315,7 +263,7 @@ func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 			return status, err
 		}
 		cl.log.Debug("memory call retrying",
-			zap.String("op", c.op), zap.String("method", c.method), zap.String("route", c.route),
+			zap.String("op", c.op), zap.String("method", c.route.Method), zap.String("route", c.route.Path),
 			zap.Int("attempt", attempt), zap.Stringer("kind", err.Kind), zap.Int("status", err.Status),
 			zap.Duration("backoff", wait))
 		t := time.NewTimer(wait)
@@ -331,7 +279,7 @@ func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 	}
 }
 
-// backoff answers the pause after the given failed attempt.
+// backoff returns the pause after the given failed attempt.
 func backoff(attempt int) time.Duration {
 	d := backoffBase
 	for i := 1; i < attempt && d < backoffMax; i++ {
@@ -355,7 +303,7 @@ func (cl *Client) attempt(callCtx context.Context, c call, body []byte, out any)
 	if body != nil {
 		req.SetHeader("Content-Type", "application/json").SetBody(body)
 	}
-	resp, err := req.Execute(c.method, c.path)
+	resp, err := req.Execute(c.route.Method, c.path)
 	if err != nil {
 		return 0, cl.transportError(c.op, callCtx, actx, err)
 	}
@@ -427,7 +375,7 @@ func (cl *Client) logFailure(c call, e *Error, start time.Time) {
 		lvl = zap.WarnLevel
 	}
 	if ce := cl.log.Check(lvl, "memory call failed"); ce != nil {
-		ce.Write(zap.String("op", c.op), zap.String("method", c.method), zap.String("route", c.route),
+		ce.Write(zap.String("op", c.op), zap.String("method", c.route.Method), zap.String("route", c.route.Path),
 			zap.Stringer("kind", e.Kind), zap.Int("status", e.Status), zap.String("code", e.Code),
 			zap.Int("attempts", e.Attempts), zap.Duration("elapsed", time.Since(start)))
 	}

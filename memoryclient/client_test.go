@@ -73,7 +73,7 @@ func TestMethodsHitTheirRoutes(t *testing.T) {
 		{
 			name: "recall",
 			invoke: func(ctx context.Context, c *Client) (any, error) {
-				return c.Recall(ctx, hGuild, hUser, RecallQuery{ChannelID: "c1", Query: "tea & cake", Limit: 5})
+				return c.Recall(ctx, hGuild, hUser, api.RecallQuery{ChannelID: "c1", Query: "tea & cake", Limit: 5})
 			},
 			method: "GET", path: ePerson,
 			query:  url.Values{"channelId": {"c1"}, "query": {"tea & cake"}, "limit": {"5"}},
@@ -83,7 +83,7 @@ func TestMethodsHitTheirRoutes(t *testing.T) {
 		{
 			name: "recall without options sends no empty parameters",
 			invoke: func(ctx context.Context, c *Client) (any, error) {
-				return c.Recall(ctx, hGuild, hUser, RecallQuery{})
+				return c.Recall(ctx, hGuild, hUser, api.RecallQuery{})
 			},
 			method: "GET", path: ePerson, query: url.Values{},
 			status: 200, answer: api.RecallResponse{SchemaVersion: 1},
@@ -169,7 +169,7 @@ func TestMethodsHitTheirRoutes(t *testing.T) {
 			},
 			method: "POST", path: "/v1/memory/captain-episodes",
 			status: 201, answer: api.EpisodeResponse{Episode: api.Episode{EpisodeID: "e1"}, Retained: true},
-			wantBody:  map[string]any{"schemaVersion": 1.0, "lane": api.LaneDiscordPresence, "room": "r"},
+			wantBody:  map[string]any{"schemaVersion": 1.0, "lane": string(api.LaneDiscordPresence), "room": "r"},
 			wantValue: api.EpisodeResponse{Episode: api.Episode{EpisodeID: "e1"}, Retained: true},
 		},
 		{
@@ -193,7 +193,7 @@ func TestMethodsHitTheirRoutes(t *testing.T) {
 				return c.EditEpisode(ctx, hEpisode, api.EpisodePatch{Retained: &keep})
 			},
 			method: "PATCH", path: "/v1/memory/captain-episodes/" + eEpisode,
-			status: 200, answer: map[string]any{"episode": api.Episode{EpisodeID: "e1", Retained: true}},
+			status: 200, answer: api.Episode{EpisodeID: "e1", Retained: true},
 			wantBody:  map[string]any{"retained": true},
 			wantValue: api.Episode{EpisodeID: "e1", Retained: true},
 		},
@@ -257,8 +257,9 @@ func TestProposeDecodesNewAndReplay(t *testing.T) {
 		wantReplayed bool
 	}{{201, false}, {200, true}} {
 		f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+			// As the service does: a replay answers 200 and says so in the body.
 			reply(w, tt.status, map[string]any{"schemaVersion": 1, "fact": map[string]any{"factId": "f7", "body": "x"},
-				"superseded": true, "evicted": 2})
+				"superseded": true, "evicted": 2, "replayed": tt.wantReplayed})
 		})
 		got, err := f.client(t).Propose(context.Background(), api.ProposalRequest{ProposalID: "p"})
 		if err != nil {
@@ -270,7 +271,7 @@ func TestProposeDecodesNewAndReplay(t *testing.T) {
 	}
 }
 
-func TestEditEpisodeAcceptsBareEpisode(t *testing.T) {
+func TestEditEpisodeDecodesTheEpisode(t *testing.T) {
 	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 		reply(w, 200, api.Episode{EpisodeID: "e2", Summary: "s"})
 	})
@@ -295,7 +296,7 @@ func TestErrorStatusesMapToKinds(t *testing.T) {
 			f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
 				reply(w, tt.status, api.Error{Code: "some_code", Message: "A sentence for a person."})
 			})
-			_, err := f.client(t, WithRetries(0)).Recall(context.Background(), "g", "u", RecallQuery{ChannelID: "c"})
+			_, err := f.client(t, WithRetries(0)).Recall(context.Background(), "g", "u", api.RecallQuery{ChannelID: "c"})
 			e, ok := AsError(err)
 			if !ok {
 				t.Fatalf("err = %v, want *Error", err)
@@ -363,7 +364,7 @@ func TestInvalidIDsRefusedBeforeSending(t *testing.T) {
 	c := f.client(t)
 	ctx := context.Background()
 	calls := map[string]func() error{
-		"recall empty guild": func() error { _, err := c.Recall(ctx, "", "u", RecallQuery{}); return err },
+		"recall empty guild": func() error { _, err := c.Recall(ctx, "", "u", api.RecallQuery{}); return err },
 		"mine dot user":      func() error { _, err := c.Mine(ctx, "g", ".", "u"); return err },
 		"forget dotdot fact": func() error { return c.Forget(ctx, "g", "u", "..", "") },
 		"export dotdot user": func() error { _, err := c.Export(ctx, "g", ".."); return err },

@@ -17,7 +17,7 @@ import (
 type Kind int
 
 // The kinds. The zero value is never returned by this package; it is what
-// KindOf answers for an error that did not come from a Client.
+// KindOf returns for an error that did not come from a Client.
 const (
 	KindUnknown Kind = iota
 	// KindUnavailable: the service could not be reached (connection refused or
@@ -163,24 +163,13 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-// KindOf answers the Kind of err, KindUnknown when err is nil or did not come
+// KindOf returns the Kind of err, KindUnknown when err is nil or did not come
 // from a Client.
 func KindOf(err error) Kind {
 	if e, ok := AsError(err); ok {
 		return e.Kind
 	}
 	return KindUnknown
-}
-
-// IsKind reports whether err is an *Error of kind k, looking through wrapping.
-func IsKind(err error, k Kind) bool { return err != nil && KindOf(err) == k }
-
-// Unreachable reports whether err means the service is down or slow
-// (KindUnavailable or KindTimeout): the case in which a bridge answers
-// "memory is unavailable right now; nothing was saved".
-func Unreachable(err error) bool {
-	k := KindOf(err)
-	return k == KindUnavailable || k == KindTimeout
 }
 
 // kindForStatus maps a non-2xx status to its Kind.

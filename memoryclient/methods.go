@@ -2,8 +2,6 @@ package memoryclient
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -11,31 +9,10 @@ import (
 	"github.com/clankie/clankie/api"
 )
 
-// Route templates, used to build paths and, as they are, in logs (a template
-// names the route without the ids in it).
 const (
-	routeCatalog      = "/v1/memory"
-	routeProposals    = "/v1/memory/discord-people/proposals"
-	routePeople       = "/v1/memory/discord-people"
-	routePerson       = "/v1/memory/discord-people/{guildId}/{userId}"
-	routeMine         = routePerson + "/mine"
-	routeExport       = routePerson + "/export"
-	routeFact         = routePerson + "/{factId}"
-	routeBriefing     = "/v1/discord/voice-briefing"
-	routeEpisodes     = "/v1/memory/captain-episodes"
-	routeEpisode      = routeEpisodes + "/{episodeId}"
 	invalidIDCode     = "invalid_id"
 	invalidIDSentence = "the %s is empty or is \".\" or \"..\", which cannot be addressed in a URL path"
 )
-
-// RecallQuery narrows a recall. A Discord bearer must name ChannelID (the
-// service answers 400 otherwise); Query's whitespace-separated terms must all
-// match; Limit 0 leaves the service's default (8).
-type RecallQuery struct {
-	ChannelID string
-	Query     string
-	Limit     int
-}
 
 // checkIDs refuses ids that no escaping can carry as a path segment: an empty
 // one would merge two segments, and "." or ".." would be cleaned away (or
@@ -52,7 +29,7 @@ func checkIDs(op string, pairs ...string) error {
 }
 
 func personPath(guildID, userID string) string {
-	return routePeople + "/" + url.PathEscape(guildID) + "/" + url.PathEscape(userID)
+	return api.PathPeople + "/" + url.PathEscape(guildID) + "/" + url.PathEscape(userID)
 }
 
 // query builds a query from name/value pairs, leaving out empty values so an
@@ -87,33 +64,30 @@ func limitString(n int) string {
 // Propose stores a person fact (POST /v1/memory/discord-people/proposals). It
 // is retried on unavailability because a re-send with the same proposalId is
 // idempotent by contract: the service answers 200 with the fact stored the
-// first time, and Replayed is then true. SchemaVersion 0 is sent as
+// first time, with Replayed set. SchemaVersion 0 is sent as
 // api.SchemaVersion. A proposalId reused with a different fact is KindConflict.
 func (cl *Client) Propose(ctx context.Context, req api.ProposalRequest) (api.ProposalResponse, error) {
 	if req.SchemaVersion == 0 {
 		req.SchemaVersion = api.SchemaVersion
 	}
 	var out api.ProposalResponse
-	status, err := cl.do(ctx, call{op: "propose", method: http.MethodPost, route: routeProposals,
-		path: routeProposals, body: req, retry: true, content: []string{req.Fact.Body}}, &out)
+	_, err := cl.do(ctx, call{op: "propose", route: api.RoutePropose,
+		path: api.RoutePropose.Path, body: req, retry: true, content: []string{req.Fact.Body}}, &out)
 	if err != nil {
 		return api.ProposalResponse{}, err
-	}
-	if status == http.StatusOK {
-		out.Replayed = true
 	}
 	return out, nil
 }
 
-// Recall answers the facts about a person visible in q.ChannelID (GET
+// Recall returns the facts about a person visible in q.ChannelID (GET
 // /v1/memory/discord-people/{guildId}/{userId}), newest first. A read: retried.
-func (cl *Client) Recall(ctx context.Context, guildID, userID string, q RecallQuery) (api.RecallResponse, error) {
+func (cl *Client) Recall(ctx context.Context, guildID, userID string, q api.RecallQuery) (api.RecallResponse, error) {
 	const op = "recall"
 	if err := checkIDs(op, "guild id", guildID, "user id", userID); err != nil {
 		return api.RecallResponse{}, err
 	}
 	var out api.RecallResponse
-	if _, err := cl.do(ctx, call{op: op, method: http.MethodGet, route: routePerson,
+	if _, err := cl.do(ctx, call{op: op, route: api.RouteRecall,
 		path:    personPath(guildID, userID),
 		query:   query("channelId", q.ChannelID, "query", q.Query, "limit", limitString(q.Limit)),
 		retry:   true,
@@ -123,7 +97,7 @@ func (cl *Client) Recall(ctx context.Context, guildID, userID string, q RecallQu
 	return out, nil
 }
 
-// Mine answers the subject's own view of what is kept about them in a guild
+// Mine returns the subject's own view of what is kept about them in a guild
 // (GET …/{guildId}/{userId}/mine?requesterUserId=); the service refuses it
 // (KindForbidden) unless the requester is the subject. A read: retried.
 func (cl *Client) Mine(ctx context.Context, guildID, userID, requesterUserID string) (api.RecallResponse, error) {
@@ -132,7 +106,7 @@ func (cl *Client) Mine(ctx context.Context, guildID, userID, requesterUserID str
 		return api.RecallResponse{}, err
 	}
 	var out api.RecallResponse
-	if _, err := cl.do(ctx, call{op: op, method: http.MethodGet, route: routeMine,
+	if _, err := cl.do(ctx, call{op: op, route: api.RouteMine,
 		path:  personPath(guildID, userID) + "/mine",
 		query: query("requesterUserId", requesterUserID),
 		retry: true}, &out); err != nil {
@@ -150,7 +124,7 @@ func (cl *Client) Forget(ctx context.Context, guildID, userID, factID, requester
 	if err := checkIDs(op, "guild id", guildID, "user id", userID, "fact id", factID); err != nil {
 		return err
 	}
-	_, err := cl.do(ctx, call{op: op, method: http.MethodDelete, route: routeFact,
+	_, err := cl.do(ctx, call{op: op, route: api.RouteForgetFact,
 		path:  personPath(guildID, userID) + "/" + url.PathEscape(factID),
 		query: query("requesterUserId", requesterUserID)}, nil)
 	return err
@@ -169,37 +143,37 @@ func (cl *Client) VoiceBriefing(ctx context.Context, req api.BriefingRequest) (a
 		req.ConsentedUserIDs = []string{} // the service expects an array, not null
 	}
 	var out api.BriefingResponse
-	if _, err := cl.do(ctx, call{op: "voice_briefing", method: http.MethodPost, route: routeBriefing,
-		path: routeBriefing, body: req, retry: true}, &out); err != nil {
+	if _, err := cl.do(ctx, call{op: "voice_briefing", route: api.RouteBriefing,
+		path: api.RouteBriefing.Path, body: req, retry: true}, &out); err != nil {
 		return api.BriefingResponse{}, err
 	}
 	return out, nil
 }
 
-// Catalog answers the operator's overview of both memories (GET /v1/memory).
+// Catalog returns the operator's overview of both memories (GET /v1/memory).
 func (cl *Client) Catalog(ctx context.Context) (api.Catalog, error) {
 	var out api.Catalog
-	if _, err := cl.do(ctx, call{op: "catalog", method: http.MethodGet, route: routeCatalog,
-		path: routeCatalog, retry: true}, &out); err != nil {
+	if _, err := cl.do(ctx, call{op: "catalog", route: api.RouteCatalog,
+		path: api.RouteCatalog.Path, retry: true}, &out); err != nil {
 		return api.Catalog{}, err
 	}
 	return out, nil
 }
 
-// People answers one page of every subject with its fact count (GET
+// People returns one page of every subject with its fact count (GET
 // /v1/memory/discord-people; operator only). Pass the previous page's
 // NextCursor, "" for the first page; limit 0 leaves the service's default.
 func (cl *Client) People(ctx context.Context, cursor string, limit int) (api.PeopleResponse, error) {
 	var out api.PeopleResponse
-	if _, err := cl.do(ctx, call{op: "people", method: http.MethodGet, route: routePeople,
-		path: routePeople, query: query("cursor", cursor, "limit", limitString(limit)),
+	if _, err := cl.do(ctx, call{op: "people", route: api.RoutePeople,
+		path: api.PathPeople, query: query("cursor", cursor, "limit", limitString(limit)),
 		retry: true}, &out); err != nil {
 		return api.PeopleResponse{}, err
 	}
 	return out, nil
 }
 
-// Export answers every fact about a person, operator_private and expired ones
+// Export returns every fact about a person, operator_private and expired ones
 // included (GET …/{guildId}/{userId}/export; operator only).
 func (cl *Client) Export(ctx context.Context, guildID, userID string) (api.RecallResponse, error) {
 	const op = "export"
@@ -207,7 +181,7 @@ func (cl *Client) Export(ctx context.Context, guildID, userID string) (api.Recal
 		return api.RecallResponse{}, err
 	}
 	var out api.RecallResponse
-	if _, err := cl.do(ctx, call{op: op, method: http.MethodGet, route: routeExport,
+	if _, err := cl.do(ctx, call{op: op, route: api.RouteExport,
 		path: personPath(guildID, userID) + "/export", retry: true}, &out); err != nil {
 		return api.RecallResponse{}, err
 	}
@@ -223,7 +197,7 @@ func (cl *Client) EditFact(ctx context.Context, guildID, userID, factID string, 
 		return api.Fact{}, err
 	}
 	var out api.FactResponse
-	if _, err := cl.do(ctx, call{op: op, method: http.MethodPatch, route: routeFact,
+	if _, err := cl.do(ctx, call{op: op, route: api.RouteEditFact,
 		path: personPath(guildID, userID) + "/" + url.PathEscape(factID), body: patch,
 		content: []string{deref(patch.Body)}}, &out); err != nil {
 		return api.Fact{}, err
@@ -240,7 +214,7 @@ func (cl *Client) ForgetPerson(ctx context.Context, guildID, userID string) (api
 		return api.ForgetPersonResponse{}, err
 	}
 	var out api.ForgetPersonResponse
-	if _, err := cl.do(ctx, call{op: op, method: http.MethodDelete, route: routePerson,
+	if _, err := cl.do(ctx, call{op: op, route: api.RouteForgetPerson,
 		path: personPath(guildID, userID)}, &out); err != nil {
 		return api.ForgetPersonResponse{}, err
 	}
@@ -256,20 +230,20 @@ func (cl *Client) RecordEpisode(ctx context.Context, req api.EpisodeRequest) (ap
 		req.SchemaVersion = api.SchemaVersion
 	}
 	var out api.EpisodeResponse
-	if _, err := cl.do(ctx, call{op: "record_episode", method: http.MethodPost, route: routeEpisodes,
-		path: routeEpisodes, body: req, content: []string{req.Summary}}, &out); err != nil {
+	if _, err := cl.do(ctx, call{op: "record_episode", route: api.RouteRecordEpisode,
+		path: api.PathEpisodes, body: req, content: []string{req.Summary}}, &out); err != nil {
 		return api.EpisodeResponse{}, err
 	}
 	return out, nil
 }
 
-// Episodes answers the bearer's lane card (GET /v1/memory/captain-episodes):
+// Episodes returns the bearer's lane card (GET /v1/memory/captain-episodes):
 // the newest episodes when q is "", else those matching every term of q.
 // limit 0 leaves the service's default. A read: retried.
 func (cl *Client) Episodes(ctx context.Context, q string, limit int) (api.Card, error) {
 	var out api.Card
-	if _, err := cl.do(ctx, call{op: "episodes", method: http.MethodGet, route: routeEpisodes,
-		path: routeEpisodes, query: query("q", q, "limit", limitString(limit)),
+	if _, err := cl.do(ctx, call{op: "episodes", route: api.RouteEpisodes,
+		path: api.PathEpisodes, query: query("q", q, "limit", limitString(limit)),
 		retry: true, content: terms(q)}, &out); err != nil {
 		return api.Card{}, err
 	}
@@ -277,33 +251,20 @@ func (cl *Client) Episodes(ctx context.Context, q string, limit int) (api.Card, 
 }
 
 // EditEpisode applies the operator's edit, keep or release to one episode
-// (PATCH /v1/memory/captain-episodes/{episodeId}) and answers it as stored.
-// The spec does not fix the answer's shape, so both {"episode":{…}} and a
-// bare episode are accepted. Not retried.
+// (PATCH /v1/memory/captain-episodes/{episodeId}) and returns it as stored.
+// Not retried.
 func (cl *Client) EditEpisode(ctx context.Context, episodeID string, patch api.EpisodePatch) (api.Episode, error) {
 	const op = "edit_episode"
 	if err := checkIDs(op, "episode id", episodeID); err != nil {
 		return api.Episode{}, err
 	}
-	var raw json.RawMessage
-	status, err := cl.do(ctx, call{op: op, method: http.MethodPatch, route: routeEpisode,
-		path: routeEpisodes + "/" + url.PathEscape(episodeID), body: patch,
-		content: []string{deref(patch.Summary)}}, &raw)
-	if err != nil {
+	var out api.Episode
+	if _, err := cl.do(ctx, call{op: op, route: api.RouteEditEpisode,
+		path: api.PathEpisodes + "/" + url.PathEscape(episodeID), body: patch,
+		content: []string{deref(patch.Summary)}}, &out); err != nil {
 		return api.Episode{}, err
 	}
-	var wrapped struct {
-		Episode *api.Episode `json:"episode"`
-	}
-	if json.Unmarshal(raw, &wrapped) == nil && wrapped.Episode != nil {
-		return *wrapped.Episode, nil
-	}
-	var bare api.Episode
-	if json.Unmarshal(raw, &bare) == nil && bare.EpisodeID != "" {
-		return bare, nil
-	}
-	return api.Episode{}, &Error{Op: op, Kind: KindUnexpected, Status: status, Attempts: 1,
-		Message: "the memory service answered with a body this client cannot read"}
+	return out, nil
 }
 
 // ForgetEpisode removes one episode (DELETE
@@ -313,20 +274,17 @@ func (cl *Client) ForgetEpisode(ctx context.Context, episodeID string) error {
 	if err := checkIDs(op, "episode id", episodeID); err != nil {
 		return err
 	}
-	_, err := cl.do(ctx, call{op: op, method: http.MethodDelete, route: routeEpisode,
-		path: routeEpisodes + "/" + url.PathEscape(episodeID)}, nil)
+	_, err := cl.do(ctx, call{op: op, route: api.RouteForgetEpisode,
+		path: api.PathEpisodes + "/" + url.PathEscape(episodeID)}, nil)
 	return err
 }
-
-// routeCorrupt lists person files set aside as unreadable.
-const routeCorrupt = "/v1/memory/discord-people/corrupt"
 
 // CorruptFiles lists the person files the service set aside because they
 // could not be parsed (operator only).
 func (cl *Client) CorruptFiles(ctx context.Context) (api.CorruptFiles, error) {
 	var out api.CorruptFiles
-	if _, err := cl.do(ctx, call{op: "corrupt", method: http.MethodGet, route: routeCorrupt,
-		path: routeCorrupt, retry: true}, &out); err != nil {
+	if _, err := cl.do(ctx, call{op: "corrupt", route: api.RouteCorrupt,
+		path: api.RouteCorrupt.Path, retry: true}, &out); err != nil {
 		return api.CorruptFiles{}, err
 	}
 	return out, nil

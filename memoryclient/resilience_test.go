@@ -40,7 +40,7 @@ func TestConnectionRefusedIsUnavailableQuickly(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.Recall(context.Background(), "g", "u", RecallQuery{ChannelID: "c"})
+	_, err = c.Recall(context.Background(), "g", "u", api.RecallQuery{ChannelID: "c"})
 	elapsed := time.Since(start)
 	e, ok := AsError(err)
 	if !ok || e.Kind != KindUnavailable || e.Status != 0 {
@@ -129,7 +129,7 @@ func TestAttemptTimeoutRetriesReadsOnly(t *testing.T) {
 		reply(w, 200, api.RecallResponse{Total: 1})
 	})
 	c := f.client(t, WithAttemptTimeout(100*time.Millisecond))
-	got, err := c.Recall(context.Background(), "g", "u", RecallQuery{ChannelID: "c"})
+	got, err := c.Recall(context.Background(), "g", "u", api.RecallQuery{ChannelID: "c"})
 	if err != nil || got.Total != 1 {
 		t.Fatalf("recall after a hung attempt: %+v, %v", got, err)
 	}
@@ -226,7 +226,7 @@ func TestWritesNotRetried(t *testing.T) {
 func TestRetriesSafeCallsOn502503504(t *testing.T) {
 	ctx := context.Background()
 	tests := map[string]func(c *Client) error{
-		"recall":  func(c *Client) error { _, err := c.Recall(ctx, "g", "u", RecallQuery{}); return err },
+		"recall":  func(c *Client) error { _, err := c.Recall(ctx, "g", "u", api.RecallQuery{}); return err },
 		"mine":    func(c *Client) error { _, err := c.Mine(ctx, "g", "u", "u"); return err },
 		"catalog": func(c *Client) error { _, err := c.Catalog(ctx); return err },
 		"people":  func(c *Client) error { _, err := c.People(ctx, "", 0); return err },
@@ -386,7 +386,7 @@ func TestLogsHoldNoSecretsOrIDs(t *testing.T) {
 	})
 	c := f.client(t, WithLogger(log))
 	ctx := context.Background()
-	_, _ = c.Recall(ctx, guild, user, RecallQuery{ChannelID: "c", Query: search})
+	_, _ = c.Recall(ctx, guild, user, api.RecallQuery{ChannelID: "c", Query: search})
 	_, _ = c.Propose(ctx, api.ProposalRequest{ProposalID: "p", Fact: api.FactInput{Body: factBody,
 		Subject: api.Subject{GuildID: guild, UserID: user}}})
 	_ = c.Forget(ctx, guild, user, "f", user)

@@ -144,7 +144,7 @@ func TestMetricsScrapeIsContentFree(t *testing.T) {
 	if _, err := in.WaitReply(wctx); err != nil {
 		t.Fatal(err)
 	}
-	opTok, err := config.ResolveBearer("", "CLANKIE_OPERATOR_TOKEN", dir, api.LaneOperator)
+	opTok, err := config.ResolveBearer("", dir, api.LaneOperator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestMetricsScrapeIsContentFree(t *testing.T) {
 	if code, _, _ := scrape(t, "http://"+addr+"/metrics", ""); code != http.StatusUnauthorized {
 		t.Fatalf("/metrics without a bearer answered %d, want 401", code)
 	}
-	textTok, _ := config.ResolveBearer("", "X", dir, api.LaneDiscordPresence)
+	textTok, _ := config.ResolveBearer("", dir, api.LaneDiscordPresence)
 	if code, _, _ := scrape(t, "http://"+addr+"/metrics", textTok); code != http.StatusForbidden {
 		t.Fatalf("/metrics with the text bridge's bearer answered %d, want 403", code)
 	}

@@ -214,7 +214,7 @@ service answers with no body; --json prints
 }
 
 // forgottenEpisode is what --json prints for a forgotten episode: the
-// service answers 204 with no body.
+// service returns 204 with no body.
 type forgottenEpisode struct {
 	SchemaVersion int    `json:"schemaVersion"`
 	EpisodeID     string `json:"episodeId"`
@@ -224,7 +224,7 @@ type forgottenEpisode struct {
 // episodeRecord is one episode as `memory episodes --json` prints it.
 type episodeRecord struct {
 	ID         string    `json:"id"`
-	Lane       string    `json:"lane"`
+	Lane       api.Lane  `json:"lane"`
 	Room       string    `json:"room"`
 	Date       time.Time `json:"date"`
 	Marks      []string  `json:"marks"` // "kept", "corrected"

@@ -154,9 +154,7 @@ It prints the fact as stored; --json prints the service's answer.`,
 				p.Body = &body
 			}
 			if f.Changed("kind") {
-				switch kind {
-				case api.KindPersonFact, api.KindPreference, api.KindRelationshipNote:
-				default:
+				if !api.ValidKind(kind) {
 					return usagef(cmd, "--kind must be %s, %s or %s (got %q)", api.KindPersonFact, api.KindPreference, api.KindRelationshipNote, oneLine(kind))
 				}
 				p.Kind = &kind

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -109,26 +109,22 @@ func renderStatus(w io.Writer, url string, c api.Catalog) error {
 	fmt.Fprintln(w, "\nEpisodes per lane:")
 	tw = newTable(w)
 	for _, lane := range laneOrder(c.EpisodesPerLane) {
-		fmt.Fprintf(tw, "  %s\t%d\n", oneLine(lane), c.EpisodesPerLane[lane])
+		fmt.Fprintf(tw, "  %s\t%d\n", oneLine(string(lane)), c.EpisodesPerLane[lane])
 	}
 	return tw.Flush()
 }
 
-// laneOrder answers the four lanes in a fixed order, then any other lane the
-// service reports, sorted.
-func laneOrder(per map[string]int) []string {
-	lanes := []string{api.LaneOperator, api.LaneDiscordPresence, api.LaneDiscordVoice, api.LaneGameplay}
-	var extra []string
+// laneOrder returns the four lanes in api's table order, then any other lane
+// the service reports, sorted.
+func laneOrder(per map[api.Lane]int) []api.Lane {
+	lanes := api.AllLanes()
+	var extra []api.Lane
 	for l := range per {
-		known := false
-		for _, k := range lanes {
-			known = known || k == l
-		}
-		if !known {
+		if !l.Valid() {
 			extra = append(extra, l)
 		}
 	}
-	sort.Strings(extra)
+	slices.Sort(extra)
 	return append(lanes, extra...)
 }
 
@@ -233,7 +229,7 @@ func renderCard(w io.Writer, c api.Card, searching bool) error {
 func renderEpisode(w io.Writer, ep api.Episode) error {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "  id\t%s\n", oneLine(ep.EpisodeID))
-	fmt.Fprintf(tw, "  lane\t%s\n", oneLine(ep.Lane))
+	fmt.Fprintf(tw, "  lane\t%s\n", oneLine(string(ep.Lane)))
 	fmt.Fprintf(tw, "  room\t%s\n", oneLine(ep.Room))
 	fmt.Fprintf(tw, "  occurred\t%s\n", ep.OccurredAt.UTC().Format(tableTime))
 	fmt.Fprintf(tw, "  visibility\t%s\n", oneLine(ep.Visibility))

@@ -60,8 +60,8 @@ func startMemory(t *testing.T) *fixture {
 	})
 
 	f := &fixture{url: "http://" + srv.Addr, dir: dir}
-	for _, lane := range []string{api.LaneOperator, api.LaneDiscordPresence, api.LaneDiscordVoice, api.LaneGameplay} {
-		tok, err := config.ResolveBearer("", "X", dir, lane)
+	for _, lane := range []api.Lane{api.LaneOperator, api.LaneDiscordPresence, api.LaneDiscordVoice, api.LaneGameplay} {
+		tok, err := config.ResolveBearer("", dir, lane)
 		if err != nil {
 			t.Fatalf("minted %s token: %v", lane, err)
 		}
@@ -204,7 +204,7 @@ func TestStatusPrintsCatalogAndBounds(t *testing.T) {
 func TestStatusWarnsWhenNoHeadroom(t *testing.T) {
 	var b bytes.Buffer
 	if err := renderStatus(&b, "http://127.0.0.1:4310", api.Catalog{Episodes: 1030, Unretained: 6, RingCapacity: 128,
-		Retained: 1024, RetainedCapacity: 1024, EpisodesPerLane: map[string]int{"gameplay": 1030, "future_lane": 0}}); err != nil {
+		Retained: 1024, RetainedCapacity: 1024, EpisodesPerLane: map[api.Lane]int{"gameplay": 1030, "future_lane": 0}}); err != nil {
 		t.Fatal(err)
 	}
 	mustMatch(t, "status at capacity", b.String(), `retained\s+1024 of 1024`, `headroom\s+0\b`,

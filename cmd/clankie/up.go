@@ -68,7 +68,7 @@ func runUp(ctx context.Context, out io.Writer) error {
 
 	runners, err := configuredBridges(memURL, memCfg.Dir, out)
 	if err != nil {
-		stopServer(srv)
+		_ = srv.Close()
 		return err
 	}
 	if len(runners) == 0 {
@@ -154,7 +154,7 @@ func describeListen(configured, actual string) string {
 	return "http://" + addr
 }
 
-// loopbackURL answers how a process on this host reaches addr: a wildcard
+// loopbackURL returns how a process on this host reaches addr: a wildcard
 // listen address is reached over 127.0.0.1.
 func loopbackURL(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
@@ -165,12 +165,6 @@ func loopbackURL(addr string) string {
 		host = "127.0.0.1"
 	}
 	return "http://" + net.JoinHostPort(host, port)
-}
-
-func stopServer(srv *memory.Server) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_ = srv.Serve(ctx)
 }
 
 // isWildcard reports whether addr binds every interface (0.0.0.0, ::, or

@@ -57,7 +57,7 @@ func TestUpRunsTheTextBridgeWithItsOwnBearer(t *testing.T) {
 	if m, err := in.WaitReply(wctx); err != nil || !strings.Contains(strings.ToLower(m.Content), "remember") {
 		t.Fatalf("reply %q %v", m.Content, err)
 	}
-	opTok, err := config.ResolveBearer("", "CLANKIE_OPERATOR_TOKEN", dir, api.LaneOperator)
+	opTok, err := config.ResolveBearer("", dir, api.LaneOperator)
 	if err != nil {
 		t.Fatal(err)
 	}

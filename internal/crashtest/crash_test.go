@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
 )
 
@@ -351,7 +350,10 @@ func (r *crashRun) nextProposal(w, n int, rng *rand.Rand, active []*person) *pro
 	return pr
 }
 
-var episodeLanes = []struct{ lane, token string }{
+var episodeLanes = []struct {
+	lane  api.Lane
+	token string
+}{
 	{api.LaneDiscordVoice, voiceToken},
 	{api.LaneGameplay, gameToken},
 }
@@ -374,7 +376,7 @@ func (r *crashRun) nextEpisode(w int, rng *rand.Rand) *episode {
 		SchemaVersion: api.SchemaVersion,
 		EpisodeID:     id,
 		Lane:          l.lane,
-		Room:          "room-" + l.lane,
+		Room:          "room-" + string(l.lane),
 		Summary:       "crash note " + id + " " + strings.Repeat("y", rng.IntN(120)) + ".",
 		Retain:        retain,
 		OccurredAt:    epoch.Add(time.Duration(seq) * time.Second),
@@ -679,7 +681,7 @@ func (r *crashRun) pendingSupersedes(factID string) bool {
 func (r *crashRun) pendingEpisodeLanes() string {
 	var out []string
 	for _, e := range r.pendingEps {
-		out = append(out, e.id+"@"+e.req.Lane)
+		out = append(out, e.id+"@"+string(e.req.Lane))
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }
@@ -695,10 +697,10 @@ func epLess(a, b api.Episode) int {
 // retained note, the newest 128 unretained) and checks it against the
 // record. It answers the ring size, the retained count and the presented
 // episodes per lane, for the catalog check.
-func (r *crashRun) checkEpisodes(d *diskState, exact bool) (ring, kept int, perLane map[string]int) {
+func (r *crashRun) checkEpisodes(d *diskState, exact bool) (ring, kept int, perLane map[api.Lane]int) {
 	var list []api.Episode
-	seen := map[string]string{}
-	for _, lane := range episodes.Lanes {
+	seen := map[string]api.Lane{}
+	for _, lane := range api.AllLanes() {
 		for _, ep := range d.lanes[lane] {
 			if other, dup := seen[ep.EpisodeID]; dup {
 				r.duplicated++
@@ -712,8 +714,8 @@ func (r *crashRun) checkEpisodes(d *diskState, exact bool) (ring, kept int, perL
 	slices.SortFunc(list, epLess)
 	presented := map[string]api.Episode{}
 	var newest []api.Episode // unretained, newest first
-	perLane = map[string]int{}
-	for _, lane := range episodes.Lanes {
+	perLane = map[api.Lane]int{}
+	for _, lane := range api.AllLanes() {
 		perLane[lane] = 0
 	}
 	for i := len(list) - 1; i >= 0; i-- {

@@ -33,7 +33,7 @@ type diskState struct {
 	badPerm    []string // directories not 0700, files not 0600
 	broken     []string // files that do not parse, with the reason
 	people     map[string]personFile
-	lanes      map[string][]api.Episode // lane → episodes in file order
+	lanes      map[api.Lane][]api.Episode // lane → episodes in file order
 	laneBytes  int
 }
 
@@ -85,9 +85,9 @@ func keyOf(info fs.FileInfo) fileKey {
 // last one ending in a newline: a durable rewrite never leaves a torn line)
 // that decode into episodes of that lane. Temp files are only counted.
 func readDisk(root string) (*diskState, error) {
-	d := &diskState{people: map[string]personFile{}, lanes: map[string][]api.Episode{}}
-	laneOf := map[string]string{}
-	for _, lane := range episodes.Lanes {
+	d := &diskState{people: map[string]personFile{}, lanes: map[api.Lane][]api.Episode{}}
+	laneOf := map[string]api.Lane{}
+	for _, lane := range api.AllLanes() {
 		laneOf[filepath.Base(episodes.FileName(lane))] = lane
 	}
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
@@ -185,7 +185,7 @@ func readDisk(root string) (*diskState, error) {
 	return d, err
 }
 
-func parseLane(lane string, b []byte) (eps []api.Episode, bad []string) {
+func parseLane(lane api.Lane, b []byte) (eps []api.Episode, bad []string) {
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		bad = append(bad, fmt.Sprintf("torn: the file (%d bytes) does not end with a newline", len(b)))
 	}

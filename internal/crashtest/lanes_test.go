@@ -35,7 +35,7 @@ func TestKillBetweenLaneFilesKeepsAcknowledgedEpisodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(tmp, "memory")
-	note := func(lane, id string, at time.Time) api.EpisodeRequest {
+	note := func(lane api.Lane, id string, at time.Time) api.EpisodeRequest {
 		return api.EpisodeRequest{SchemaVersion: api.SchemaVersion, EpisodeID: id, Lane: lane, Room: "room",
 			Summary: "note " + id, OccurredAt: at, Provenance: api.EpisodeProvenance{SelfAuthored: true}}
 	}
@@ -51,8 +51,8 @@ func TestKillBetweenLaneFilesKeepsAcknowledgedEpisodes(t *testing.T) {
 	}
 	srv.stop()
 
-	lanes := []string{api.LaneDiscordVoice, api.LaneGameplay}
-	before := map[string][]byte{}
+	lanes := []api.Lane{api.LaneDiscordVoice, api.LaneGameplay}
+	before := map[api.Lane][]byte{}
 	for _, lane := range lanes {
 		before[lane], _ = os.ReadFile(filepath.Join(dir, episodes.FileName(lane)))
 	}
@@ -69,7 +69,7 @@ func TestKillBetweenLaneFilesKeepsAcknowledgedEpisodes(t *testing.T) {
 			note(api.LaneGameplay, "gameplay-newest", epoch.Add(time.Hour)))
 		answered <- answer{status, err}
 	}()
-	first := ""
+	var first api.Lane
 	deadline := time.Now().Add(20 * time.Second)
 	for first == "" {
 		for _, lane := range lanes {
@@ -126,7 +126,7 @@ func TestKillBetweenLaneFilesKeepsAcknowledgedEpisodes(t *testing.T) {
 // every retained note and the newest 128 unretained ones.
 func presentedEpisodes(d *diskState) (ring int, present map[string]bool) {
 	var list []api.Episode
-	for _, lane := range episodes.Lanes {
+	for _, lane := range api.AllLanes() {
 		list = append(list, d.lanes[lane]...)
 	}
 	present = map[string]bool{}

@@ -72,7 +72,7 @@ func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 		writes = append(writes, orderedWrite{"proposal " + marker, marker, personFile, journalFile})
 		return resp.Fact.FactID
 	}
-	record := func(token, lane, marker string, retain bool) {
+	record := func(token string, lane api.Lane, marker string, retain bool) {
 		req := api.EpisodeRequest{SchemaVersion: api.SchemaVersion, EpisodeID: marker, Lane: lane, Room: "room-order",
 			Summary: "note " + marker, Retain: retain, OccurredAt: time.Now().UTC().Truncate(time.Second),
 			Provenance: api.EpisodeProvenance{SelfAuthored: true}}

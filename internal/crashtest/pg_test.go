@@ -84,7 +84,7 @@ func containsQuery(dsn string) bool {
 // readDB reads the service's rows into the shape readDisk gives for files:
 // people by their file-store name (those with facts), episodes by lane.
 func readDB(ctx context.Context, conn *pgx.Conn, schema string) (*diskState, error) {
-	d := &diskState{people: map[string]personFile{}, lanes: map[string][]api.Episode{}}
+	d := &diskState{people: map[string]personFile{}, lanes: map[api.Lane][]api.Episode{}}
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", schema+".people").Scan(&exists); err != nil || !exists {
 		return d, err // the service has not migrated yet

@@ -27,7 +27,10 @@ func TestRetryAfterRestartOfARefusedRetainIsReplayed(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "memory")
 	srv := startServer(t, bin, dir, nil, 20*time.Second)
 
-	lanes := []struct{ lane, token string }{
+	lanes := []struct {
+		lane  api.Lane
+		token string
+	}{
 		{api.LaneOperator, opToken}, {api.LaneDiscordPresence, textToken},
 		{api.LaneDiscordVoice, voiceToken}, {api.LaneGameplay, gameToken},
 	}

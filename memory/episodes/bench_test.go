@@ -32,7 +32,7 @@ func seedFullStore(b *testing.B) *os.Root {
 	}
 	var eps []api.Episode
 	for i := range api.RetainedCapacity {
-		ep := episode(fmt.Sprintf("kept-%04d", i), Lanes[i%4], base.Add(time.Duration(i)*time.Minute), true)
+		ep := episode(fmt.Sprintf("kept-%04d", i), api.AllLanes()[i%4], base.Add(time.Duration(i)*time.Minute), true)
 		ep.Summary = summary(i)
 		eps = append(eps, ep)
 	}

@@ -43,7 +43,7 @@ import (
 const Dir = "captain-episodes"
 
 // FileName is where a lane's notes live, relative to the data root.
-func FileName(lane string) string { return path.Join(Dir, lane+".jsonl") }
+func FileName(lane api.Lane) string { return path.Join(Dir, string(lane)+".jsonl") }
 
 // RecordInfo tells the HTTP layer what a Record did, for its status code and
 // its receipt: Created (a new note was written: 201), Replayed (an identical
@@ -62,7 +62,7 @@ type Stats struct {
 	Total      int
 	Unretained int
 	Retained   int
-	PerLane    map[string]int
+	PerLane    map[api.Lane]int
 }
 
 // rec is one stored episode with what every write and search needs cached:
@@ -102,8 +102,8 @@ type Store struct {
 	list  []*rec          // every present episode, compareRec order (oldest first)
 	byID  map[string]*rec // the same episodes by id
 	asked map[string]bool // retain asked by the request that created an id (this process only)
-	disk  map[string][]byte
-	stale map[string]bool // lanes whose file differs from what memory derives
+	disk  map[api.Lane][]byte
+	stale map[api.Lane]bool // lanes whose file differs from what memory derives
 	stats Stats
 }
 
@@ -136,12 +136,12 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		now:   now,
 		byID:  make(map[string]*rec),
 		asked: make(map[string]bool),
-		disk:  make(map[string][]byte),
-		stale: make(map[string]bool),
+		disk:  make(map[api.Lane][]byte),
+		stale: make(map[api.Lane]bool),
 	}
 	skipped := 0
 	var all []*rec
-	for _, lane := range Lanes {
+	for _, lane := range api.AllLanes() {
 		data, err := s.readLane(lane)
 		if err != nil {
 			return nil, err
@@ -185,7 +185,7 @@ func FromEpisodes(eps []api.Episode, asked map[string]bool, now func() time.Time
 		now = time.Now
 	}
 	s := &Store{log: zap.NewNop(), now: now, byID: make(map[string]*rec, len(eps)), asked: make(map[string]bool, len(asked)),
-		disk: map[string][]byte{}, stale: map[string]bool{}}
+		disk: map[api.Lane][]byte{}, stale: map[api.Lane]bool{}}
 	all := make([]*rec, 0, len(eps))
 	for _, ep := range eps {
 		if s.byID[ep.EpisodeID] != nil {
@@ -232,7 +232,7 @@ func (s *Store) All() ([]api.Episode, map[string]bool) {
 
 // readLane reads one lane file, tightening its mode to 0600 if it is wider.
 // A missing file is an empty lane.
-func (s *Store) readLane(lane string) ([]byte, error) {
+func (s *Store) readLane(lane api.Lane) ([]byte, error) {
 	name := FileName(lane)
 	st, err := s.root.Stat(name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -261,7 +261,7 @@ func (s *Store) readLane(lane string) ([]byte, error) {
 // malformed id, an unknown visibility, no date, an id already loaded), costs
 // that line only. Warnings carry the lane, line number and a fixed reason,
 // never the line.
-func (s *Store) parseLane(lane string, data []byte) (recs []*rec, skipped int) {
+func (s *Store) parseLane(lane api.Lane, data []byte) (recs []*rec, skipped int) {
 	lineNo := 0
 	for len(data) > 0 {
 		lineNo++
@@ -302,7 +302,7 @@ func (s *Store) parseLane(lane string, data []byte) (recs []*rec, skipped int) {
 		if reason != "" {
 			skipped++
 			s.log.Warn("skipped an episode line",
-				zap.String("lane", lane), zap.Int("line", lineNo), zap.String("reason", reason))
+				zap.String("lane", string(lane)), zap.Int("line", lineNo), zap.String("reason", reason))
 			continue
 		}
 		s.byID[ep.EpisodeID] = r // duplicate detection across lanes; rebuilt after the ring
@@ -346,7 +346,7 @@ func obeysWriteRules(ep api.Episode) bool {
 // retain:true also keeps the corrected note, subject to the ceiling, and
 // retain:false leaves its kept state alone (only the operator releases); an
 // episodeId given with an applied correction is not used.
-func (s *Store) Record(lane string, req api.EpisodeRequest) (api.EpisodeResponse, RecordInfo, error) {
+func (s *Store) Record(lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, RecordInfo, error) {
 	if !validLane(lane) {
 		return api.EpisodeResponse{}, RecordInfo{}, fmt.Errorf("episodes: bearer lane %q is not a lane", lane)
 	}
@@ -370,7 +370,7 @@ func (s *Store) Record(lane string, req api.EpisodeRequest) (api.EpisodeResponse
 	return s.create(n)
 }
 
-// replay answers a record landing on an existing id.
+// replay returns a record landing on an existing id.
 func (s *Store) replay(old *rec, n note) (api.EpisodeResponse, RecordInfo, error) {
 	asked, ok := s.asked[old.ep.EpisodeID]
 	if !ok {
@@ -529,7 +529,7 @@ func (s *Store) Forget(id string) error {
 	return err
 }
 
-// Get answers one episode record by id. It is for operator surfaces only:
+// Get returns one episode record by id. It is for operator surfaces only:
 // lane reads get cards, never records, because records carry provenance.
 func (s *Store) Get(id string) (api.Episode, bool) {
 	s.mu.RLock()
@@ -557,15 +557,11 @@ func notFound() error {
 
 // Card is the ambient card for lane: the newest 8 notes the lane may see.
 // An empty card is "" with count 0.
-func (s *Store) Card(lane string) api.Card {
+func (s *Store) Card(lane api.Lane) api.Card {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return renderCard(cardHeader, s.newest(lane, nil, api.EpisodeCardSize))
 }
-
-// VoiceCard is the card of the notes visible to the discord_voice lane:
-// shareable notes of every lane, and "" when there are none.
-func (s *Store) VoiceCard() api.Card { return s.Card(api.LaneDiscordVoice) }
 
 // VoiceNotes are the notes of the voice briefing: the newest 8 visible to
 // the discord_voice lane (shareable notes of every lane), newest first, as
@@ -585,9 +581,9 @@ func (s *Store) VoiceNotes() []api.Episode {
 // Search is recall past the card: every whitespace-separated term of q must
 // appear, case-insensitively, in a note's summary or room; matches come
 // newest first under the same visibility filter as the card. limit 0 means
-// 8; above 32 (or negative) is Invalid. It answers a card, never records.
+// 8; above 32 (or negative) is Invalid. It returns a card, never records.
 // A blank q matches every visible note.
-func (s *Store) Search(lane, q string, limit int) (api.Card, error) {
+func (s *Store) Search(lane api.Lane, q string, limit int) (api.Card, error) {
 	n, err := searchLimit(limit)
 	if err != nil {
 		return api.Card{}, err
@@ -603,7 +599,7 @@ func (s *Store) Search(lane, q string, limit int) (api.Card, error) {
 
 // newest walks the store newest first and collects up to n notes visible to
 // lane that match terms.
-func (s *Store) newest(lane string, terms []string, n int) []*rec {
+func (s *Store) newest(lane api.Lane, terms []string, n int) []*rec {
 	var out []*rec
 	for i := len(s.list) - 1; i >= 0 && len(out) < n; i-- {
 		r := s.list[i]
@@ -614,12 +610,12 @@ func (s *Store) newest(lane string, terms []string, n int) []*rec {
 	return out
 }
 
-// Stats answers the catalog figures from memory.
+// Stats returns the catalog figures from memory.
 func (s *Store) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := s.stats
-	out.PerLane = make(map[string]int, len(Lanes))
+	out.PerLane = make(map[api.Lane]int, len(api.AllLanes()))
 	for k, v := range s.stats.PerLane {
 		out.PerLane[k] = v
 	}
@@ -650,7 +646,7 @@ func (s *Store) replaced(old, r *rec) []*rec {
 // involved is marked stale, so the next write re-derives it from memory.
 func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err error) {
 	kept, evicted := deriveRing(next)
-	dirty := make(map[string]bool, len(Lanes))
+	dirty := make(map[api.Lane]bool, len(api.AllLanes()))
 	for lane := range s.stale {
 		dirty[lane] = true
 	}
@@ -663,7 +659,7 @@ func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err 
 	for _, r := range evicted {
 		dirty[r.ep.Lane] = true
 	}
-	files := map[string][]byte{}
+	files := map[api.Lane][]byte{}
 	if s.root != nil { // a store in memory only (FromEpisodes) writes no file
 		files = laneFiles(kept, dirty)
 	}
@@ -704,12 +700,12 @@ func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err 
 // one to the ring. A kill -9 between two renames then leaves one note too
 // many on disk (load shows the newest 128) rather than one acknowledged
 // note too few.
-func writeOrder(put *rec) []string {
+func writeOrder(put *rec) []api.Lane {
 	if put == nil {
-		return Lanes
+		return api.AllLanes()
 	}
-	order := []string{put.ep.Lane}
-	for _, l := range Lanes {
+	order := []api.Lane{put.ep.Lane}
+	for _, l := range api.AllLanes() {
 		if l != put.ep.Lane {
 			order = append(order, l)
 		}
@@ -719,8 +715,8 @@ func writeOrder(put *rec) []string {
 
 // recount refreshes the catalog figures from s.list.
 func (s *Store) recount() {
-	st := Stats{PerLane: make(map[string]int, len(Lanes))}
-	for _, lane := range Lanes {
+	st := Stats{PerLane: make(map[api.Lane]int, len(api.AllLanes()))}
+	for _, lane := range api.AllLanes() {
 		st.PerLane[lane] = 0
 	}
 	for _, r := range s.list {
@@ -735,9 +731,9 @@ func (s *Store) recount() {
 	s.stats = st
 }
 
-func allLanes() map[string]bool {
-	m := make(map[string]bool, len(Lanes))
-	for _, l := range Lanes {
+func allLanes() map[api.Lane]bool {
+	m := make(map[api.Lane]bool, len(api.AllLanes()))
+	for _, l := range api.AllLanes() {
 		m[l] = true
 	}
 	return m
@@ -745,14 +741,14 @@ func allLanes() map[string]bool {
 
 // laneFiles renders the file contents of the lanes in want from list: each
 // lane's notes oldest first, one JSON object per line.
-func laneFiles(list []*rec, want map[string]bool) map[string][]byte {
-	size := make(map[string]int, len(want))
+func laneFiles(list []*rec, want map[api.Lane]bool) map[api.Lane][]byte {
+	size := make(map[api.Lane]int, len(want))
 	for _, r := range list {
 		if want[r.ep.Lane] {
 			size[r.ep.Lane] += len(r.line)
 		}
 	}
-	files := make(map[string][]byte, len(want))
+	files := make(map[api.Lane][]byte, len(want))
 	for lane := range want {
 		files[lane] = make([]byte, 0, size[lane])
 	}

@@ -22,7 +22,7 @@ func TestRingKeepsNewest128AcrossLanes(t *testing.T) {
 	}
 	var all []written
 	for i := range 200 {
-		lane := Lanes[i%4]
+		lane := api.AllLanes()[i%4]
 		// (i*73)%200 is a permutation of 0..199: dates interleave across
 		// lanes and arrive out of order.
 		at := base.Add(time.Duration((i*73)%200) * time.Minute)
@@ -110,7 +110,7 @@ func TestOldDatedNoteRecordedLastIsEvictedFirst(t *testing.T) {
 func fullShelf(t testing.TB, root *os.Root) []api.Episode {
 	var eps []api.Episode
 	for i := range api.RetainedCapacity {
-		eps = append(eps, episode(fmt.Sprintf("kept-%04d", i), Lanes[i%4], base.Add(time.Duration(i)*time.Minute), true))
+		eps = append(eps, episode(fmt.Sprintf("kept-%04d", i), api.AllLanes()[i%4], base.Add(time.Duration(i)*time.Minute), true))
 	}
 	seed(t, root, eps)
 	return eps
@@ -182,8 +182,8 @@ func TestRetainedShelfRefusesAtCapacity(t *testing.T) {
 	}
 }
 
-func maps2Equal(a, b map[string][]byte) bool {
-	for _, lane := range Lanes {
+func maps2Equal(a, b map[api.Lane][]byte) bool {
+	for _, lane := range api.AllLanes() {
 		if !bytes.Equal(a[lane], b[lane]) {
 			return false
 		}
@@ -247,9 +247,9 @@ func TestCorrectionAuthority(t *testing.T) {
 	private := api.EpisodeOperatorPrivate
 	cases := []struct {
 		name      string
-		author    string
+		author    api.Lane
 		vis       string
-		corrector string
+		corrector api.Lane
 		unknown   bool
 		want      bool
 	}{
@@ -366,7 +366,7 @@ func TestReadVisibility(t *testing.T) {
 	if priv.Episode.Visibility != api.EpisodeOperatorPrivate {
 		t.Fatalf("operator default visibility %s", priv.Episode.Visibility)
 	}
-	for _, lane := range Lanes {
+	for _, lane := range api.AllLanes() {
 		search, err := e.s.Search(lane, "alpha plan", 32)
 		if err != nil {
 			t.Fatal(err)
@@ -381,7 +381,7 @@ func TestReadVisibility(t *testing.T) {
 			}
 		}
 	}
-	if vc := e.s.VoiceCard(); vc.Count != 1 || strings.Contains(vc.Card, "private") {
+	if vc := e.s.Card(api.LaneDiscordVoice); vc.Count != 1 || strings.Contains(vc.Card, "private") {
 		t.Errorf("voice card %+v", vc)
 	}
 }
@@ -525,7 +525,7 @@ func TestValidationWritesNothing(t *testing.T) {
 	ok := request(api.LaneGameplay, "world", "SECRET-SUMMARY", base)
 	cases := []struct {
 		name   string
-		bearer string
+		bearer api.Lane
 		change func(*api.EpisodeRequest)
 		kind   fault.Kind
 	}{
@@ -598,7 +598,7 @@ func TestLoadTornLastLine(t *testing.T) {
 		t.Error("load rewrote the file")
 	}
 	warns := e.logs.FilterMessage("skipped an episode line").All()
-	if len(warns) != 1 || warns[0].ContextMap()["line"] != int64(3) || warns[0].ContextMap()["lane"] != api.LaneGameplay {
+	if len(warns) != 1 || warns[0].ContextMap()["line"] != int64(3) || warns[0].ContextMap()["lane"] != string(api.LaneGameplay) {
 		t.Errorf("warnings %+v", warns)
 	}
 	e.assertNoContent("SECRET")
@@ -674,7 +674,7 @@ func TestLoadOverfullRingPresentsNewest128(t *testing.T) {
 	root := openRoot(t)
 	var eps []api.Episode
 	for i := range 131 {
-		eps = append(eps, episode(fmt.Sprintf("n%03d", i), Lanes[i%4], base.Add(time.Duration(i)*time.Minute), false))
+		eps = append(eps, episode(fmt.Sprintf("n%03d", i), api.AllLanes()[i%4], base.Add(time.Duration(i)*time.Minute), false))
 	}
 	eps = append(eps, episode("kept-old", api.LaneGameplay, base.Add(-time.Hour), true))
 	seed(t, root, eps)
@@ -720,7 +720,7 @@ func TestPermissions(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o700 {
 		t.Errorf("dir mode %v %v, want 0700", st.Mode().Perm(), err)
 	}
-	for _, lane := range []string{api.LaneOperator, api.LaneGameplay} {
+	for _, lane := range []api.Lane{api.LaneOperator, api.LaneGameplay} {
 		st, err := root.Stat(FileName(lane))
 		if err != nil || st.Mode().Perm() != 0o600 {
 			t.Errorf("%s file mode %v %v, want 0600", lane, st.Mode().Perm(), err)
@@ -755,7 +755,7 @@ func TestPatch(t *testing.T) {
 		if got.Room != "vc" || !got.OccurredAt.Equal(base) || got.Lane != api.LaneDiscordVoice {
 			t.Errorf("patch changed identity: %+v", got)
 		}
-		if vc := e.s.VoiceCard(); vc.Count != 0 {
+		if vc := e.s.Card(api.LaneDiscordVoice); vc.Count != 0 {
 			t.Error("a note made operator_private still reaches the voice card")
 		}
 		files := e.files()
@@ -839,7 +839,7 @@ func TestStatsPerLane(t *testing.T) {
 	r.Retain = true
 	e.record(api.LaneDiscordVoice, r)
 	st := e.s.Stats()
-	want := map[string]int{api.LaneOperator: 0, api.LaneDiscordVoice: 1, api.LaneDiscordPresence: 0, api.LaneGameplay: 2}
+	want := map[api.Lane]int{api.LaneOperator: 0, api.LaneDiscordVoice: 1, api.LaneDiscordPresence: 0, api.LaneGameplay: 2}
 	if st.Total != 3 || st.Unretained != 2 || st.Retained != 1 || len(st.PerLane) != 4 {
 		t.Errorf("stats %+v", st)
 	}
@@ -859,7 +859,7 @@ func TestConcurrentRecordsLoseNothing(t *testing.T) {
 	var wg sync.WaitGroup
 	ids := make(chan string, 100)
 	for g := range 4 {
-		lane := Lanes[g]
+		lane := api.AllLanes()[g]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

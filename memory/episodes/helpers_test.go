@@ -81,7 +81,7 @@ func (e *env) reopen() *env {
 	return openEnv(e.t, e.root)
 }
 
-func request(lane, room, summary string, at time.Time) api.EpisodeRequest {
+func request(lane api.Lane, room, summary string, at time.Time) api.EpisodeRequest {
 	return api.EpisodeRequest{
 		SchemaVersion: 1,
 		Lane:          lane,
@@ -93,7 +93,7 @@ func request(lane, room, summary string, at time.Time) api.EpisodeRequest {
 }
 
 // record records and fails the test on any error.
-func (e *env) record(lane string, req api.EpisodeRequest) (api.EpisodeResponse, RecordInfo) {
+func (e *env) record(lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, RecordInfo) {
 	e.t.Helper()
 	resp, info, err := e.s.Record(lane, req)
 	if err != nil {
@@ -103,10 +103,10 @@ func (e *env) record(lane string, req api.EpisodeRequest) (api.EpisodeResponse, 
 }
 
 // files reads every lane file's bytes (nil when missing).
-func (e *env) files() map[string][]byte {
+func (e *env) files() map[api.Lane][]byte {
 	e.t.Helper()
-	out := map[string][]byte{}
-	for _, lane := range Lanes {
+	out := map[api.Lane][]byte{}
+	for _, lane := range api.AllLanes() {
 		b, err := e.root.ReadFile(FileName(lane))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			e.t.Fatal(err)
@@ -155,7 +155,7 @@ func seed(t testing.TB, root *os.Root, eps []api.Episode) {
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		t.Fatal(err)
 	}
-	byLane := map[string][]byte{}
+	byLane := map[api.Lane][]byte{}
 	for _, ep := range eps {
 		b, err := json.Marshal(ep)
 		if err != nil {
@@ -170,11 +170,11 @@ func seed(t testing.TB, root *os.Root, eps []api.Episode) {
 	}
 }
 
-func episode(id, lane string, at time.Time, retained bool) api.Episode {
+func episode(id string, lane api.Lane, at time.Time, retained bool) api.Episode {
 	return api.Episode{
 		EpisodeID:  id,
 		Lane:       lane,
-		Room:       "room-" + lane,
+		Room:       "room-" + string(lane),
 		Summary:    "note " + id,
 		Visibility: api.EpisodeShareable,
 		OccurredAt: at,

@@ -17,15 +17,15 @@ import (
 )
 
 // FuzzLoadLaneFile writes arbitrary bytes as lane files (the lanes picked by
-// mask's low four bits, in Lanes order; none means the operator lane) and
+// mask's low four bits, in api.AllLanes() order; none means the operator lane) and
 // opens the store over them. Loading must not fail or panic on content,
 // whatever loads must be an episode the store could keep, and the next
 // Record must succeed and leave lane files whose every line is an episode
 // that a fresh Open loads again, unchanged and without skipping a line.
 func FuzzLoadLaneFile(f *testing.F) {
 	at := base.Format(time.RFC3339Nano)
-	line := func(id, lane string, extra string) string {
-		return `{"episodeId":"` + id + `","lane":"` + lane + `","room":"#general","summary":"note ` + id +
+	line := func(id string, lane api.Lane, extra string) string {
+		return `{"episodeId":"` + id + `","lane":"` + string(lane) + `","room":"#general","summary":"note ` + id +
 			`","visibility":"shareable","occurredAt":"` + at + `","provenance":{"characterId":"captain","selfAuthored":true,"rawTranscript":false}` + extra + "}\n"
 	}
 	f.Add(byte(1), []byte(line("a", "operator", "")+line("b", "operator", `,"retained":true`)))
@@ -43,14 +43,14 @@ func FuzzLoadLaneFile(f *testing.F) {
 		if err := durable.MkdirAll(root, Dir); err != nil {
 			t.Fatal(err)
 		}
-		var written []string
-		for i, lane := range Lanes {
+		var written []api.Lane
+		for i, lane := range api.AllLanes() {
 			if mask&(1<<i) != 0 {
 				written = append(written, lane)
 			}
 		}
 		if len(written) == 0 {
-			written = []string{api.LaneOperator}
+			written = []api.Lane{api.LaneOperator}
 		}
 		for _, lane := range written {
 			if err := root.WriteFile(FileName(lane), data, durable.FileMode); err != nil {
@@ -82,7 +82,7 @@ func FuzzLoadLaneFile(f *testing.F) {
 
 		// Every lane file now holds only lines that parse into episodes of
 		// that lane: exactly the store's own lines, in its own order.
-		for _, l := range Lanes {
+		for _, l := range api.AllLanes() {
 			b, err := root.ReadFile(FileName(l))
 			if err != nil && !os.IsNotExist(err) {
 				t.Fatal(err)
@@ -132,11 +132,11 @@ func FuzzLoadLaneFile(f *testing.F) {
 
 // checkLoaded asserts the store's invariants over what it loaded: every
 // episode is one the store could keep, in order, indexed, within the ring.
-func checkLoaded(t *testing.T, s *Store, written []string) {
+func checkLoaded(t *testing.T, s *Store, written []api.Lane) {
 	t.Helper()
 	seen := map[string]bool{}
 	unretained, retained := 0, 0
-	perLane := map[string]int{}
+	perLane := map[api.Lane]int{}
 	for i, r := range s.list {
 		ep := r.ep
 		switch {
@@ -195,7 +195,7 @@ func checkLoaded(t *testing.T, s *Store, written []string) {
 	if st.Total != len(s.list) || st.Unretained != unretained || st.Retained != retained {
 		t.Fatalf("stats %+v disagree with the store (%d unretained, %d retained)", st, unretained, retained)
 	}
-	for _, l := range Lanes {
+	for _, l := range api.AllLanes() {
 		if st.PerLane[l] != perLane[l] {
 			t.Fatalf("stats per lane %v disagree with the store %v", st.PerLane, perLane)
 		}

@@ -2,12 +2,12 @@ package episodes
 
 import "github.com/clankie/clankie/api"
 
-// Records answers the episodes behind Card (q empty and limit 0: the
+// Records returns the episodes behind Card (q empty and limit 0: the
 // newest 8) or Search (q's terms, at most limit) as records rather than a
 // rendered card, newest first, under the same visibility rule, so a script
 // reads fields instead of parsing card lines. Only the operator's route
 // asks for them.
-func (s *Store) Records(lane, q string, limit int) ([]api.Episode, error) {
+func (s *Store) Records(lane api.Lane, q string, limit int) ([]api.Episode, error) {
 	n, err := searchLimit(limit)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package episodes
 import (
 	"crypto/rand"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -29,15 +28,10 @@ const MaxQuery = 1024
 // idAlphabet is the lowercase base32 alphabet assigned ids are drawn from.
 const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
 
-// Lanes lists the four lanes in the order their files are read and written,
-// so load order (and which of two duplicate ids wins) is deterministic.
-// Treat it as read-only.
-var Lanes = []string{api.LaneOperator, api.LaneDiscordVoice, api.LaneDiscordPresence, api.LaneGameplay}
-
 // note is a validated, normalized EpisodeRequest.
 type note struct {
 	id         string // empty: assign one
-	lane       string
+	lane       api.Lane
 	room       string
 	summary    string
 	visibility string // effective: the lane default when the request gave none
@@ -49,7 +43,7 @@ type note struct {
 }
 
 // validLane reports whether lane is one of the four.
-func validLane(lane string) bool { return slices.Contains(Lanes, lane) }
+func validLane(lane api.Lane) bool { return lane.Valid() }
 
 // validID is the shape of an episode id: 1–64 characters of [A-Za-z0-9._:-].
 // Ids are printed on cards and typed into corrections, so they stay typable.
@@ -79,7 +73,7 @@ func breaksLine(r rune) bool {
 // characters except newline. Record and Patch both use it, so the operator's
 // edit obeys the same bound as Clankie's own note.
 // checkRoom is the room rule: 1–128 characters after trimming, no control
-// characters. It answers the trimmed room.
+// characters. It returns the trimmed room.
 func checkRoom(room string) (string, error) {
 	room = strings.TrimSpace(room)
 	if room == "" || !utf8.ValidString(room) || utf8.RuneCountInString(room) > MaxRoom || strings.IndexFunc(room, breaksLine) >= 0 {
@@ -119,7 +113,7 @@ func checkVisibility(v string, allowEmpty bool) error {
 // effectiveVisibility is the write-time default: what Clankie notes at the
 // console stays at the console unless he says otherwise; every other lane's
 // notes are shareable.
-func effectiveVisibility(lane, given string) string {
+func effectiveVisibility(lane api.Lane, given string) string {
 	if given != "" {
 		return given
 	}
@@ -141,13 +135,13 @@ func checkProvenanceID(field, v string) error {
 // validateRequest is every input rule of a record, checked before the store
 // is touched, so a refused request writes nothing. bearer is the lane the
 // caller's token belongs to: a body naming another lane is Forbidden.
-func validateRequest(bearer string, req api.EpisodeRequest) (note, error) {
+func validateRequest(bearer api.Lane, req api.EpisodeRequest) (note, error) {
 	var n note
 	if req.SchemaVersion != api.SchemaVersion {
 		return n, fault.New(fault.Invalid, "invalid_schema_version", "schemaVersion must be %d", api.SchemaVersion)
 	}
 	if !validLane(req.Lane) {
-		return n, fault.New(fault.Invalid, "invalid_lane", "lane must be one of %s", strings.Join(Lanes, ", "))
+		return n, fault.New(fault.Invalid, "invalid_lane", "lane must be one of %s", api.LaneList())
 	}
 	if req.Lane != bearer {
 		return n, fault.New(fault.Forbidden, "lane_forbidden", "this bearer records episodes on the %s lane only; the body named another lane", bearer)
@@ -233,14 +227,14 @@ func sameRecord(stored api.Episode, askedRetain bool, n note) bool {
 
 // visibleTo is read visibility: the operator lane sees everything; every
 // other lane sees shareable notes only. Cards and search both use it.
-func visibleTo(lane string, ep api.Episode) bool {
+func visibleTo(lane api.Lane, ep api.Episode) bool {
 	return lane == api.LaneOperator || ep.Visibility == api.EpisodeShareable
 }
 
 // mayCorrect is correction authority: reading a note is not authority to
 // rewrite it. The operator may correct anything; another lane only a note it
 // can see and wrote itself.
-func mayCorrect(lane string, ep api.Episode) bool {
+func mayCorrect(lane api.Lane, ep api.Episode) bool {
 	if lane == api.LaneOperator {
 		return true
 	}
@@ -361,7 +355,7 @@ func renderLine(ep api.Episode) string {
 	b.WriteString("- [")
 	b.WriteString(ep.OccurredAt.UTC().Format(time.DateOnly))
 	b.WriteString("] ")
-	b.WriteString(ep.Lane)
+	b.WriteString(string(ep.Lane))
 	b.WriteString(" in ")
 	b.WriteString(oneLine(ep.Room))
 	b.WriteString(" (")

@@ -56,7 +56,10 @@ func TestCheckSummary(t *testing.T) {
 }
 
 func TestEffectiveVisibility(t *testing.T) {
-	cases := []struct{ lane, given, want string }{
+	cases := []struct {
+		lane        api.Lane
+		given, want string
+	}{
 		{api.LaneOperator, "", api.EpisodeOperatorPrivate},
 		{api.LaneOperator, api.EpisodeShareable, api.EpisodeShareable},
 		{api.LaneDiscordPresence, "", api.EpisodeShareable},
@@ -74,7 +77,7 @@ func TestEffectiveVisibility(t *testing.T) {
 func TestVisibleTo(t *testing.T) {
 	private := api.Episode{Lane: api.LaneOperator, Visibility: api.EpisodeOperatorPrivate}
 	shared := api.Episode{Lane: api.LaneOperator, Visibility: api.EpisodeShareable}
-	for _, lane := range Lanes {
+	for _, lane := range api.AllLanes() {
 		if !visibleTo(lane, shared) {
 			t.Errorf("%s cannot see a shareable note", lane)
 		}
@@ -86,8 +89,9 @@ func TestVisibleTo(t *testing.T) {
 
 func TestMayCorrect(t *testing.T) {
 	cases := []struct {
-		lane, author, vis string
-		want              bool
+		lane, author api.Lane
+		vis          string
+		want         bool
 	}{
 		{api.LaneOperator, api.LaneDiscordPresence, api.EpisodeShareable, true},
 		{api.LaneOperator, api.LaneGameplay, api.EpisodeOperatorPrivate, true},

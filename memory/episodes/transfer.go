@@ -88,7 +88,7 @@ func (s *Store) Merge(eps []api.Episode, dryRun bool) (int, error) {
 	if n == 0 || dryRun {
 		return n, nil
 	}
-	for _, lane := range Lanes {
+	for _, lane := range api.AllLanes() {
 		s.stale[lane] = true // rewrite every lane that differs
 	}
 	if _, err := s.commit(next, nil, ""); err != nil {

@@ -150,10 +150,10 @@ type quotedLine struct {
 	text   string // the data, quoted when rendered
 }
 
-// whole answers the line with all of its text.
+// whole returns the line with all of its text.
 func (l quotedLine) whole() string { return l.prefix + strconv.Quote(l.text) }
 
-// render answers the line with the first k characters of its text and the
+// render returns the line with the first k characters of its text and the
 // cut mark, or whole when k covers the text.
 func (l quotedLine) render(k int) string {
 	runes := []rune(l.text)
@@ -163,7 +163,7 @@ func (l quotedLine) render(k int) string {
 	return l.prefix + strconv.Quote(string(runes[:k])) + cutMark
 }
 
-// cut answers the longest cut of l whose line costs at most avail, or false
+// cut returns the longest cut of l whose line costs at most avail, or false
 // when even minCut characters do not fit.
 func (l quotedLine) cut(avail int) (string, bool) {
 	n := utf8.RuneCountInString(l.text)
@@ -206,7 +206,7 @@ func (s section) demand() int {
 	return d
 }
 
-// fit answers the lines the section keeps within share (its heading
+// fit returns the lines the section keeps within share (its heading
 // included): whole lines in order, skipping one that does not fit, except
 // that a first line that does not fit whole is cut to fit. No lines means
 // the section is left out.

@@ -35,7 +35,7 @@ const (
 	maxReadable  = 200
 )
 
-// FileName answers the file name of a person. It never fails for ids that
+// FileName returns the file name of a person. It never fails for ids that
 // pass ValidID; callers validate first.
 func FileName(s api.Subject) string {
 	name := readableTag + escape(s.GuildID) + "_" + escape(s.UserID) + fileSuffix
@@ -47,7 +47,7 @@ func FileName(s api.Subject) string {
 	return hashedTag + hex.EncodeToString(h.Sum(nil)) + fileSuffix
 }
 
-// LegacyFileName answers the name of a person's schema-1 file (one JSON
+// LegacyFileName returns the name of a person's schema-1 file (one JSON
 // document, rewritten whole on every change), which the store migrates.
 func LegacyFileName(s api.Subject) string {
 	return strings.TrimSuffix(FileName(s), fileSuffix) + legacySuffix

@@ -58,7 +58,7 @@ const ReasonNoSuchFact = "no fact with that id is kept about this person, so not
 // MaySupersede is the authority rule of a correction: the operator may
 // supersede any fact of the subject; a Discord proposer only one visible in
 // the proposing channel that they proposed themselves or that is about them.
-// It answers a content-free reason when the answer is no.
+// It returns a content-free reason when the answer is no.
 func MaySupersede(c Caller, old api.Fact, proposerUserID, channelID string, now time.Time) (bool, string) {
 	if c.Operator {
 		return true, ""
@@ -84,7 +84,7 @@ func MayForget(f api.Fact, requesterUserID string) bool {
 
 // Evict keeps a person at the bound: while there are more than max facts it
 // removes, of the facts mayEvict allows, expired ones first (oldest first),
-// then the oldest. It answers the facts kept, in their original order, and
+// then the oldest. It returns the facts kept, in their original order, and
 // how many were removed; ok is false, and facts are returned unchanged, when
 // the allowed facts are too few to get back to the bound.
 func Evict(facts []api.Fact, max int, now time.Time, mayEvict func(api.Fact) bool) (kept []api.Fact, evicted int, ok bool) {

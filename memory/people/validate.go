@@ -66,8 +66,7 @@ func CleanBody(body string) (string, error) {
 }
 
 func validKind(k string) error {
-	switch k {
-	case api.KindPersonFact, api.KindPreference, api.KindRelationshipNote:
+	if api.ValidKind(k) {
 		return nil
 	}
 	return invalid("kind must be person-fact, preference or relationship-note.")

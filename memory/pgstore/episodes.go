@@ -199,7 +199,7 @@ func writeDiff(ctx context.Context, tx pgx.Tx, before []api.Episode, beforeAsked
 }
 
 // Record is POST /v1/memory/captain-episodes (see episodes.Store.Record).
-func (e *Episodes) Record(lane string, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error) {
+func (e *Episodes) Record(lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error) {
 	var resp api.EpisodeResponse
 	var info episodes.RecordInfo
 	err := e.change("episode.record", func(st *episodes.Store) error {
@@ -235,18 +235,18 @@ func (e *Episodes) Forget(id string) error {
 // The reads answer from the copy Refresh made current.
 
 // Card is the ambient card for lane.
-func (e *Episodes) Card(lane string) api.Card { return e.current().Card(lane) }
+func (e *Episodes) Card(lane api.Lane) api.Card { return e.current().Card(lane) }
 
 // VoiceNotes are the notes of the voice briefing.
 func (e *Episodes) VoiceNotes() []api.Episode { return e.current().VoiceNotes() }
 
 // Search is recall past the card.
-func (e *Episodes) Search(lane, q string, limit int) (api.Card, error) {
+func (e *Episodes) Search(lane api.Lane, q string, limit int) (api.Card, error) {
 	return e.current().Search(lane, q, limit)
 }
 
 // Records answers the episodes behind a card or a search.
-func (e *Episodes) Records(lane, q string, limit int) ([]api.Episode, error) {
+func (e *Episodes) Records(lane api.Lane, q string, limit int) ([]api.Episode, error) {
 	return e.current().Records(lane, q, limit)
 }
 
