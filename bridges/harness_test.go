@@ -114,7 +114,7 @@ type memoryService struct {
 func startMemory(t testing.TB, log *zap.Logger) *memoryService {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "memory")
-	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", Dir: dir, Tokens: tokens, Log: config.Log{Level: "debug", Format: "json"}}, log.Named("memory"))
+	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: dir}, Tokens: tokens, Log: config.Log{Level: "debug", Format: "json"}}, log.Named("memory"))
 	if err != nil {
 		t.Fatal(err)
 	}

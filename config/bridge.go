@@ -114,8 +114,9 @@ func snowflakes(name string, ids []string) error {
 // MemoryClient is how a bridge or the CLI reaches the memory service.
 type MemoryClient struct {
 	URL string `env:"CLANKIE_MEMORY_URL" envDefault:"http://127.0.0.1:4310" help:"Where the memory service answers, for the bridges and the CLI."`
-	// Dir is read only to find minted bearers when a token variable is unset.
-	Dir string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+	// MemoryRoot is read only to find minted bearers when a token
+	// variable is unset.
+	MemoryRoot
 }
 
 // Validate names the variable that is wrong.

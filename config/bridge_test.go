@@ -11,7 +11,7 @@ func validVoice() VoiceBridge {
 		DiscordToken: "discord-token", ConsentPolicy: ConsentExplicit,
 		RealtimeURL: "wss://api.openai.com/v1/realtime", RealtimeAPIKey: "sk-secret-key-never-echoed",
 		RealtimeAuth: RealtimeAuthBearer, RealtimeModel: "gpt-realtime", RealtimeTurns: RealtimeServerVAD,
-		Memory:  MemoryClient{URL: "http://127.0.0.1:4310", Dir: "/tmp/clankie-memory"},
+		Memory:  MemoryClient{URL: "http://127.0.0.1:4310", MemoryRoot: MemoryRoot{Dir: "/tmp/clankie-memory"}},
 		Discord: Discord{APIURL: "https://discord.com/api/v10"},
 		Log:     Log{Level: "info", Format: "json"},
 	}
@@ -89,7 +89,7 @@ func TestShardSettings(t *testing.T) {
 func TestInteractionsSettings(t *testing.T) {
 	key := strings.Repeat("ab", 32)
 	base := func() TextBridge {
-		return TextBridge{DiscordToken: "t", Memory: MemoryClient{URL: "http://127.0.0.1:4310", Dir: "/tmp/m"},
+		return TextBridge{DiscordToken: "t", Memory: MemoryClient{URL: "http://127.0.0.1:4310", MemoryRoot: MemoryRoot{Dir: "/tmp/m"}},
 			Discord: Discord{APIURL: "https://discord.com/api/v10"}, Log: Log{Level: "info", Format: "json"}}
 	}
 	for _, tc := range []struct {

@@ -93,10 +93,16 @@ func (t Tokens) Validate() error {
 	return nil
 }
 
+// MemoryRoot is CLANKIE_MEMORY_DIR, declared once: the service keeps its
+// data there, and local clients find minted bearers there.
+type MemoryRoot struct {
+	Dir string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+}
+
 // Memory configures `clankie memory serve`.
 type Memory struct {
-	Addr    string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
-	Dir     string `env:"CLANKIE_MEMORY_DIR,expand" envDefault:"${HOME}/.clankie/memory" help:"Data root of the memory service: plain files, 0700 directories, 0600 files."`
+	Addr string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
+	MemoryRoot
 	Store   string `env:"CLANKIE_MEMORY_STORE" secret:"true" help:"Where memory is kept: unset or file for plain files under CLANKIE_MEMORY_DIR (one service process); postgres://user:password@host/db for PostgreSQL (several service processes may share it; CLANKIE_MEMORY_DIR then holds only minted bearers)."`
 	Tokens  Tokens
 	Log     Log

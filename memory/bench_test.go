@@ -136,7 +136,7 @@ type benchService struct {
 
 func startBenchService(b *testing.B, dir string) *benchService {
 	b.Helper()
-	return startBenchServiceCfg(b, config.Memory{Addr: "127.0.0.1:0", Dir: dir, Tokens: testTokens})
+	return startBenchServiceCfg(b, config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: dir}, Tokens: testTokens})
 }
 
 // startBenchServiceCfg is startBenchService on any configuration.

@@ -40,7 +40,7 @@ type hostileServer struct {
 // return, so no goroutine outlives the test.
 func startHostile(t *testing.T) *hostileServer {
 	t.Helper()
-	cfg := config.Memory{Addr: "127.0.0.1:0", Dir: filepath.Join(t.TempDir(), "memory"), Tokens: testTokens,
+	cfg := config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: filepath.Join(t.TempDir(), "memory")}, Tokens: testTokens,
 		Log: config.Log{Level: "info", Format: "json"}}
 	srv, err := Start(cfg, zap.NewNop())
 	if err != nil {

@@ -35,7 +35,7 @@ func startStoreServices(b *testing.B, c storeCase, n, facts int) ([]*benchServic
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "memory")
 	subjects, _ := seedPeople(b, dir, n, facts)
-	cfg := config.Memory{Addr: "127.0.0.1:0", Dir: dir, Tokens: testTokens}
+	cfg := config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: dir}, Tokens: testTokens}
 	if c.pg {
 		dsn := os.Getenv(testPostgresEnv)
 		if dsn == "" {

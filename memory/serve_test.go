@@ -17,7 +17,7 @@ import (
 )
 
 func testConfig(t *testing.T, dir string) config.Memory {
-	return config.Memory{Addr: "127.0.0.1:0", Dir: dir, Log: config.Log{Level: "info", Format: "json"}}
+	return config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: dir}, Log: config.Log{Level: "info", Format: "json"}}
 }
 
 func TestSecondServiceOnTheSameRootExitsNamingTheHolder(t *testing.T) {

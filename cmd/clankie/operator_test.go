@@ -45,7 +45,7 @@ func cleanEnv(t *testing.T, url, dir string) {
 func startMemory(t *testing.T) *fixture {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", Dir: dir, Log: config.Log{Level: "info", Format: "json"}}, zap.NewNop())
+	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: dir}, Log: config.Log{Level: "info", Format: "json"}}, zap.NewNop())
 	if err != nil {
 		t.Fatalf("start memory service: %v", err)
 	}

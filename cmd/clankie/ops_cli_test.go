@@ -73,7 +73,7 @@ func TestStatusCountsCorruptFilesAndCLIListsThem(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, people.Dir, name), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", Dir: dir, Log: config.Log{Level: "info", Format: "json"}}, zap.NewNop())
+	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: dir}, Log: config.Log{Level: "info", Format: "json"}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

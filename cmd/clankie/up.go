@@ -111,7 +111,7 @@ func runUp(ctx context.Context, out io.Writer) error {
 // at this process's memory service, and says which variable would enable
 // the others.
 func configuredBridges(memURL, dir string, out io.Writer) ([]bridgeRunner, error) {
-	mem := &config.MemoryClient{URL: memURL, Dir: dir}
+	mem := &config.MemoryClient{URL: memURL, MemoryRoot: config.MemoryRoot{Dir: dir}}
 	var runners []bridgeRunner
 	for _, k := range []struct {
 		name, tokenVar string
