@@ -87,7 +87,8 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 			}
 			return m
 		}
-		return testService{handler: NewService(root, dir, bearers, ps, es, log, now).Handler(), people: ps, episodes: es, dump: dump}
+		svc := NewService(root, dir, bearers, ps, es, log, now)
+		return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es, dump: dump}
 	}
 	ps, err := people.Open(root, log, now)
 	if err != nil {
