@@ -445,14 +445,11 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 	if err := PrepareForget(c, subject, requesterUserID); err != nil {
 		return api.Fact{}, err
 	}
-	name := FileName(subject)
-	s.cp.Lock()
-	defer s.cp.Unlock()
-	defer s.lock(name)()
-	_, pf, err := s.read(subject)
+	name, pf, release, err := s.readExclusive(subject)
 	if err != nil {
 		return api.Fact{}, err
 	}
+	defer release()
 	f, ch, err := forgetOn(pf, c, factID, requesterUserID)
 	if err != nil {
 		return api.Fact{}, err
@@ -527,14 +524,11 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 	if err := PrepareEdit(subject, &p, now); err != nil {
 		return api.Fact{}, err
 	}
-	name := FileName(subject)
-	s.cp.Lock()
-	defer s.cp.Unlock()
-	defer s.lock(name)()
-	_, pf, err := s.read(subject)
+	name, pf, release, err := s.readExclusive(subject)
 	if err != nil {
 		return api.Fact{}, err
 	}
+	defer release()
 	out, ch, err := editOn(pf, factID, p, now)
 	if err != nil {
 		return api.Fact{}, err
@@ -608,20 +602,37 @@ func editOn(pf *personFile, factID string, p api.FactPatch, now time.Time) (api.
 	return f, &logLine{Seq: pf.seq + 1, Put: []api.Fact{f}}, nil
 }
 
+// readExclusive reads subject's person for a change that rewrites the
+// person's log and then checkpoints (forget, edit, forget-person, a
+// migration's put): it holds the checkpoint lock, then the person's own lock,
+// the one order every such change takes them in. On success the caller must
+// call release, which unlocks in reverse; on error nothing is held.
+func (s *Store) readExclusive(subject api.Subject) (name string, pf *personFile, release func(), err error) {
+	name = FileName(subject)
+	s.cp.Lock()
+	unlock := s.lock(name)
+	release = func() {
+		unlock()
+		s.cp.Unlock()
+	}
+	if _, pf, err = s.read(subject); err != nil {
+		release()
+		return "", nil, nil, err
+	}
+	return name, pf, release, nil
+}
+
 // ForgetPerson removes everything kept about a person, the idempotency
 // records included, and answers the ids of the facts removed.
 func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	if err := ValidSubject(subject); err != nil {
 		return nil, err
 	}
-	name := FileName(subject)
-	s.cp.Lock()
-	defer s.cp.Unlock()
-	defer s.lock(name)()
-	_, pf, err := s.read(subject)
+	name, pf, release, err := s.readExclusive(subject)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	ids := make([]string, 0, len(pf.Facts))
 	for _, f := range pf.Facts {
 		ids = append(ids, f.FactID)

@@ -56,14 +56,11 @@ func (s *Store) Put(p *Person, dryRun bool) (bool, error) {
 	if err := ValidSubject(subject); err != nil {
 		return false, err
 	}
-	name := FileName(subject)
-	s.cp.Lock()
-	defer s.cp.Unlock()
-	defer s.lock(name)()
-	_, pf, err := s.read(subject)
+	name, pf, release, err := s.readExclusive(subject)
 	if err != nil {
 		return false, err
 	}
+	defer release()
 	if SameState(&Person{pf: pf}, p) {
 		return false, nil
 	}
