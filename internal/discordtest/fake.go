@@ -103,19 +103,10 @@ type config struct {
 type Option func(*config)
 
 // WithBotUser sets the bot's user id and username (READY, /users/@me). The
-// application id follows the user id unless WithApplicationID is given, as
-// for every bot created since 2020.
+// application id is the user id, as for every bot created since 2020.
 func WithBotUser(id, username string) Option {
 	return func(c *config) { c.botID, c.botName = id, username }
 }
-
-// WithApplicationID sets the application id used in READY, command routes and
-// interactions.
-func WithApplicationID(id string) Option { return func(c *config) { c.appID = id } }
-
-// WithToken fixes the bot token the fake accepts. By default every fake has
-// its own random token, which catches a session wired to the wrong fake.
-func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
 // WithGuilds sets the guilds the bot is in; each gets a GUILD_CREATE after
 // READY, in the given order.
@@ -130,18 +121,6 @@ func WithRejectedToken() Option { return func(c *config) { c.rejectToken = true 
 // WithHeartbeatInterval sets the interval sent in HELLO (default 41.25 s).
 // discordgo heartbeats once right after HELLO and then at this interval.
 func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
-
-// WithInteractionDeadline changes how long after INTERACTION_CREATE the first
-// callback is accepted (default discordgo.InteractionDeadline, 3 s, like
-// Discord). Later callbacks get 404 "Unknown interaction" (10062). Zero
-// disables the deadline.
-func WithInteractionDeadline(d time.Duration) Option { return func(c *config) { c.deadline = d } }
-
-// WithPrivilegedIntents lets IDENTIFY ask for these privileged intents
-// (GUILD_MEMBERS, GUILD_PRESENCES, MESSAGE_CONTENT). Without it the fake closes
-// such an IDENTIFY with 4014, as Discord does when the intent is not enabled
-// in the developer portal.
-func WithPrivilegedIntents(i discordgo.Intent) Option { return func(c *config) { c.privileged = i } }
 
 // WithoutVoiceEcho stops the fake from answering the bot's own op 4 with
 // VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE dispatches. The op is still
@@ -185,12 +164,10 @@ func New(t testing.TB, opts ...Option) *Fake {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.appID == "" {
-		cfg.appID = cfg.botID
-	}
-	if cfg.token == "" {
-		cfg.token = base64.RawStdEncoding.EncodeToString([]byte(cfg.botID)) + ".fake." + randomHex(16)
-	}
+	// Every fake has its own random token, which catches a session wired
+	// to the wrong fake.
+	cfg.appID = cfg.botID
+	cfg.token = base64.RawStdEncoding.EncodeToString([]byte(cfg.botID)) + ".fake." + randomHex(16)
 	f := &Fake{
 		t:            t,
 		cfg:          cfg,

@@ -43,7 +43,7 @@ type InteractionSpec struct {
 	Options         []OptionValue
 	// Locale defaults to en-US.
 	Locale discordgo.Locale
-	// Deadline overrides WithInteractionDeadline for this interaction, so a
+	// Deadline overrides the fake's 3 s deadline for this interaction, so a
 	// test of a late answer need not slow every other interaction's test;
 	// negative disables it.
 	Deadline time.Duration
@@ -75,31 +75,10 @@ func IntegerOption(name string, v int64) OptionValue {
 	return OptionValue{Name: name, Type: discordgo.ApplicationCommandOptionInteger, Value: v}
 }
 
-// BooleanOption is a boolean option (type 5).
-func BooleanOption(name string, v bool) OptionValue {
-	return OptionValue{Name: name, Type: discordgo.ApplicationCommandOptionBoolean, Value: v}
-}
-
-// NumberOption is a number option (type 10).
-func NumberOption(name string, v float64) OptionValue {
-	return OptionValue{Name: name, Type: discordgo.ApplicationCommandOptionNumber, Value: v}
-}
-
 // UserOption is a user option (type 6); the interaction's resolved.users
 // (and resolved.members, for a configured member of the guild) describe it.
 func UserOption(name, userID string) OptionValue {
 	return OptionValue{Name: name, Type: discordgo.ApplicationCommandOptionUser, Value: userID}
-}
-
-// ChannelOption is a channel option (type 7), resolved from the guild's
-// channels.
-func ChannelOption(name, channelID string) OptionValue {
-	return OptionValue{Name: name, Type: discordgo.ApplicationCommandOptionChannel, Value: channelID}
-}
-
-// RoleOption is a role option (type 8), resolved from the guild's roles.
-func RoleOption(name, roleID string) OptionValue {
-	return OptionValue{Name: name, Type: discordgo.ApplicationCommandOptionRole, Value: roleID}
 }
 
 // Where a visible message came from, in Message.Via.
@@ -322,18 +301,6 @@ func (in *Interaction) Original() (Message, bool) {
 		return Message{}, false
 	}
 	return copyMessage(in.original), true
-}
-
-// Followups answers the follow-up messages, oldest first (deleted ones keep
-// Deleted set).
-func (in *Interaction) Followups() []Message {
-	in.f.mu.Lock()
-	defer in.f.mu.Unlock()
-	out := make([]Message, len(in.followups))
-	for i, m := range in.followups {
-		out[i] = copyMessage(m)
-	}
-	return out
 }
 
 // WaitFollowups waits until at least n follow-ups exist and answers them.

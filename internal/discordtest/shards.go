@@ -111,27 +111,6 @@ func (f *Fake) identifyLimitsLocked(shard *[2]int, now time.Time) (int, string) 
 	return 0, ""
 }
 
-// ConnectedShards answers the shard ids of the identified sessions that
-// have a live connection, sorted (0 for an unsharded session), one entry
-// per session.
-func (f *Fake) ConnectedShards() []int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []int
-	for _, s := range f.sessions {
-		if s.conn == nil {
-			continue
-		}
-		id := 0
-		if s.shard != nil {
-			id = s.shard[0]
-		}
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // WaitConnectedShards waits until exactly the given shards have live
 // sessions (in any order) and answers them.
 func (f *Fake) WaitConnectedShards(ctx context.Context, want ...int) ([]int, error) {

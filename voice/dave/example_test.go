@@ -51,4 +51,5 @@ func Example() {
 		return // not consented: nothing was decrypted
 	}
 	_ = opus
+	// Output:
 }

@@ -110,10 +110,6 @@ func refHash(label string, value []byte) []byte {
 	return h[:]
 }
 
-// KeyPackageRef returns the reference of a bare KeyPackage (RFC 9420 §5.2),
-// which a Welcome's secrets are addressed to.
-func KeyPackageRef(kp []byte) []byte { return refHash("MLS 1.0 KeyPackage Reference", kp) }
-
 // ProposalsAppend returns an op 27 body appending the given proposal messages.
 func ProposalsAppend(msgs ...[]byte) []byte {
 	var all []byte
