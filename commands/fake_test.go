@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -106,13 +106,22 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func fixedNow() time.Time { return testNow }
 
 // invocation is a guild invocation of /person-memory <sub> by testInvoker.
-func invocation(sub string, opts map[string]any) bot.Invocation {
-	return bot.Invocation{ID: testInterID, GuildID: testGuild, ChannelID: testChannel,
-		User: bot.User{ID: testInvoker}, Command: personMemoryName, Subcommand: sub, Options: bot.NewOptions(opts)}
+func invocation(sub string, opts map[string]any) interaction.Invocation {
+	return interaction.Invocation{ID: testInterID, GuildID: testGuild, ChannelID: testChannel,
+		User: interaction.User{ID: testInvoker}, Command: personMemoryName, Subcommand: sub, Options: interaction.NewOptions(opts)}
 }
 
 func fact(id, subject, proposer, body string) api.Fact {
 	return api.Fact{FactID: id, Subject: api.Subject{GuildID: testGuild, UserID: subject}, Kind: api.KindPersonFact,
 		Body: body, Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: testNow,
 		Provenance: api.Provenance{ProposerUserID: proposer, ChannelID: testChannel}}
+}
+
+// handle routes inv by its path, as the router's mux does.
+func handle(ctx context.Context, c interaction.Command, inv interaction.Invocation) (interaction.Reply, error) {
+	mux := interaction.NewMux()
+	for sub, h := range c.Handlers {
+		mux.Handle(interaction.Path(c.Definition.Name, sub), h)
+	}
+	return mux.Serve(ctx, inv)
 }

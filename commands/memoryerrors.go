@@ -1,7 +1,7 @@
 package commands
 
 import (
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -36,18 +36,18 @@ const (
 // because it is a fault of ours or the deployment's, not the person's.
 func memoryError(err error, e effect) error {
 	if me, ok := memoryclient.AsError(err); ok && me.Code == "outcome_unknown" && e == writeEffect {
-		return bot.Sorry(sayOutcomeUnknown)
+		return interaction.UserErrorf(sayOutcomeUnknown)
 	}
 	switch memoryclient.KindOf(err) {
 	case memoryclient.KindUnavailable, memoryclient.KindTimeout, memoryclient.KindCanceled:
 		if e == writeEffect {
-			return bot.Sorry(sayUnavailableWrite)
+			return interaction.UserErrorf(sayUnavailableWrite)
 		}
-		return bot.Sorry(sayUnavailableRead)
+		return interaction.UserErrorf(sayUnavailableRead)
 	case memoryclient.KindInvalid:
-		return bot.Sorry(sayRefusedPrefix, serviceSentence(err))
+		return interaction.UserErrorf(sayRefusedPrefix, serviceSentence(err))
 	case memoryclient.KindConflict:
-		return bot.Sorry(sayConflict)
+		return interaction.UserErrorf(sayConflict)
 	}
 	return err
 }
@@ -58,9 +58,9 @@ func memoryError(err error, e effect) error {
 func forgetError(err error, subjectID string) error {
 	switch memoryclient.KindOf(err) {
 	case memoryclient.KindForbidden:
-		return bot.Sorry(sayForgetForbidden)
+		return interaction.UserErrorf(sayForgetForbidden)
 	case memoryclient.KindNotFound:
-		return bot.Sorry(sayNoSuchFact, mention(subjectID))
+		return interaction.UserErrorf(sayNoSuchFact, mention(subjectID))
 	}
 	return memoryError(err, writeEffect)
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -45,7 +45,7 @@ func TestMemoryError(t *testing.T) {
 				}
 				return
 			}
-			ue, ok := bot.AsUserError(got)
+			ue, ok := interaction.AsUserError(got)
 			if !ok || ue.Sentence != tt.want {
 				t.Fatalf("memoryError = %v; want the sentence %q", got, tt.want)
 			}
@@ -65,7 +65,7 @@ func TestForgetError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ue, ok := bot.AsUserError(forgetError(tt.err, testOther))
+			ue, ok := interaction.AsUserError(forgetError(tt.err, testOther))
 			if !ok || ue.Sentence != tt.want {
 				t.Fatalf("forgetError = %v; want %q", ue, tt.want)
 			}
