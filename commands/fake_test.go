@@ -10,8 +10,12 @@ import (
 	"github.com/clankie/clankie/memoryclient"
 )
 
-// The real client satisfies the handlers' interface.
-var _ PeopleMemory = (*memoryclient.Client)(nil)
+// The real client satisfies the handlers' interface, and its errors the
+// interface the sentences are chosen by.
+var (
+	_ PeopleMemory  = (*memoryclient.Client)(nil)
+	_ memoryFailure = (*memoryclient.Error)(nil)
+)
 
 // recallCall and friends record what a handler asked of memory.
 type recallCall struct {
@@ -23,7 +27,7 @@ type mineCall struct{ GuildID, UserID, RequesterUserID string }
 
 type forgetCall struct{ GuildID, UserID, FactID, RequesterUserID string }
 
-// fakeMemory is an in-memory PeopleMemory: it records every call and answers
+// fakeMemory is an in-memory PeopleMemory: it records every call and returns
 // what the test set.
 type fakeMemory struct {
 	mu sync.Mutex
