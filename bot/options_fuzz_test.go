@@ -55,7 +55,7 @@ var (
 	fuzzFlatDef = &discordgo.ApplicationCommand{Name: "flat", Description: "d", Options: fuzzOptions()}
 )
 
-// fuzzEcho answers with every option it was given, so a value of any length
+// fuzzEcho replies with every option it was given, so a value of any length
 // reaches the reply and the router has to fit it.
 func fuzzEcho(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	var b strings.Builder

@@ -245,7 +245,7 @@ func (r *Router) commandLabel(in *discordgo.Interaction) string {
 	return "unknown"
 }
 
-// serveSuggest answers an autocomplete. A failure answers no choices (the
+// serveSuggest answers an autocomplete. A failure gets no choices (the
 // only answer Discord takes here), logged by the error's type.
 func (r *Router) serveSuggest(ctx context.Context, a *ack, in *discordgo.Interaction) {
 	inv, ok := r.invocation(in)

@@ -49,7 +49,7 @@ var echoDef = &discordgo.ApplicationCommand{Name: "echo", Description: "d", Opti
 	}},
 }}
 
-// echo is the /echo command: h answers "echo/say" and a suggests for it
+// echo is the /echo command: h handles "echo/say" and a suggests for it
 // (either may be nil).
 func echo(h interaction.Handler, a interaction.Autocompleter) interaction.Command {
 	c := interaction.Command{Definition: echoDef, Handlers: map[string]interaction.Handler{}, Autocomplete: map[string]interaction.Autocompleter{}}

@@ -9,7 +9,7 @@ import (
 )
 
 // suggestCorrectable suggests fact ids for `propose supersedes`, and
-// suggestForgettable for `forget fact`. A failure answers no choices (the
+// suggestForgettable for `forget fact`. A failure gets no choices (the
 // router logs the error's type): a suggestion list is a convenience, and
 // typing an id still works.
 func (pm *personMemory) suggestCorrectable(ctx context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {

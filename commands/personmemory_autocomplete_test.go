@@ -16,7 +16,7 @@ func complete(t *testing.T, mem *fakeMemory, inv interaction.Invocation) ([]inte
 	t.Helper()
 	suggest, ok := PersonMemory(mem, Policy{}, fixedNow).Autocomplete[inv.Subcommand]
 	if !ok {
-		return nil, nil // the router answers no choices
+		return nil, nil // the router gives no choices
 	}
 	return suggest(context.Background(), inv)
 }

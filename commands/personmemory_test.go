@@ -18,7 +18,7 @@ import (
 	"github.com/clankie/clankie/memoryclient"
 )
 
-// run invokes the command's handler and answers the reply's content or the
+// run invokes the command's handler and returns the reply's content or the
 // sentence of a refusal; a non-user error fails the test.
 func run(t *testing.T, mem *fakeMemory, p Policy, inv interaction.Invocation) (content string, refused bool) {
 	t.Helper()
