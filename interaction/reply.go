@@ -39,11 +39,14 @@ func Suggest(a Autocompleter) Handler {
 }
 
 // Command is a slash command: its definition (what is registered) and its
-// handlers by subcommand name ("" for a command without subcommands); the
-// transport routes each under Path(name, subcommand).
+// handlers. The transport routes each under Path(name, subcommand).
 type Command struct {
-	Definition   *discordgo.ApplicationCommand
-	Handlers     map[string]Handler
+	Definition *discordgo.ApplicationCommand
+	// Handlers reply to the command by subcommand name ("" for a command
+	// without subcommands); each declared subcommand needs one.
+	Handlers map[string]Handler
+	// Autocomplete suggests choices for a subcommand's focused option; a
+	// subcommand without one gets no choices.
 	Autocomplete map[string]Autocompleter
 }
 
