@@ -61,9 +61,3 @@ func (a *answered) dropOldestLocked() {
 	a.order[0] = ""
 	a.order = a.order[1:]
 }
-
-func (a *answered) len() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.at)
-}

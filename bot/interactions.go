@@ -44,7 +44,7 @@ const (
 // so any number of replicas can serve one application.
 type Endpoint struct {
 	Router *Router
-	// REST answers what cannot be the HTTP response (edits after a defer).
+	// REST sends what cannot be the HTTP response (edits after a defer).
 	REST Responder
 	Key  ed25519.PublicKey
 	Log  *zap.Logger
@@ -111,7 +111,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// verify answers why a request is refused, or "" when its signature holds
+// verify returns why a request is refused, or "" when its signature holds
 // and its timestamp is fresh. The reason is for the log: it never holds
 // header values or the body.
 func (e *Endpoint) verify(h http.Header, body []byte) string {
@@ -192,8 +192,8 @@ type HTTPBot struct {
 	ln net.Listener
 }
 
-// Listen binds Addr (Run does it when not done yet) and answers the address
-// bound, which differs from Addr for port 0.
+// Listen binds Addr (Run does it when not done yet) and returns the
+// address bound, which differs from Addr for port 0.
 func (b *HTTPBot) Listen() (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/interaction"
 )
 
 // signed builds a request as Discord signs it, at ts, over body (tamper
@@ -41,17 +43,16 @@ func TestEndpointVerifiesBeforeRouting(t *testing.T) {
 	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
 	now := time.Unix(1_800_000_000, 0)
 	rest := &recorder{start: time.Now()}
-	router := NewRouter(zap.NewNop(), Command{Definition: echoDef, Handle: func(ctx context.Context, inv Invocation) (Reply, error) {
+	router := NewRouter(zap.NewNop(), Config{DeferAfter: 30 * time.Millisecond}, echo(func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 		s, _ := inv.Options.String("text")
 		if s == "slow" {
 			time.Sleep(80 * time.Millisecond)
 		}
-		return Reply{Content: "said " + s}, nil
-	}})
-	router.DeferAfter = 30 * time.Millisecond
+		return interaction.Reply{Content: "said " + s}, nil
+	}, nil))
 	e := &Endpoint{Router: router, REST: rest, Key: pub, Log: zap.NewNop(), Now: func() time.Time { return now }}
 	cmd := func(id, text string) string {
-		in := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: text})
+		in := echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: text})
 		in.ID, in.Token, in.AppID = id, "tok"+id, "app"
 		b, _ := json.Marshal(in)
 		return string(b)

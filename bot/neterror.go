@@ -12,7 +12,7 @@ import (
 )
 
 // NetReason says in words why a call to a server failed: DNS, refused,
-// reset, timeout or TLS. It never answers a Go type name and never the
+// reset, timeout or TLS. It never returns a Go type name and never the
 // request's URL or body (a URL can carry ids); a DNS failure names the host
 // that could not be found, which is configuration, not content.
 func NetReason(err error) string {

@@ -5,55 +5,57 @@ import (
 	"strconv"
 
 	"github.com/bwmarrin/discordgo"
+
+	"github.com/clankie/clankie/interaction"
 )
 
 // parseInvocation builds an Invocation, checking every option against the
 // command's definition: an unknown option or one of the wrong type means
 // Discord holds a stale registration, and the user is told so rather than a
 // handler seeing a value it did not declare.
-func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationCommand) (Invocation, error) {
+func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationCommand) (interaction.Invocation, error) {
 	data := in.ApplicationCommandData()
-	inv := Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID, Command: data.Name}
+	inv := interaction.Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID, Command: data.Name}
 	switch {
 	case in.Member != nil && in.Member.User != nil:
-		inv.User = User{ID: in.Member.User.ID, Bot: in.Member.User.Bot}
+		inv.User = interaction.User{ID: in.Member.User.ID, Bot: in.Member.User.Bot}
 		inv.RoleIDs = in.Member.Roles
 		inv.Permissions = in.Member.Permissions
 	case in.User != nil:
-		inv.User = User{ID: in.User.ID, Bot: in.User.Bot}
+		inv.User = interaction.User{ID: in.User.ID, Bot: in.User.Bot}
 	default:
-		return inv, Sorry(staleCommand)
+		return inv, interaction.ErrStale
 	}
 	opts, declared := data.Options, def.Options
 	if len(opts) == 1 && opts[0] != nil && opts[0].Type == discordgo.ApplicationCommandOptionSubCommand {
 		sub := findOption(declared, opts[0].Name)
 		if sub == nil || sub.Type != discordgo.ApplicationCommandOptionSubCommand {
-			return inv, Sorry(staleCommand)
+			return inv, interaction.ErrStale
 		}
 		inv.Subcommand = opts[0].Name
 		opts, declared = opts[0].Options, sub.Options
 	} else if hasSubcommands(declared) {
-		return inv, Sorry(staleCommand)
+		return inv, interaction.ErrStale
 	}
 	values := map[string]any{}
 	for _, o := range opts {
 		if o == nil {
-			return inv, Sorry(staleCommand)
+			return inv, interaction.ErrStale
 		}
 		d := findOption(declared, o.Name)
 		if d == nil || d.Type != o.Type {
-			return inv, Sorry(staleCommand)
+			return inv, interaction.ErrStale
 		}
 		if o.Focused {
 			inv.Focused = o.Name
 		}
 		v, err := optionValue(o, data.Resolved)
 		if err != nil {
-			return inv, Sorry(staleCommand)
+			return inv, interaction.ErrStale
 		}
 		values[o.Name] = v
 	}
-	inv.Options = Options{values: values}
+	inv.Options = interaction.NewOptions(values)
 	return inv, nil
 }
 
@@ -107,7 +109,7 @@ func optionValue(o *discordgo.ApplicationCommandInteractionDataOption, res *disc
 		if !ok || id == "" {
 			return nil, fmt.Errorf("option %s: not a user id", o.Name)
 		}
-		u := User{ID: id}
+		u := interaction.User{ID: id}
 		if res != nil {
 			if ru, ok := res.Users[id]; ok && ru != nil {
 				u.Bot = ru.Bot

@@ -12,6 +12,8 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/clankie/clankie/interaction"
 )
 
 // answers is a Responder that counts every answer the router gives.
@@ -53,9 +55,9 @@ var (
 	fuzzFlatDef = &discordgo.ApplicationCommand{Name: "flat", Description: "d", Options: fuzzOptions()}
 )
 
-// fuzzEcho answers with every option it was given, so a value of any length
+// fuzzEcho replies with every option it was given, so a value of any length
 // reaches the reply and the router has to fit it.
-func fuzzEcho(_ context.Context, inv Invocation) (Reply, error) {
+func fuzzEcho(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	var b strings.Builder
 	b.WriteString(inv.Command + " " + inv.Subcommand + " by " + inv.User.ID + "\n")
 	if s, ok := inv.Options.String("text"); ok {
@@ -68,16 +70,16 @@ func fuzzEcho(_ context.Context, inv Invocation) (Reply, error) {
 		b.WriteString("who: <@" + u.ID + "> bot=" + strconv.FormatBool(u.Bot) + "\n")
 	}
 	if s, _ := inv.Options.String("text"); s == "sorry" {
-		return Reply{}, Sorry("no %s", s)
+		return interaction.Reply{}, interaction.UserErrorf("no %s", s)
 	}
-	return Reply{Content: b.String()}, nil
+	return interaction.Reply{Content: b.String()}, nil
 }
 
-func fuzzSuggest(_ context.Context, inv Invocation) ([]Choice, error) {
+func fuzzSuggest(_ context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {
 	s, _ := inv.Options.String(inv.Focused)
-	var out []Choice
+	var out []interaction.Choice
 	for i := range 30 {
-		out = append(out, Choice{Name: strings.Repeat(s, i+1), Value: s + strconv.Itoa(i)})
+		out = append(out, interaction.Choice{Name: strings.Repeat(s, i+1), Value: s + strconv.Itoa(i)})
 	}
 	return out, nil
 }
@@ -128,9 +130,13 @@ func FuzzInteractionOptions(f *testing.F) {
 			in.Member = &discordgo.Member{} // a member without a user
 		}
 		core, logs := observer.New(zap.ErrorLevel)
-		r := NewRouter(zap.New(core),
-			Command{Definition: fuzzSubDef, Handle: fuzzEcho, Autocomplete: fuzzSuggest},
-			Command{Definition: fuzzFlatDef, Handle: fuzzEcho, Autocomplete: fuzzSuggest})
+		r := NewRouter(zap.New(core), Config{},
+			interaction.Command{Definition: fuzzSubDef,
+				Handlers:     map[string]interaction.Handler{"sub": fuzzEcho, "bare": fuzzEcho},
+				Autocomplete: map[string]interaction.Autocompleter{"sub": fuzzSuggest, "bare": fuzzSuggest}},
+			interaction.Command{Definition: fuzzFlatDef,
+				Handlers:     map[string]interaction.Handler{"": fuzzEcho},
+				Autocomplete: map[string]interaction.Autocompleter{"": fuzzSuggest}})
 		got := &answers{}
 		r.Serve(context.Background(), got, in)
 		r.Wait()

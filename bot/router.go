@@ -5,19 +5,28 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/interaction"
 )
 
-// Sentences the router itself says.
+// genericFailure is what a person reads when a handler failed or panicked:
+// the error itself may quote what they wrote, so it is only logged by type.
+const genericFailure = "Something went wrong on my side; nothing was changed. Please try again in a moment."
+
+// Default timing of a Router (Config's zero values).
 const (
-	genericFailure = "Something went wrong on my side; nothing was changed. Please try again in a moment."
-	staleCommand   = "This command's options don't match what I expect; the command list may be updating. Please try again in a minute."
-	notHere        = "I'm not set up to serve this server."
+	// defaultDeferAfter: Discord drops an interaction not answered within
+	// 3 s, so a reply slower than this is deferred and completed by an edit.
+	defaultDeferAfter = 1500 * time.Millisecond
+	// defaultHandlerTimeout bounds a handler's whole run, deferred or not.
+	defaultHandlerTimeout = 10 * time.Second
+	// autocompleteTimeout: suggestions cannot be deferred.
+	autocompleteTimeout = 2500 * time.Millisecond
 )
 
 // Responder is the part of discordgo's session the router uses to answer.
@@ -28,36 +37,85 @@ type Responder interface {
 	InteractionResponseEdit(interaction *discordgo.Interaction, newresp *discordgo.WebhookEdit, options ...discordgo.RequestOption) (*discordgo.Message, error)
 }
 
-// Router is the one entry point for interactions.
-type Router struct {
-	commands map[string]Command
-	log      *zap.Logger
-	// DeferAfter is how long a reply may take before the router defers it
-	// (Discord drops an interaction not answered within 3 s).
-	DeferAfter time.Duration
-	// HandlerTimeout bounds a handler's whole run, deferred or not.
-	HandlerTimeout time.Duration
-	// Guilds, when not empty, are the only servers served.
-	Guilds map[string]bool
+// Config is how a Router serves, fixed at construction.
+type Config struct {
+	// Guilds, when not empty, are the only servers served
+	// (DISCORD_GUILD_IDS); DMs pass.
+	Guilds []string
 	// Metrics, when not nil, counts interactions by command and outcome
 	// and times each one's first callback.
 	Metrics *Metrics
+	// DeferAfter is how long a reply may take before it is deferred
+	// (1.5 s when zero).
+	DeferAfter time.Duration
+	// HandlerTimeout bounds a handler's whole run (10 s when zero).
+	HandlerTimeout time.Duration
+}
+
+// Router is the one entry point for interactions: it parses each into an
+// interaction.Invocation, runs it through the middleware and the mux, and
+// turns the reply or error into Discord's response.
+type Router struct {
+	commands map[string]interaction.Command
+	log      *zap.Logger
+	metrics  *Metrics
+
+	// command and suggest serve a parsed invocation; staleCommand and
+	// staleSuggest one whose command or options do not match the
+	// definitions (it still passes the allow-list first, so an unlisted
+	// server hears that it is not served).
+	command, staleCommand, suggest, staleSuggest interaction.Handler
 
 	answered *answered
 	wg       sync.WaitGroup
 }
 
-// NewRouter routes to commands by name.
-func NewRouter(log *zap.Logger, commands ...Command) *Router {
-	r := &Router{commands: map[string]Command{}, log: log, DeferAfter: 1500 * time.Millisecond, HandlerTimeout: 10 * time.Second,
+// NewRouter routes to commands by path ("name/subcommand") through the
+// middleware: recovery outermost, then the guild allow-list, deferral and
+// the timeout for commands; recovery, the allow-list and a shorter timeout
+// for suggestions.
+func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Router {
+	if cfg.DeferAfter <= 0 {
+		cfg.DeferAfter = defaultDeferAfter
+	}
+	if cfg.HandlerTimeout <= 0 {
+		cfg.HandlerTimeout = defaultHandlerTimeout
+	}
+	r := &Router{commands: map[string]interaction.Command{}, log: log, metrics: cfg.Metrics,
 		answered: newAnswered(maxAnswered, time.Now)}
+	handlers, suggestions := interaction.NewMux(), interaction.NewMux()
 	for _, c := range commands {
 		r.commands[c.Definition.Name] = c
+		for sub, h := range c.Handlers {
+			handlers.Handle(interaction.Path(c.Definition.Name, sub), h)
+		}
+		for sub, a := range c.Autocomplete {
+			suggestions.Handle(interaction.Path(c.Definition.Name, sub), interaction.Suggest(a))
+		}
 	}
+	stale := func(context.Context, interaction.Invocation) (interaction.Reply, error) {
+		return interaction.Reply{}, interaction.ErrStale
+	}
+	// A path without suggestions gets none: Discord only asks for options
+	// declared with autocomplete.
+	suggest := func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+		if h, ok := suggestions.Handler(inv.Path()); ok {
+			return h(ctx, inv)
+		}
+		return interaction.Reply{}, nil
+	}
+	commandMW := []interaction.Middleware{interaction.Recover(log), interaction.AllowGuilds(cfg.Guilds),
+		interaction.DeferAfter(cfg.DeferAfter), interaction.Timeout(cfg.HandlerTimeout)}
+	suggestMW := []interaction.Middleware{interaction.Recover(log), interaction.AllowGuilds(cfg.Guilds),
+		interaction.Timeout(autocompleteTimeout)}
+	r.command = interaction.Chain(handlers.Serve, commandMW...)
+	r.staleCommand = interaction.Chain(stale, commandMW...)
+	r.suggest = interaction.Chain(suggest, suggestMW...)
+	r.staleSuggest = interaction.Chain(stale, suggestMW...)
 	return r
 }
 
-// Definitions answers what to register with Discord.
+// Definitions returns what to register with Discord.
 func (r *Router) Definitions() []*discordgo.ApplicationCommand {
 	defs := make([]*discordgo.ApplicationCommand, 0, len(r.commands))
 	for _, c := range r.commands {
@@ -70,7 +128,7 @@ func (r *Router) Definitions() []*discordgo.ApplicationCommand {
 func (r *Router) Wait() { r.wg.Wait() }
 
 // Handle is the discordgo event handler for INTERACTION_CREATE. Sessions
-// deliver events in order on one goroutine (SyncEvents), so Handle answers
+// deliver events in order on one goroutine (SyncEvents), so Handle serves
 // on a goroutine of its own and the gateway keeps reading.
 func (r *Router) Handle(s *discordgo.Session, ic *discordgo.InteractionCreate) {
 	r.wg.Add(1)
@@ -96,30 +154,32 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 		r.log.Debug("interaction already answered", zap.String("interactionId", in.ID))
 		return
 	}
-	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.Metrics, command: r.commandLabel(in), outcome: OutcomeOK}
+	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.metrics, command: r.commandLabel(in), outcome: OutcomeOK}
 	defer func() {
 		if in.Type == discordgo.InteractionApplicationCommand || in.Type == discordgo.InteractionApplicationCommandAutocomplete {
-			r.Metrics.interaction(a.command, in.Type == discordgo.InteractionApplicationCommandAutocomplete, a.outcome)
+			r.metrics.interaction(a.command, in.Type == discordgo.InteractionApplicationCommandAutocomplete, a.outcome)
 		}
 	}()
+	// The middleware recovers handlers' panics; this one is the router's
+	// own (a malformed interaction it failed to parse).
 	defer func() {
 		if p := recover(); p != nil {
 			a.outcome = OutcomePanicked
 			r.log.Error("interaction handler panicked", zap.String("interactionId", in.ID),
-				zap.String("panicType", fmt.Sprintf("%T", p)), zap.String("stack", firstFrames(debug.Stack())))
+				zap.String("panicType", fmt.Sprintf("%T", p)), zap.String("stack", interaction.FirstFrames(debug.Stack())))
 			if in.Type == discordgo.InteractionApplicationCommandAutocomplete {
 				// Discord accepts only choices here; no choices is the answer.
 				a.choices(nil)
 				return
 			}
-			a.reply(Reply{Content: genericFailure})
+			a.reply(genericFailure)
 		}
 	}()
 	switch in.Type {
 	case discordgo.InteractionApplicationCommand:
-		r.command(ctx, a, in)
+		r.serveCommand(ctx, a, in)
 	case discordgo.InteractionApplicationCommandAutocomplete:
-		r.autocomplete(ctx, a, in)
+		r.serveSuggest(ctx, a, in)
 	case discordgo.InteractionPing:
 		a.respond(&discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong})
 	default:
@@ -127,78 +187,50 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 	}
 }
 
-func (r *Router) invocation(in *discordgo.Interaction) (Command, Invocation, error) {
+// invocation parses in against its command's definition; ok is false when
+// the command is not one of ours or its options do not match.
+func (r *Router) invocation(in *discordgo.Interaction) (inv interaction.Invocation, ok bool) {
 	data := in.ApplicationCommandData()
-	cmd, ok := r.commands[data.Name]
-	if !ok {
-		return cmd, Invocation{}, Sorry(staleCommand)
+	cmd, known := r.commands[data.Name]
+	if !known {
+		return interaction.Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID, Command: data.Name}, false
 	}
 	inv, err := parseInvocation(in, cmd.Definition)
-	return cmd, inv, err
+	return inv, err == nil
 }
 
-// serves reports whether the router answers interactions from guildID: every
-// server when Guilds is empty, else only the listed ones. DMs pass; the
-// commands themselves decide what a DM may do.
-func (r *Router) serves(guildID string) bool {
-	return len(r.Guilds) == 0 || guildID == "" || r.Guilds[guildID]
-}
-
-func (r *Router) command(ctx context.Context, a *ack, in *discordgo.Interaction) {
-	if !r.serves(in.GuildID) {
-		a.outcome = OutcomeNotServed
-		a.reply(Reply{Content: notHere})
-		return
+func (r *Router) serveCommand(ctx context.Context, a *ack, in *discordgo.Interaction) {
+	inv, ok := r.invocation(in)
+	inv.Defer = a.deferReply
+	h := r.command
+	if !ok {
+		h = r.staleCommand
 	}
-	cmd, inv, err := r.invocation(in)
-	if err != nil {
-		a.outcome = OutcomeStale
-		a.reply(r.errorReply(in, err))
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.HandlerTimeout)
-	defer cancel()
-	type result struct {
-		reply Reply
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				r.log.Error("command handler panicked", zap.String("interactionId", in.ID), zap.String("command", inv.Command),
-					zap.String("panicType", fmt.Sprintf("%T", p)), zap.String("stack", firstFrames(debug.Stack())))
-				done <- result{Reply{Content: genericFailure}, errHandlerPanicked}
-			}
-		}()
-		rep, err := cmd.Handle(ctx, inv)
-		done <- result{rep, err}
-	}()
-	timer := time.NewTimer(r.DeferAfter)
-	defer timer.Stop()
-	var res result
-	select {
-	case res = <-done:
-	case <-timer.C:
-		a.deferReply()
-		res = <-done
-	}
+	rep, err := h(ctx, inv)
 	switch {
-	case res.err == errHandlerPanicked:
-		a.outcome = OutcomePanicked
-	case res.err != nil:
-		a.outcome = OutcomeFailed
-		if _, ok := AsUserError(res.err); ok {
-			a.outcome = OutcomeRefused
-		}
-		res.reply = r.errorReply(in, res.err)
+	case err == nil:
+		a.reply(rep.Content)
+		return
+	case errors.Is(err, interaction.ErrPanicked):
+		a.outcome = OutcomePanicked // logged by the middleware
+		a.reply(genericFailure)
+		return
+	case errors.Is(err, interaction.ErrNotServed):
+		a.outcome = OutcomeNotServed
+	case errors.Is(err, interaction.ErrStale):
+		a.outcome = OutcomeStale
+	default:
+		a.outcome = OutcomeRefused
 	}
-	a.reply(res.reply)
+	ue, ok := interaction.AsUserError(err)
+	if !ok {
+		a.outcome = OutcomeFailed
+		r.log.Error("command failed", zap.String("interactionId", in.ID), zap.String("command", inv.Command), zap.String("errorType", fmt.Sprintf("%T", err)))
+		a.reply(genericFailure)
+		return
+	}
+	a.reply(ue.Sentence)
 }
-
-// errHandlerPanicked marks a command handler's panic, already logged, so
-// the reply is the failure sentence and the outcome says why.
-var errHandlerPanicked = errors.New("command handler panicked")
 
 // commandLabel names the interaction's command for metrics: a registered
 // command's name, "unknown" for any other (a name Discord sends is not a
@@ -213,62 +245,54 @@ func (r *Router) commandLabel(in *discordgo.Interaction) string {
 	return "unknown"
 }
 
-func (r *Router) autocomplete(ctx context.Context, a *ack, in *discordgo.Interaction) {
-	if !r.serves(in.GuildID) {
-		// A server the commands refuse gets no suggestions either: no
-		// choices is the only answer Discord takes here.
-		a.outcome = OutcomeNotServed
-		a.choices(nil)
+// serveSuggest answers an autocomplete. A failure gets no choices (the
+// only answer Discord takes here), logged by the error's type.
+func (r *Router) serveSuggest(ctx context.Context, a *ack, in *discordgo.Interaction) {
+	inv, ok := r.invocation(in)
+	h := r.suggest
+	if !ok {
+		h = r.staleSuggest
+	}
+	rep, err := h(ctx, inv)
+	switch {
+	case err == nil:
+		a.choices(rep.Choices)
 		return
-	}
-	cmd, inv, err := r.invocation(in)
-	var choices []Choice
-	if err == nil && cmd.Autocomplete != nil {
-		ctx, cancel := context.WithTimeout(ctx, 2500*time.Millisecond)
-		choices, err = cmd.Autocomplete(ctx, inv)
-		cancel()
-	}
-	if err != nil {
+	case errors.Is(err, interaction.ErrPanicked):
+		a.outcome = OutcomePanicked
+	case errors.Is(err, interaction.ErrNotServed):
+		// A server the commands refuse gets no suggestions either.
+		a.outcome = OutcomeNotServed
+	default:
 		a.outcome = OutcomeRefused
-		if _, ok := AsUserError(err); !ok {
+		if _, ok := interaction.AsUserError(err); !ok {
 			a.outcome = OutcomeFailed
 			r.log.Warn("autocomplete failed", zap.String("interactionId", in.ID), zap.String("errorType", fmt.Sprintf("%T", err)))
 		}
-		choices = nil
 	}
-	a.choices(choices)
-}
-
-// errorReply maps an error to what the user sees: a UserError's sentence, or
-// a generic sentence with a content-free log line (the error's type and the
-// command, never its text, which may quote input).
-func (r *Router) errorReply(in *discordgo.Interaction, err error) Reply {
-	if ue, ok := AsUserError(err); ok {
-		return Reply{Content: ue.Sentence}
-	}
-	name := ""
-	if in.Type == discordgo.InteractionApplicationCommand || in.Type == discordgo.InteractionApplicationCommandAutocomplete {
-		name = in.ApplicationCommandData().Name
-	}
-	r.log.Error("command failed", zap.String("interactionId", in.ID), zap.String("command", name), zap.String("errorType", fmt.Sprintf("%T", err)))
-	return Reply{Content: genericFailure}
+	a.choices(nil)
 }
 
 // ack tracks whether an interaction has been acknowledged, so a reply is a
-// callback before and an edit of the original response after.
+// callback before and an edit of the original response after. The deferral
+// comes from a timer while the handler runs, so every answer holds mu.
 type ack struct {
-	s        Responder
-	in       *discordgo.Interaction
-	log      *zap.Logger
+	s   Responder
+	in  *discordgo.Interaction
+	log *zap.Logger
+
+	mu       sync.Mutex
 	deferred bool
 	done     bool
 
 	start   time.Time // when the interaction arrived
 	metrics *Metrics
 	command string // the metrics label
-	outcome string
+	outcome string // set by the router's goroutine only
 }
 
+// respond sends a callback; the caller holds mu, or is the only one
+// answering (a PING).
 func (a *ack) respond(resp *discordgo.InteractionResponse) {
 	if err := a.s.InteractionRespond(a.in, resp); err != nil {
 		a.log.Warn("interaction callback failed", zap.String("interactionId", a.in.ID), zap.String("error", restError(err)))
@@ -283,7 +307,9 @@ func (a *ack) respond(resp *discordgo.InteractionResponse) {
 // choices answers an autocomplete: at most 25 suggestions, each clipped to
 // Discord's 100 characters, names neutralised (values are sent back to us,
 // never shown).
-func (a *ack) choices(choices []Choice) {
+func (a *ack) choices(choices []interaction.Choice) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.done {
 		return
 	}
@@ -292,7 +318,7 @@ func (a *ack) choices(choices []Choice) {
 		if len(out) == 25 {
 			break
 		}
-		name := clip(Neutralize(c.Name), 100)
+		name := clip(interaction.Neutralize(c.Name), 100)
 		if name == "" || c.Value == "" {
 			continue // Discord refuses an empty name or value
 		}
@@ -304,7 +330,14 @@ func (a *ack) choices(choices []Choice) {
 	})
 }
 
+// deferReply acknowledges the interaction and promises the reply later;
+// after any answer it does nothing.
 func (a *ack) deferReply() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		return
+	}
 	a.respond(&discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
 		Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral},
@@ -312,8 +345,11 @@ func (a *ack) deferReply() {
 	a.deferred = a.done
 }
 
-func (a *ack) reply(rep Reply) {
-	content := Fit(Neutralize(rep.Content), MaxContent)
+// reply sends content: a callback, or the edit completing a deferral.
+func (a *ack) reply(content string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	content = Fit(interaction.Neutralize(content), MaxContent)
 	if content == "" {
 		content = "Done."
 	}
@@ -356,22 +392,4 @@ func clip(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
-}
-
-// firstFrames keeps a stack trace's function lines (no argument values).
-func firstFrames(stack []byte) string {
-	var out []string
-	for _, l := range strings.Split(string(stack), "\n") {
-		if strings.HasPrefix(l, "\t") || l == "" {
-			continue
-		}
-		if i := strings.LastIndex(l, "("); i > 0 {
-			l = l[:i]
-		}
-		out = append(out, l)
-		if len(out) == 12 {
-			break
-		}
-	}
-	return strings.Join(out, " | ")
 }

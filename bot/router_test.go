@@ -11,6 +11,8 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/clankie/clankie/interaction"
 )
 
 // recorder is a Responder that remembers what the router sent.
@@ -47,7 +49,20 @@ var echoDef = &discordgo.ApplicationCommand{Name: "echo", Description: "d", Opti
 	}},
 }}
 
-func interaction(opts ...*discordgo.ApplicationCommandInteractionDataOption) *discordgo.Interaction {
+// echo is the /echo command: h handles "echo/say" and a suggests for it
+// (either may be nil).
+func echo(h interaction.Handler, a interaction.Autocompleter) interaction.Command {
+	c := interaction.Command{Definition: echoDef, Handlers: map[string]interaction.Handler{}, Autocomplete: map[string]interaction.Autocompleter{}}
+	if h != nil {
+		c.Handlers["say"] = h
+	}
+	if a != nil {
+		c.Autocomplete["say"] = a
+	}
+	return c
+}
+
+func echoIn(opts ...*discordgo.ApplicationCommandInteractionDataOption) *discordgo.Interaction {
 	return &discordgo.Interaction{
 		ID: "1", Type: discordgo.InteractionApplicationCommand, GuildID: "g", ChannelID: "c",
 		Member: &discordgo.Member{User: &discordgo.User{ID: "u"}, Roles: []string{"r"}, Permissions: discordgo.PermissionManageGuild},
@@ -61,51 +76,50 @@ func TestRouterRepliesDefersAndMapsErrors(t *testing.T) {
 	text := &discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "hi"}
 	for _, tc := range []struct {
 		name      string
-		handler   Handler
+		handler   interaction.Handler
 		in        *discordgo.Interaction
 		wantType  []discordgo.InteractionResponseType
 		wantText  string
 		wantEdit  bool
 		wantError bool
 	}{
-		{"fast reply", func(ctx context.Context, inv Invocation) (Reply, error) {
+		{"fast reply", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 			s, _ := inv.Options.String("text")
-			return Reply{Content: "said " + s + " in " + inv.Subcommand}, nil
-		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "said hi in say", false, false},
-		{"slow reply is deferred then edited", func(ctx context.Context, inv Invocation) (Reply, error) {
+			return interaction.Reply{Content: "said " + s + " in " + inv.Subcommand}, nil
+		}, echoIn(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "said hi in say", false, false},
+		{"slow reply is deferred then edited", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 			time.Sleep(120 * time.Millisecond)
-			return Reply{Content: "late"}, nil
-		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseDeferredChannelMessageWithSource}, "late", true, false},
-		{"user error is the sentence", func(ctx context.Context, inv Invocation) (Reply, error) {
-			return Reply{}, Sorry("You can only do that %s.", "here")
-		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "You can only do that here.", false, false},
-		{"other error is generic and logged", func(ctx context.Context, inv Invocation) (Reply, error) {
-			return Reply{}, errors.New("secret body text in an error")
-		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, genericFailure, false, true},
-		{"panic is recovered", func(ctx context.Context, inv Invocation) (Reply, error) {
+			return interaction.Reply{Content: "late"}, nil
+		}, echoIn(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseDeferredChannelMessageWithSource}, "late", true, false},
+		{"user error is the sentence", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+			return interaction.Reply{}, interaction.UserErrorf("You can only do that %s.", "here")
+		}, echoIn(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "You can only do that here.", false, false},
+		{"other error is generic and logged", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+			return interaction.Reply{}, errors.New("secret body text in an error")
+		}, echoIn(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, genericFailure, false, true},
+		{"panic is recovered", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 			panic("secret body text in a panic")
-		}, interaction(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, genericFailure, false, true},
-		{"wrong option type is refused", func(ctx context.Context, inv Invocation) (Reply, error) {
-			return Reply{Content: "must not run"}, nil
-		}, interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionInteger, Name: "text", Value: 3.0}),
-			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, staleCommand, false, false},
-		{"unknown option is refused", func(ctx context.Context, inv Invocation) (Reply, error) {
-			return Reply{Content: "must not run"}, nil
-		}, interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "nope", Value: "x"}),
-			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, staleCommand, false, false},
-		{"user option carries the bot flag", func(ctx context.Context, inv Invocation) (Reply, error) {
+		}, echoIn(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, genericFailure, false, true},
+		{"wrong option type is refused", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+			return interaction.Reply{Content: "must not run"}, nil
+		}, echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionInteger, Name: "text", Value: 3.0}),
+			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, interaction.StaleSentence, false, false},
+		{"unknown option is refused", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+			return interaction.Reply{Content: "must not run"}, nil
+		}, echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "nope", Value: "x"}),
+			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, interaction.StaleSentence, false, false},
+		{"user option carries the bot flag", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 			u, _ := inv.Options.User("who")
 			if !u.Bot || inv.User.ID != "u" || !inv.HasPermission(discordgo.PermissionManageGuild) || !inv.HasRole([]string{"x", "r"}) {
-				return Reply{Content: "wrong"}, nil
+				return interaction.Reply{Content: "wrong"}, nil
 			}
-			return Reply{Content: "ok"}, nil
-		}, interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionUser, Name: "who", Value: "b"}),
+			return interaction.Reply{Content: "ok"}, nil
+		}, echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionUser, Name: "who", Value: "b"}),
 			[]discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "ok", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			core, logs := observer.New(zap.DebugLevel)
-			r := NewRouter(zap.New(core), Command{Definition: echoDef, Handle: tc.handler})
-			r.DeferAfter = 40 * time.Millisecond
+			r := NewRouter(zap.New(core), Config{DeferAfter: 40 * time.Millisecond}, echo(tc.handler, nil))
 			rec := &recorder{start: time.Now()}
 			r.Serve(context.Background(), rec, tc.in)
 			if len(rec.responses) != len(tc.wantType) || rec.responses[0].Type != tc.wantType[0] {
@@ -142,29 +156,28 @@ func TestRouterRepliesDefersAndMapsErrors(t *testing.T) {
 }
 
 func TestRouterRefusesOtherGuilds(t *testing.T) {
-	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Handle: func(ctx context.Context, inv Invocation) (Reply, error) {
-		return Reply{Content: "ran"}, nil
-	}})
-	r.Guilds = map[string]bool{"other": true}
+	r := NewRouter(zap.NewNop(), Config{Guilds: []string{"other"}}, echo(func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+		return interaction.Reply{Content: "ran"}, nil
+	}, nil))
 	rec := &recorder{start: time.Now()}
-	r.Serve(context.Background(), rec, interaction())
-	if rec.responses[0].Data.Content != notHere {
+	r.Serve(context.Background(), rec, echoIn())
+	if rec.responses[0].Data.Content != interaction.NotServedSentence {
 		t.Fatalf("got %q", rec.responses[0].Data.Content)
 	}
 }
 
 func TestAutocompleteAnswersChoicesWithinLimits(t *testing.T) {
-	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
+	r := NewRouter(zap.NewNop(), Config{}, echo(nil, func(ctx context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {
 		if inv.Focused != "text" {
 			return nil, errors.New("wrong focus")
 		}
-		var out []Choice
+		var out []interaction.Choice
 		for range 30 {
-			out = append(out, Choice{Name: strings.Repeat("n", 150), Value: "v"})
+			out = append(out, interaction.Choice{Name: strings.Repeat("n", 150), Value: "v"})
 		}
 		return out, nil
-	}})
-	in := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
+	}))
+	in := echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
 	in.Type = discordgo.InteractionApplicationCommandAutocomplete
 	rec := &recorder{start: time.Now()}
 	r.Serve(context.Background(), rec, in)
@@ -240,10 +253,10 @@ func TestSyncWritesOnlyWhatDiffers(t *testing.T) {
 }
 
 func TestAutocompletePanicStillAnswersChoices(t *testing.T) {
-	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
+	r := NewRouter(zap.NewNop(), Config{}, echo(nil, func(ctx context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {
 		panic("boom")
-	}})
-	in := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
+	}))
+	in := echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
 	in.Type = discordgo.InteractionApplicationCommandAutocomplete
 	rec := &recorder{start: time.Now()}
 	r.Serve(context.Background(), rec, in)
@@ -257,12 +270,12 @@ func TestAutocompletePanicStillAnswersChoices(t *testing.T) {
 // (they would read memory for a server the bridge does not serve).
 func TestAutocompleteAnswersNoChoicesOutsideServedGuilds(t *testing.T) {
 	called := false
-	r := NewRouter(zap.NewNop(), Command{Definition: echoDef, Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
+	suggest := func(ctx context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {
 		called = true
-		return []Choice{{Name: "suggestion from memory", Value: "v"}}, nil
-	}})
-	r.Guilds = map[string]bool{"other": true}
-	in := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
+		return []interaction.Choice{{Name: "suggestion from memory", Value: "v"}}, nil
+	}
+	r := NewRouter(zap.NewNop(), Config{Guilds: []string{"other"}}, echo(nil, suggest))
+	in := echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "pa", Focused: true})
 	in.Type = discordgo.InteractionApplicationCommandAutocomplete
 	rec := &recorder{start: time.Now()}
 	r.Serve(context.Background(), rec, in)
@@ -272,7 +285,7 @@ func TestAutocompleteAnswersNoChoicesOutsideServedGuilds(t *testing.T) {
 	if called || len(rec.responses[0].Data.Choices) != 0 {
 		t.Fatalf("suggested %+v in an unlisted server (handler ran: %v)", rec.responses[0].Data.Choices, called)
 	}
-	r.Guilds = map[string]bool{"g": true}
+	r = NewRouter(zap.NewNop(), Config{Guilds: []string{"g"}}, echo(nil, suggest))
 	in.ID = "2"
 	rec = &recorder{start: time.Now()}
 	r.Serve(context.Background(), rec, in)
@@ -289,14 +302,14 @@ func TestRouterAnswersARedeliveredInteractionOnce(t *testing.T) {
 	var runs sync.WaitGroup
 	var mu sync.Mutex
 	calls := 0
-	r := NewRouter(zap.New(core), Command{Definition: echoDef, Handle: func(ctx context.Context, inv Invocation) (Reply, error) {
+	r := NewRouter(zap.New(core), Config{}, echo(func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 		mu.Lock()
 		calls++
 		mu.Unlock()
-		return Reply{Content: "once"}, nil
-	}})
+		return interaction.Reply{Content: "once"}, nil
+	}, nil))
 	rec := &recorder{start: time.Now()}
-	in := interaction()
+	in := echoIn()
 	for range 3 {
 		runs.Add(1)
 		go func() { defer runs.Done(); r.Serve(context.Background(), rec, in) }()
@@ -308,7 +321,7 @@ func TestRouterAnswersARedeliveredInteractionOnce(t *testing.T) {
 	if n := logs.FilterMessage("interaction already answered").Len(); n != 2 {
 		t.Fatalf("%d redeliveries logged, want 2: %v", n, logs.All())
 	}
-	other := interaction()
+	other := echoIn()
 	other.ID = "2"
 	r.Serve(context.Background(), rec, other)
 	if calls != 2 || len(rec.responses) != 2 {
@@ -336,7 +349,10 @@ func TestAnsweredIDsForgetAfterATokenLifeAndStayBounded(t *testing.T) {
 	for _, id := range []string{"2", "3", "4", "5"} {
 		a.claim(id)
 	}
-	if n := a.len(); n > 3 {
+	a.mu.Lock()
+	n := len(a.at)
+	a.mu.Unlock()
+	if n > 3 {
 		t.Fatalf("remembers %d ids; the bound is 3", n)
 	}
 	if a.claim("5") {
@@ -353,26 +369,28 @@ func TestRepliesNeutraliseBidiControls(t *testing.T) {
 	bidi := []rune{'\u202a', '\u202b', '\u202c', '\u202d', '\u202e', '\u2066', '\u2067', '\u2068', '\u2069'}
 	spoof := "likes \u202Etxt.exe\u202C and \u2067تست\u2069 done"
 	for _, r := range bidi {
-		if got := Neutralize("a" + string(r) + "b"); got != "ab" {
+		if got := interaction.Neutralize("a" + string(r) + "b"); got != "ab" {
 			t.Errorf("Neutralize kept U+%04X: %q", r, got)
 		}
 	}
-	if got := Neutralize("plain, مرحبا, \u200fmark, <@123>"); got != "plain, مرحبا, \u200fmark, <@123>" {
+	if got := interaction.Neutralize("plain, مرحبا, \u200fmark, <@123>"); got != "plain, مرحبا, \u200fmark, <@123>" {
 		t.Errorf("Neutralize changed text without bidi controls: %q", got)
 	}
 	clean := func(s string) bool { return !strings.ContainsAny(s, string(bidi)) }
 
-	r := NewRouter(zap.NewNop(), Command{Definition: echoDef,
-		Handle: func(ctx context.Context, inv Invocation) (Reply, error) { return Reply{Content: spoof}, nil },
-		Autocomplete: func(ctx context.Context, inv Invocation) ([]Choice, error) {
-			return []Choice{{Name: spoof, Value: "f1"}, {Name: "\u202e\u2066", Value: "f2"}}, nil
-		}})
+	r := NewRouter(zap.NewNop(), Config{}, echo(
+		func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+			return interaction.Reply{Content: spoof}, nil
+		},
+		func(ctx context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {
+			return []interaction.Choice{{Name: spoof, Value: "f1"}, {Name: "\u202e\u2066", Value: "f2"}}, nil
+		}))
 	rec := &recorder{start: time.Now()}
-	r.Serve(context.Background(), rec, interaction())
+	r.Serve(context.Background(), rec, echoIn())
 	if got := rec.responses[0].Data.Content; !clean(got) || got != "likes txt.exe and تست done" {
 		t.Fatalf("reply %q", got)
 	}
-	ac := interaction(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "l", Focused: true})
+	ac := echoIn(&discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "l", Focused: true})
 	ac.ID, ac.Type = "2", discordgo.InteractionApplicationCommandAutocomplete
 	r.Serve(context.Background(), rec, ac)
 	if ch := rec.responses[1].Data.Choices; len(ch) != 1 || !clean(ch[0].Name) || ch[0].Value != "f1" { // a name of controls alone is dropped
@@ -380,14 +398,62 @@ func TestRepliesNeutraliseBidiControls(t *testing.T) {
 	}
 
 	// A deferred reply is completed by an edit, which is neutralised too.
-	slow := NewRouter(zap.NewNop(), Command{Definition: echoDef, Handle: func(ctx context.Context, inv Invocation) (Reply, error) {
+	slow := NewRouter(zap.NewNop(), Config{DeferAfter: 10 * time.Millisecond}, echo(func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 		time.Sleep(80 * time.Millisecond)
-		return Reply{Content: spoof}, nil
-	}})
-	slow.DeferAfter = 10 * time.Millisecond
+		return interaction.Reply{Content: spoof}, nil
+	}, nil))
 	rec = &recorder{start: time.Now()}
-	slow.Serve(context.Background(), rec, interaction())
+	slow.Serve(context.Background(), rec, echoIn())
 	if len(rec.edits) != 1 || !clean(rec.edits[0]) {
 		t.Fatalf("edits %q", rec.edits)
+	}
+}
+
+// TestRouterMiddlewareAsUsersSeeIt: the middleware chain the router builds,
+// seen from Discord's side.
+func TestRouterMiddlewareAsUsersSeeIt(t *testing.T) {
+	text := &discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionString, Name: "text", Value: "hi"}
+	wrongType := &discordgo.ApplicationCommandInteractionDataOption{Type: discordgo.ApplicationCommandOptionInteger, Name: "text", Value: 3.0}
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		cmd      interaction.Command
+		in       *discordgo.Interaction
+		want     string
+		deferred bool
+	}{
+		{"a declared subcommand nobody routed is a sentence, not silence", Config{},
+			interaction.Command{Definition: echoDef}, echoIn(text), interaction.StaleSentence, false},
+		{"a panic after the deferral is the failure sentence, by edit", Config{DeferAfter: 10 * time.Millisecond},
+			echo(func(context.Context, interaction.Invocation) (interaction.Reply, error) {
+				time.Sleep(60 * time.Millisecond)
+				panic("late")
+			}, nil), echoIn(text), genericFailure, true},
+		{"stale options in an unlisted server: it is not served", Config{Guilds: []string{"other"}},
+			echo(nil, nil), echoIn(wrongType), interaction.NotServedSentence, false},
+		{"the handler's context ends at the timeout", Config{HandlerTimeout: 20 * time.Millisecond, DeferAfter: time.Second},
+			echo(func(ctx context.Context, _ interaction.Invocation) (interaction.Reply, error) {
+				<-ctx.Done()
+				return interaction.Reply{Content: "gave up: " + ctx.Err().Error()}, nil
+			}, nil), echoIn(text), "gave up: context deadline exceeded", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRouter(zap.NewNop(), tc.cfg, tc.cmd)
+			rec := &recorder{start: time.Now()}
+			r.Serve(context.Background(), rec, tc.in)
+			if len(rec.responses) != 1 {
+				t.Fatalf("%d callbacks", len(rec.responses))
+			}
+			got := rec.responses[0].Data.Content
+			if tc.deferred {
+				if rec.responses[0].Type != discordgo.InteractionResponseDeferredChannelMessageWithSource || len(rec.edits) != 1 {
+					t.Fatalf("not deferred then edited: %+v, edits %q", rec.responses[0], rec.edits)
+				}
+				got = rec.edits[0]
+			}
+			if got != tc.want {
+				t.Fatalf("reply %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

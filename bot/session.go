@@ -76,8 +76,6 @@ type Bot struct {
 	// default the one that runs shard 0, so processes that split a bot's
 	// shards do not all write them.
 	SyncCommands *bool
-	// OnReady runs for each shard once it is ready and commands are synced.
-	OnReady func(ctx context.Context, r *discordgo.Ready)
 	// BeforeClose runs while the gateway is still connected, so a bridge
 	// can leave voice channels before it disconnects.
 	BeforeClose func()
@@ -93,7 +91,7 @@ func (b *Bot) Run(ctx context.Context) error {
 		return err
 	}
 	b.Shards.AddHandler(b.Router.Handle)
-	if m := b.Router.Metrics; m != nil {
+	if m := b.Router.metrics; m != nil {
 		b.Shards.AddHandler(m.onConnect)
 	}
 	readies, err := b.Shards.Open(ctx)
@@ -138,11 +136,6 @@ func (b *Bot) Run(ctx context.Context) error {
 	}
 	b.Log.Info("discord bot ready", zap.String("botUserId", me.ID), zap.Int("guilds", guilds),
 		zap.Ints("shards", ids), zap.Int("shardCount", b.Shards.Count()))
-	if b.OnReady != nil {
-		for _, id := range ids {
-			b.OnReady(ctx, readies[id])
-		}
-	}
 	<-ctx.Done()
 	return nil
 }

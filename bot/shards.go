@@ -69,7 +69,7 @@ func NewShards(token, apiURL string, intents discordgo.Intent, plan ShardPlan, l
 		rest: rest, sessions: map[int]*discordgo.Session{}}, nil
 }
 
-// REST answers the session every REST call goes through (command sync,
+// REST returns the session every REST call goes through (command sync,
 // interaction callbacks and edits); it never holds a gateway connection.
 func (sh *Shards) REST() *discordgo.Session { return sh.rest }
 
@@ -84,14 +84,14 @@ func (sh *Shards) AddHandler(h any) {
 	}
 }
 
-// Count answers the bot's total shard count once Open resolved it (0 before).
+// Count returns the bot's total shard count once Open resolved it (0 before).
 func (sh *Shards) Count() int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return sh.count
 }
 
-// IDs answers the shards this process runs, in order.
+// IDs returns the shards this process runs, in order.
 func (sh *Shards) IDs() []int {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -103,7 +103,7 @@ func (sh *Shards) IDs() []int {
 	return ids
 }
 
-// ShardFor answers the shard that carries guildID's events out of count:
+// ShardFor returns the shard that carries guildID's events out of count:
 // Discord's (guild_id >> 22) % count.
 func ShardFor(guildID string, count int) (int, error) {
 	id, err := strconv.ParseUint(guildID, 10, 64)
@@ -229,7 +229,7 @@ func startLimitSentence(need int, gi gatewayInfo, now time.Time) error {
 
 // Open resolves the shard count, checks the session start budget, and
 // connects every shard of this process, one identify per max_concurrency
-// bucket per IdentifyInterval. It answers each shard's READY by shard id.
+// bucket per IdentifyInterval. It returns each shard's READY by shard id.
 // On error every shard already connected is closed again.
 func (sh *Shards) Open(ctx context.Context) (map[int]*discordgo.Ready, error) {
 	gi, err := sh.gatewayBot(ctx)
@@ -328,7 +328,7 @@ func (sh *Shards) openBucket(ctx context.Context, ids []int, count int, ready fu
 	return nil
 }
 
-// openShard connects one session and answers its READY.
+// openShard connects one session and returns its READY.
 func openShard(ctx context.Context, s *discordgo.Session) (*discordgo.Ready, error) {
 	ch := make(chan *discordgo.Ready, 1)
 	remove := s.AddHandler(func(_ *discordgo.Session, r *discordgo.Ready) {

@@ -17,7 +17,7 @@ import (
 
 var discordSpec = discordtest.NewSpec()
 
-// guildOnShard answers a guild id that Discord routes to shard of count
+// guildOnShard returns a guild id that Discord routes to shard of count
 // (n tells several such guilds apart).
 func guildOnShard(shard, count, n int) string {
 	return fmt.Sprint(uint64(1_000_000+n*count+shard) << 22)

@@ -22,7 +22,7 @@ type rewriteTransport struct {
 	next http.RoundTripper
 }
 
-// NewRESTTransport answers a RoundTripper that rewrites discordgo's REST base
+// NewRESTTransport returns a RoundTripper that rewrites discordgo's REST base
 // to apiURL (for a rate-limit proxy or a local fake).
 func NewRESTTransport(apiURL string, next http.RoundTripper) (http.RoundTripper, error) {
 	to, err := url.Parse(strings.TrimRight(apiURL, "/"))

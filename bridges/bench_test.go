@@ -72,7 +72,7 @@ func textBench(b *testing.B) *discordtest.Fake {
 	l := benchLogs()
 	mem := startMemory(b, l.log)
 	fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
-	tb, err := NewText(textConfig(fake, mem.url), tokens.TextBridge, l.log.Named("text"))
+	tb, err := NewText(textConfig(fake, mem.url), tokens.TextBridge, l.log.Named("text"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 		RealtimeAPIKey: realtimeKey,
 		RealtimeModel:  realtimeModel,
 	}
-	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, l.log.Named("voice-bridge"))
+	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, l.log.Named("voice-bridge"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

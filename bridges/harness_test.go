@@ -212,7 +212,7 @@ func textConfig(fake *discordtest.Fake, memURL string) config.TextBridge {
 // are synced.
 func startText(t *testing.T, fake *discordtest.Fake, memURL string, l *logs) *running {
 	t.Helper()
-	tb, err := NewText(textConfig(fake, memURL), tokens.TextBridge, l.log.Named("text"))
+	tb, err := NewText(textConfig(fake, memURL), tokens.TextBridge, l.log.Named("text"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func BenchmarkHTTPInteractions(b *testing.B) {
 			fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 			var urls []string
 			for i := range replicas {
-				tb, err := NewText(httpTextConfig(fake, mem.url), tokens.TextBridge, l.log.Named("text"))
+				tb, err := NewText(httpTextConfig(fake, mem.url), tokens.TextBridge, l.log.Named("text"), nil)
 				if err != nil {
 					b.Fatal(err)
 				}

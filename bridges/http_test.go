@@ -32,7 +32,7 @@ func httpTextConfig(fake *discordtest.Fake, memURL string) config.TextBridge {
 // endpoint URL once it listens.
 func startHTTPText(t *testing.T, cfg config.TextBridge, l *logs, syncCommands bool) (*Text, string) {
 	t.Helper()
-	tb, err := NewText(cfg, tokens.TextBridge, l.log.Named("text"))
+	tb, err := NewText(cfg, tokens.TextBridge, l.log.Named("text"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestSlowMemoryDefersOnBothTransports(t *testing.T) {
 func TestTextSyncRegistersOnce(t *testing.T) {
 	l := newLogs()
 	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
-	tb, err := NewText(httpTextConfig(fake, deadURL(t)), tokens.TextBridge, l.log)
+	tb, err := NewText(httpTextConfig(fake, deadURL(t)), tokens.TextBridge, l.log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

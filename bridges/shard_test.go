@@ -73,7 +73,7 @@ func runShardedText(t *testing.T, cfg config.TextBridge, l *logs) *running {
 	if err := cfg.Discord.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	tb, err := NewText(cfg, tokens.TextBridge, l.log.Named("text"))
+	tb, err := NewText(cfg, tokens.TextBridge, l.log.Named("text"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestVoiceBridgeJoinsOnTheGuildsShard(t *testing.T) {
 		Discord: config.Discord{APIURL: fake.APIURL(), ShardCount: "2", MemoryRoleIDs: []string{memRole}},
 		Log:     config.Log{Level: "debug", Format: "json"},
 	}
-	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, l.log.Named("voice-bridge"))
+	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, l.log.Named("voice-bridge"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestNoSessionStartsLeftStopsTheBridgeWithASentence(t *testing.T) {
 	l := newLogs()
 	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()),
 		discordtest.WithSessionStartLimit(discordtest.SessionStartLimit{Total: 1000, Remaining: 0, ResetAfter: 3 * time.Hour, MaxConcurrency: 1}))
-	tb, err := NewText(textConfig(fake, deadURL(t)), tokens.TextBridge, l.log.Named("text"))
+	tb, err := NewText(textConfig(fake, deadURL(t)), tokens.TextBridge, l.log.Named("text"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

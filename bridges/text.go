@@ -37,8 +37,9 @@ type Text struct {
 }
 
 // NewText builds the text bridge from its settings. bearer is the resolved
-// memory token (from the environment or the minted file).
-func NewText(cfg config.TextBridge, bearer string, log *zap.Logger) (*Text, error) {
+// memory token (from the environment or the minted file); metrics, when not
+// nil, counts its interactions.
+func NewText(cfg config.TextBridge, bearer string, log *zap.Logger, metrics *bot.Metrics) (*Text, error) {
 	mem, err := memoryclient.New(cfg.Memory.URL, bearer, memoryclient.WithTimeout(memoryTimeout), memoryclient.WithLogger(log.Named("memoryclient")))
 	if err != nil {
 		return nil, err
@@ -48,8 +49,7 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger) (*Text, erro
 		return nil, err
 	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
-	router := bot.NewRouter(log, commands.PersonMemory(mem, policy, time.Now))
-	router.Guilds = guildSet(cfg.Discord.GuildIDs)
+	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, commands.PersonMemory(mem, policy, time.Now))
 	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
 	if cfg.InteractionsAddr != "" {
 		t.HTTP = &bot.HTTPBot{REST: shards.REST(), Router: router, Key: cfg.PublicKeyBytes(), Addr: cfg.InteractionsAddr,
@@ -87,20 +87,5 @@ func newShards(token string, d config.Discord, intents discordgo.Intent, log *za
 	return bot.NewShards(token, d.APIURL, intents, bot.ShardPlan{Count: plan.Count, IDs: plan.IDs}, log)
 }
 
-func guildSet(ids []string) map[string]bool {
-	if len(ids) == 0 {
-		return nil
-	}
-	m := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		m[id] = true
-	}
-	return m
-}
-
 // TextLane is the lane whose bearer the text bridge holds.
 const TextLane = api.LaneDiscordPresence
-
-// Router returns the one router both transports feed, for wiring such as
-// metrics.
-func (t *Text) Router() *bot.Router { return t.router }

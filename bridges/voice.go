@@ -69,8 +69,9 @@ func (l *lazyCodec) close() {
 	}
 }
 
-// NewVoiceBridge builds the voice bridge from its settings.
-func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*VoiceBridge, error) {
+// NewVoiceBridge builds the voice bridge from its settings; metrics, when
+// not nil, counts its interactions.
+func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metrics *bot.Metrics) (*VoiceBridge, error) {
 	mem, err := memoryclient.New(cfg.Memory.URL, bearer, memoryclient.WithTimeout(memoryTimeout), memoryclient.WithLogger(log.Named("memoryclient")))
 	if err != nil {
 		return nil, err
@@ -98,10 +99,9 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger) (*Vo
 		vm.Audio = &voice.AudioConfig{Codec: codec.get, DAVE: voice.NewDAVE}
 	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
-	router := bot.NewRouter(log,
+	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics},
 		commands.PersonMemory(mem, policy, time.Now),
-		commands.Voice(voiceSessions{vm}, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
-	router.Guilds = guildSet(cfg.Discord.GuildIDs)
+		commands.Voice(vm, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
 	vb := &VoiceBridge{Bot: &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close},
 		Voice: vm, codec: codec}
 	// Every shard feeds the one manager: each server's events arrive on its
@@ -120,42 +120,4 @@ func (vb *VoiceBridge) Run(ctx context.Context) error {
 		vb.codec.close() // every session, and so every encoder, has ended
 	}()
 	return vb.Bot.Run(ctx)
-}
-
-// voiceSessions lets /voice call into the voice manager in its own terms:
-// the command package and the voice package know nothing of each other.
-type voiceSessions struct{ m *voice.Manager }
-
-func (v voiceSessions) Join(ctx context.Context, guildID, userID string) (string, error) {
-	ch, err := v.m.Join(ctx, guildID, userID)
-	return ch, commandError(err)
-}
-
-func (v voiceSessions) Leave(ctx context.Context, guildID string) error {
-	return commandError(v.m.Leave(ctx, guildID))
-}
-
-func (v voiceSessions) Consent(ctx context.Context, guildID, userID string, optIn bool) error {
-	return commandError(v.m.Consent(ctx, guildID, userID, optIn))
-}
-
-func (v voiceSessions) Status(guildID string) (commands.VoiceSessionStatus, bool) {
-	st, ok := v.m.Status(guildID)
-	return commands.VoiceSessionStatus{ChannelID: st.ChannelID, Policy: st.Policy, Consented: st.Consented,
-		Realtime: st.Model, BriefingsDelivered: st.BriefingsDelivered}, ok
-}
-
-// commandError maps the voice package's errors to the command's.
-func commandError(err error) error {
-	switch {
-	case errors.Is(err, voice.ErrNotInVoice):
-		return commands.ErrVoiceNotInVoice
-	case errors.Is(err, voice.ErrNoSession):
-		return commands.ErrVoiceNoSession
-	case errors.Is(err, voice.ErrNotInSessionChannel):
-		return commands.ErrVoiceNotInSessionRoom
-	case errors.Is(err, voice.ErrOtherChannel):
-		return commands.ErrVoiceOtherChannel
-	}
-	return err
 }

@@ -111,7 +111,7 @@ func startVoiceWith(t *testing.T, policy, key string, setup voiceSetup, states .
 		cfg.RealtimeAPIKey = key
 		cfg.RealtimeModel = realtimeModel
 	}
-	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"))
+	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 // Package commands holds the slash commands, one file per command. A handler
-// never talks to Discord: it gets a bot.Invocation (guild, channel, invoker,
-// options, permissions) and answers a bot.Reply or an error, and it reaches
-// memory only through a small interface that memoryclient satisfies, so every
-// rule is tested without HTTP or a gateway.
+// never talks to Discord and never imports the transport (package bot): it
+// gets an interaction.Invocation (guild, channel, invoker, options,
+// permissions) and returns an interaction.Reply or an error, routed by path
+// ("person-memory/propose"). It reaches memory and voice only through small
+// interfaces that memoryclient and voice satisfy, so every rule is tested
+// without HTTP or a gateway.
 package commands

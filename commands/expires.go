@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 )
 
 // Expiry bounds and forms.
@@ -39,13 +39,13 @@ func parseExpires(text string, base, now time.Time) (*time.Time, error) {
 		at, ok = expiryDate(text)
 	}
 	if !ok {
-		return nil, bot.Sorry("I couldn't read that expiry. %s", expiryExamples(now))
+		return nil, interaction.UserErrorf("I couldn't read that expiry. %s", expiryExamples(now))
 	}
 	if !at.After(now) {
-		return nil, bot.Sorry("An expiry must be in the future. %s", expiryExamples(now))
+		return nil, interaction.UserErrorf("An expiry must be in the future. %s", expiryExamples(now))
 	}
 	if at.After(now.Add(maxExpiry)) {
-		return nil, bot.Sorry("An expiry can be at most 365 days ahead; the latest date I accept is %s.",
+		return nil, interaction.UserErrorf("An expiry can be at most 365 days ahead; the latest date I accept is %s.",
 			latestExpiryDate(now).Format(dateLayout))
 	}
 	at = at.UTC()

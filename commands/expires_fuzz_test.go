@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 )
 
 // FuzzParseExpires feeds the `expires` option any text, at any instant from
@@ -32,7 +32,7 @@ func FuzzParseExpires(f *testing.F) {
 			if at != nil {
 				t.Fatalf("parseExpires(%q) answered %v and an error", text, at)
 			}
-			ue, ok := bot.AsUserError(err)
+			ue, ok := interaction.AsUserError(err)
 			if !ok || strings.TrimSpace(ue.Sentence) == "" {
 				t.Fatalf("parseExpires(%q) refused without a sentence: %v", text, err)
 			}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 )
 
 func TestParseExpires(t *testing.T) {
@@ -47,7 +47,7 @@ func TestParseExpires(t *testing.T) {
 		t.Run(tt.in, func(t *testing.T) {
 			got, err := parseExpires(tt.in, now, now)
 			if tt.refused != "" {
-				ue, ok := bot.AsUserError(err)
+				ue, ok := interaction.AsUserError(err)
 				if !ok {
 					t.Fatalf("parseExpires(%q) = %v, %v; want a refusal", tt.in, got, err)
 				}
@@ -74,7 +74,7 @@ func TestParseExpires(t *testing.T) {
 
 func TestParseExpiresExampleDateIsValid(t *testing.T) {
 	_, err := parseExpires("tomorrow", testNow, testNow)
-	ue, _ := bot.AsUserError(err)
+	ue, _ := interaction.AsUserError(err)
 	example := testNow.AddDate(0, 1, 0).Format(dateLayout)
 	if ue == nil || !strings.Contains(ue.Sentence, example) {
 		t.Fatalf("refusal %v does not offer %s", err, example)

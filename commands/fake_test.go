@@ -6,12 +6,16 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
-// The real client satisfies the handlers' interface.
-var _ PeopleMemory = (*memoryclient.Client)(nil)
+// The real client satisfies the handlers' interface, and its errors the
+// interface the sentences are chosen by.
+var (
+	_ PeopleMemory  = (*memoryclient.Client)(nil)
+	_ memoryFailure = (*memoryclient.Error)(nil)
+)
 
 // recallCall and friends record what a handler asked of memory.
 type recallCall struct {
@@ -23,7 +27,7 @@ type mineCall struct{ GuildID, UserID, RequesterUserID string }
 
 type forgetCall struct{ GuildID, UserID, FactID, RequesterUserID string }
 
-// fakeMemory is an in-memory PeopleMemory: it records every call and answers
+// fakeMemory is an in-memory PeopleMemory: it records every call and returns
 // what the test set.
 type fakeMemory struct {
 	mu sync.Mutex
@@ -106,13 +110,22 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func fixedNow() time.Time { return testNow }
 
 // invocation is a guild invocation of /person-memory <sub> by testInvoker.
-func invocation(sub string, opts map[string]any) bot.Invocation {
-	return bot.Invocation{ID: testInterID, GuildID: testGuild, ChannelID: testChannel,
-		User: bot.User{ID: testInvoker}, Command: personMemoryName, Subcommand: sub, Options: bot.NewOptions(opts)}
+func invocation(sub string, opts map[string]any) interaction.Invocation {
+	return interaction.Invocation{ID: testInterID, GuildID: testGuild, ChannelID: testChannel,
+		User: interaction.User{ID: testInvoker}, Command: personMemoryName, Subcommand: sub, Options: interaction.NewOptions(opts)}
 }
 
 func fact(id, subject, proposer, body string) api.Fact {
 	return api.Fact{FactID: id, Subject: api.Subject{GuildID: testGuild, UserID: subject}, Kind: api.KindPersonFact,
 		Body: body, Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: testNow,
 		Provenance: api.Provenance{ProposerUserID: proposer, ChannelID: testChannel}}
+}
+
+// handle routes inv by its path, as the router's mux does.
+func handle(ctx context.Context, c interaction.Command, inv interaction.Invocation) (interaction.Reply, error) {
+	mux := interaction.NewMux()
+	for sub, h := range c.Handlers {
+		mux.Handle(interaction.Path(c.Definition.Name, sub), h)
+	}
+	return mux.Serve(ctx, inv)
 }

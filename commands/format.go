@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 )
 
 // Rendering budgets. Discord cuts a message at 2000 characters and the router
@@ -113,7 +113,7 @@ func clipRunes(s string, max int) string {
 // kept to one inert span: no backtick to end it, no line break, no bidi
 // control to reorder it.
 func code(id string) string {
-	return "`" + bot.Neutralize(flatten(strings.ReplaceAll(id, "`", "'"))) + "`"
+	return "`" + interaction.Neutralize(flatten(strings.ReplaceAll(id, "`", "'"))) + "`"
 }
 
 // snowflake reports whether id can be a Discord id (digits only), the one

@@ -1,8 +1,11 @@
 package commands
 
 import (
-	"github.com/clankie/clankie/bot"
-	"github.com/clankie/clankie/memoryclient"
+	"errors"
+	"net/http"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/interaction"
 )
 
 // effect says whether a failed call could have changed memory, which decides
@@ -28,6 +31,24 @@ const (
 	sayRefusedPrefix   = "Memory refused that: %s"
 )
 
+// codeOutcomeUnknown is the service's code for a write its database took
+// and did not confirm (503).
+const codeOutcomeUnknown = "outcome_unknown"
+
+// memoryFailure is a failed memory call in the api's terms: whether the
+// service answered in time, and if so with which HTTP status and error
+// body. memoryclient's errors implement it, so commands names no client
+// type and switches on none of its kinds.
+type memoryFailure interface {
+	error
+	// Unreachable reports whether memory gave no usable answer in time
+	// (down, overloaded, slow or canceled).
+	Unreachable() bool
+	// Answer returns the status the service answered (400 for a request
+	// refused before sending, 0 when nothing answered) and its error body.
+	Answer() (status int, body api.Error)
+}
+
 // memoryError turns a failed call into what the person sees. Out of reach
 // (down, slow, canceled) is a sentence that says whether anything was saved;
 // a refusal of the request is the service's own sentence, which its contract
@@ -35,40 +56,46 @@ const (
 // returned unchanged: the router logs its type and shows a generic sentence,
 // because it is a fault of ours or the deployment's, not the person's.
 func memoryError(err error, e effect) error {
-	if me, ok := memoryclient.AsError(err); ok && me.Code == "outcome_unknown" && e == writeEffect {
-		return bot.Sorry(sayOutcomeUnknown)
+	var f memoryFailure
+	if !errors.As(err, &f) {
+		return err
 	}
-	switch memoryclient.KindOf(err) {
-	case memoryclient.KindUnavailable, memoryclient.KindTimeout, memoryclient.KindCanceled:
-		if e == writeEffect {
-			return bot.Sorry(sayUnavailableWrite)
-		}
-		return bot.Sorry(sayUnavailableRead)
-	case memoryclient.KindInvalid:
-		return bot.Sorry(sayRefusedPrefix, serviceSentence(err))
-	case memoryclient.KindConflict:
-		return bot.Sorry(sayConflict)
+	status, body := f.Answer()
+	switch {
+	case body.Code == codeOutcomeUnknown && e == writeEffect:
+		return interaction.UserErrorf(sayOutcomeUnknown)
+	case f.Unreachable() && e == writeEffect:
+		return interaction.UserErrorf(sayUnavailableWrite)
+	case f.Unreachable():
+		return interaction.UserErrorf(sayUnavailableRead)
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
+		return interaction.UserErrorf(sayRefusedPrefix, serviceSentence(body))
+	case status == http.StatusConflict:
+		return interaction.UserErrorf(sayConflict)
 	}
 	return err
 }
 
-// forgetError adds forget's own answers: the service refuses (403) a person
+// forgetError adds forget's own sentences: the service refuses (403) a person
 // who is neither the fact's subject nor its proposer, and answers 404 for a
 // fact that is not there.
 func forgetError(err error, subjectID string) error {
-	switch memoryclient.KindOf(err) {
-	case memoryclient.KindForbidden:
-		return bot.Sorry(sayForgetForbidden)
-	case memoryclient.KindNotFound:
-		return bot.Sorry(sayNoSuchFact, mention(subjectID))
+	var f memoryFailure
+	if errors.As(err, &f) && !f.Unreachable() {
+		switch status, _ := f.Answer(); status {
+		case http.StatusForbidden:
+			return interaction.UserErrorf(sayForgetForbidden)
+		case http.StatusNotFound:
+			return interaction.UserErrorf(sayNoSuchFact, mention(subjectID))
+		}
 	}
 	return memoryError(err, writeEffect)
 }
 
-// serviceSentence is the service's sentence from err, shown safely.
-func serviceSentence(err error) string {
-	if e, ok := memoryclient.AsError(err); ok && e.Message != "" {
-		return sentence(e.Message)
+// serviceSentence is the service's sentence, shown safely.
+func serviceSentence(body api.Error) string {
+	if body.Message != "" {
+		return sentence(body.Message)
 	}
 	return "the request was not valid."
 }

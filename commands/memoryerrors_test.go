@@ -5,12 +5,23 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
+// memErr is the error memoryclient returns for a failure of kind k: with
+// the status the service answered for it (0 when nothing answered).
 func memErr(k memoryclient.Kind, msg string) error {
-	return &memoryclient.Error{Op: "test", Kind: k, Message: msg}
+	status := map[memoryclient.Kind]int{
+		memoryclient.KindUnavailable:  503,
+		memoryclient.KindUnauthorized: 401,
+		memoryclient.KindForbidden:    403,
+		memoryclient.KindNotFound:     404,
+		memoryclient.KindConflict:     409,
+		memoryclient.KindInvalid:      400,
+		memoryclient.KindInternal:     500,
+	}[k]
+	return &memoryclient.Error{Op: "test", Kind: k, Status: status, Message: msg}
 }
 
 func TestMemoryError(t *testing.T) {
@@ -33,6 +44,8 @@ func TestMemoryError(t *testing.T) {
 		{"internal", memErr(memoryclient.KindInternal, "x"), readEffect, ""},
 		{"forbidden outside forget", memErr(memoryclient.KindForbidden, "x"), writeEffect, ""},
 		{"not ours", plain, writeEffect, ""},
+		{"invalid before sending", &memoryclient.Error{Op: "test", Kind: memoryclient.KindInvalid, Message: "factId is empty."}, writeEffect, "Memory refused that: FactId is empty."},
+		{"unavailable without an answer", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Message: "x"}, readEffect, sayUnavailableRead},
 		{"outcome unknown write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "outcome_unknown", Message: "x"}, writeEffect, sayOutcomeUnknown},
 		{"store unavailable write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "store_unavailable", Message: "x"}, writeEffect, sayUnavailableWrite},
 	}
@@ -45,7 +58,7 @@ func TestMemoryError(t *testing.T) {
 				}
 				return
 			}
-			ue, ok := bot.AsUserError(got)
+			ue, ok := interaction.AsUserError(got)
 			if !ok || ue.Sentence != tt.want {
 				t.Fatalf("memoryError = %v; want the sentence %q", got, tt.want)
 			}
@@ -65,7 +78,7 @@ func TestForgetError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ue, ok := bot.AsUserError(forgetError(tt.err, testOther))
+			ue, ok := interaction.AsUserError(forgetError(tt.err, testOther))
 			if !ok || ue.Sentence != tt.want {
 				t.Fatalf("forgetError = %v; want %q", ue, tt.want)
 			}

@@ -9,7 +9,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 )
 
 // PeopleMemory is what the /person-memory handlers need of the memory
@@ -41,7 +41,7 @@ const (
 	sayLongFact      = "A fact can be at most %d characters; this one has %d."
 	sayLongQuery     = "A search can be at most %d characters."
 	sayBadSupersedes = "That is not a fact id; pick the fact to correct from the list, or leave supersedes empty."
-	sayStaleOption   = "This command's options don't match what I expect; the command list may be updating. Please try again in a minute."
+	sayStaleOption   = interaction.StaleSentence
 )
 
 const (
@@ -67,97 +67,92 @@ type personMemory struct {
 
 // PersonMemory is the /person-memory command: propose, recall, mine and
 // forget person facts in the server where it is invoked. now is the clock
-// for expiries (time.Now when nil).
-func PersonMemory(mem PeopleMemory, p Policy, now func() time.Time) bot.Command {
+// for expiries (time.Now when nil). Person memory is keyed by server, so
+// every subcommand refuses an invocation without one (a DM, should Discord
+// deliver it anyway) before anything else is read.
+func PersonMemory(mem PeopleMemory, p Policy, now func() time.Time) interaction.Command {
 	if now == nil {
 		now = time.Now
 	}
 	pm := &personMemory{mem: mem, policy: p, now: now}
-	return bot.Command{Definition: personMemoryDefinition(), Handle: pm.handle, Autocomplete: pm.autocomplete}
+	inGuild := interaction.GuildOnly(sayNoGuild)
+	return interaction.Command{
+		Definition: personMemoryDefinition(),
+		Handlers: map[string]interaction.Handler{
+			subPropose: inGuild(pm.propose),
+			subRecall:  inGuild(pm.recall),
+			subMine:    inGuild(pm.mine),
+			subForget:  inGuild(pm.forget),
+		},
+		Autocomplete: map[string]interaction.Autocompleter{
+			subPropose: pm.suggestCorrectable,
+			subForget:  pm.suggestForgettable,
+		},
+	}
 }
 
-// handle routes a subcommand. Person memory is keyed by server, so an
-// invocation without one (a DM, should Discord deliver it anyway) is refused
-// before anything else is read.
-func (pm *personMemory) handle(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
-	if inv.GuildID == "" {
-		return bot.Reply{}, bot.Sorry(sayNoGuild)
-	}
-	switch inv.Subcommand {
-	case subPropose:
-		return pm.propose(ctx, inv)
-	case subRecall:
-		return pm.recall(ctx, inv)
-	case subMine:
-		return pm.mine(ctx, inv)
-	case subForget:
-		return pm.forget(ctx, inv)
-	}
-	return bot.Reply{}, bot.Sorry(sayStaleOption)
-}
-
-func (pm *personMemory) propose(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+func (pm *personMemory) propose(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	req, err := pm.proposal(inv)
 	if err != nil {
-		return bot.Reply{}, err
+		return interaction.Reply{}, err
 	}
 	resp, err := pm.mem.Propose(ctx, req)
 	if err != nil {
-		return bot.Reply{}, memoryError(err, writeEffect)
+		return interaction.Reply{}, memoryError(err, writeEffect)
 	}
-	return bot.Reply{Content: rememberedReply(inv.User.ID, resp, pm.now())}, nil
+	return interaction.Reply{Content: rememberedReply(inv.User.ID, resp, pm.now())}, nil
 }
 
-func (pm *personMemory) recall(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+func (pm *personMemory) recall(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	subject := personOrInvoker(inv)
 	query := strings.TrimSpace(optionString(inv, optQuery))
 	if utf8.RuneCountInString(query) > maxQueryText {
-		return bot.Reply{}, bot.Sorry(sayLongQuery, maxQueryText)
+		return interaction.Reply{}, interaction.UserErrorf(sayLongQuery, maxQueryText)
 	}
 	resp, err := pm.mem.Recall(ctx, inv.GuildID, subject,
 		api.RecallQuery{ChannelID: inv.ChannelID, Query: query, Limit: recallLimit})
 	if err != nil {
-		return bot.Reply{}, memoryError(err, readEffect)
+		return interaction.Reply{}, memoryError(err, readEffect)
 	}
-	return bot.Reply{Content: recallReply(inv.User.ID, subject, query != "", resp, pm.now())}, nil
+	return interaction.Reply{Content: recallReply(inv.User.ID, subject, query != "", resp, pm.now())}, nil
 }
 
-func (pm *personMemory) mine(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+func (pm *personMemory) mine(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	resp, err := pm.mem.Mine(ctx, inv.GuildID, inv.User.ID, inv.User.ID)
 	if err != nil {
-		return bot.Reply{}, memoryError(err, readEffect)
+		return interaction.Reply{}, memoryError(err, readEffect)
 	}
-	return bot.Reply{Content: mineReply(inv.User.ID, resp, pm.now())}, nil
+	return interaction.Reply{Content: mineReply(inv.User.ID, resp, pm.now())}, nil
 }
 
 // forget asks the service to forget one fact in the invoker's name; the
 // service decides whether the invoker is its subject or its proposer, so the
 // authority lives in one place.
-func (pm *personMemory) forget(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+func (pm *personMemory) forget(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	subject := personOrInvoker(inv)
 	factID := strings.TrimSpace(optionString(inv, optFact))
 	if !validFactID(factID) {
-		return bot.Reply{}, bot.Sorry(sayNoSuchFact, mention(subject))
+		return interaction.Reply{}, interaction.UserErrorf(sayNoSuchFact, mention(subject))
 	}
 	if err := pm.mem.Forget(ctx, inv.GuildID, subject, factID, inv.User.ID); err != nil {
-		return bot.Reply{}, forgetError(err, subject)
+		return interaction.Reply{}, forgetError(err, subject)
 	}
-	return bot.Reply{Content: forgottenReply(inv.User.ID, subject, factID)}, nil
+	return interaction.Reply{Content: forgottenReply(inv.User.ID, subject, factID)}, nil
 }
 
 // proposal applies the rules of /person-memory propose to an invocation and
 // builds the request. Provenance holds ids only; the service sets the source
 // surface from the bridge's bearer, so it is left empty here.
-func (pm *personMemory) proposal(inv bot.Invocation) (api.ProposalRequest, error) {
+func (pm *personMemory) proposal(inv interaction.Invocation) (api.ProposalRequest, error) {
 	subject, ok := inv.Options.User(optPerson)
 	if !ok || subject.ID == "" {
-		return api.ProposalRequest{}, bot.Sorry(sayChoosePerson)
+		return api.ProposalRequest{}, interaction.UserErrorf(sayChoosePerson)
 	}
 	if subject.Bot {
-		return api.ProposalRequest{}, bot.Sorry(sayBotSubject)
+		return api.ProposalRequest{}, interaction.UserErrorf(sayBotSubject)
 	}
 	if !pm.policy.mayProposeAbout(inv, subject.ID) {
-		return api.ProposalRequest{}, bot.Sorry(sayOnlyYourself)
+		return api.ProposalRequest{}, interaction.UserErrorf(sayOnlyYourself)
 	}
 	body, err := factBody(optionString(inv, optFact))
 	if err != nil {
@@ -207,7 +202,7 @@ func (pm *personMemory) proposal(inv bot.Invocation) (api.ProposalRequest, error
 // mayProposeAbout is who may propose: anyone about themselves; about someone
 // else, a member holding a memory role, a listed memory user, or a member
 // with Manage Server (Administrator implies it).
-func (p Policy) mayProposeAbout(inv bot.Invocation, subjectID string) bool {
+func (p Policy) mayProposeAbout(inv interaction.Invocation, subjectID string) bool {
 	if subjectID == inv.User.ID {
 		return true
 	}
@@ -226,10 +221,10 @@ func factBody(text string) (string, error) {
 	body := strings.TrimSpace(text)
 	n := utf8.RuneCountInString(body)
 	if n == 0 {
-		return "", bot.Sorry(sayEmptyFact)
+		return "", interaction.UserErrorf(sayEmptyFact)
 	}
 	if n > api.MaxFactBody {
-		return "", bot.Sorry(sayLongFact, api.MaxFactBody, n)
+		return "", interaction.UserErrorf(sayLongFact, api.MaxFactBody, n)
 	}
 	return body, nil
 }
@@ -243,7 +238,7 @@ func factKind(choice string) (string, error) {
 	if api.ValidKind(choice) {
 		return choice, nil
 	}
-	return "", bot.Sorry(sayStaleOption)
+	return "", interaction.UserErrorf(sayStaleOption)
 }
 
 // factVisibility is every room of the server by default, or only the channel
@@ -255,7 +250,7 @@ func factVisibility(choice, channelID string) (api.Visibility, error) {
 	case api.ScopeChannel:
 		return api.Visibility{Scope: api.ScopeChannel, ChannelID: channelID}, nil
 	}
-	return api.Visibility{}, bot.Sorry(sayStaleOption)
+	return api.Visibility{}, interaction.UserErrorf(sayStaleOption)
 }
 
 // factConfidence maps the chosen word to a number. Without a choice, what a
@@ -275,7 +270,7 @@ func factConfidence(choice string, aboutSelf bool) (float64, error) {
 	case confidenceLow:
 		return confidenceLowValue, nil
 	}
-	return 0, bot.Sorry(sayStaleOption)
+	return 0, interaction.UserErrorf(sayStaleOption)
 }
 
 // supersedesID is the optional fact id a proposal corrects. Whether that
@@ -286,7 +281,7 @@ func supersedesID(text string) (string, error) {
 		return "", nil
 	}
 	if !validFactID(id) {
-		return "", bot.Sorry(sayBadSupersedes)
+		return "", interaction.UserErrorf(sayBadSupersedes)
 	}
 	return id, nil
 }
@@ -306,14 +301,14 @@ func validFactID(id string) bool {
 }
 
 // personOrInvoker is the person option, the invoker when none is chosen.
-func personOrInvoker(inv bot.Invocation) string {
+func personOrInvoker(inv interaction.Invocation) string {
 	if u, ok := inv.Options.User(optPerson); ok && u.ID != "" {
 		return u.ID
 	}
 	return inv.User.ID
 }
 
-func optionString(inv bot.Invocation, name string) string {
+func optionString(inv interaction.Invocation, name string) string {
 	s, _ := inv.Options.String(name)
 	return s
 }

@@ -5,37 +5,38 @@ import (
 	"strings"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 )
 
-// autocomplete suggests fact ids for `propose supersedes` and `forget fact`.
-// A failure answers no choices (the router logs the error's type): a
-// suggestion list is a convenience, and typing an id still works.
-func (pm *personMemory) autocomplete(ctx context.Context, inv bot.Invocation) ([]bot.Choice, error) {
-	if inv.GuildID == "" {
+// suggestCorrectable suggests fact ids for `propose supersedes`, and
+// suggestForgettable for `forget fact`. A failure gets no choices (the
+// router logs the error's type): a suggestion list is a convenience, and
+// typing an id still works.
+func (pm *personMemory) suggestCorrectable(ctx context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {
+	return pm.suggest(ctx, inv, optSupersedes, pm.correctable)
+}
+
+func (pm *personMemory) suggestForgettable(ctx context.Context, inv interaction.Invocation) ([]interaction.Choice, error) {
+	return pm.suggest(ctx, inv, optFact, pm.forgettable)
+}
+
+// suggest offers the facts list returns, when option is the one being typed
+// in a server.
+func (pm *personMemory) suggest(ctx context.Context, inv interaction.Invocation, option string,
+	list func(context.Context, interaction.Invocation) ([]api.Fact, error)) ([]interaction.Choice, error) {
+	if inv.GuildID == "" || inv.Focused != option {
 		return nil, nil
 	}
-	var (
-		facts []api.Fact
-		err   error
-	)
-	switch {
-	case inv.Subcommand == subPropose && inv.Focused == optSupersedes:
-		facts, err = pm.correctable(ctx, inv)
-	case inv.Subcommand == subForget && inv.Focused == optFact:
-		facts, err = pm.forgettable(ctx, inv)
-	default:
-		return nil, nil
-	}
+	facts, err := list(ctx, inv)
 	if err != nil {
 		return nil, err
 	}
-	return factChoices(facts, optionString(inv, inv.Focused)), nil
+	return factChoices(facts, optionString(inv, option)), nil
 }
 
 // correctable are the facts a proposal may supersede: visible here, about the
 // chosen person, and either about the invoker or proposed by them.
-func (pm *personMemory) correctable(ctx context.Context, inv bot.Invocation) ([]api.Fact, error) {
+func (pm *personMemory) correctable(ctx context.Context, inv interaction.Invocation) ([]api.Fact, error) {
 	resp, err := pm.mem.Recall(ctx, inv.GuildID, personOrInvoker(inv),
 		api.RecallQuery{ChannelID: inv.ChannelID, Limit: api.MaxFactsPerPerson})
 	if err != nil {
@@ -47,7 +48,7 @@ func (pm *personMemory) correctable(ctx context.Context, inv bot.Invocation) ([]
 // forgettable are the facts a forget may name: every fact about the invoker
 // in this server (their own view, whatever the channel), or about someone
 // else the facts visible here that the invoker proposed.
-func (pm *personMemory) forgettable(ctx context.Context, inv bot.Invocation) ([]api.Fact, error) {
+func (pm *personMemory) forgettable(ctx context.Context, inv interaction.Invocation) ([]api.Fact, error) {
 	subject := personOrInvoker(inv)
 	if subject == inv.User.ID {
 		resp, err := pm.mem.Mine(ctx, inv.GuildID, subject, inv.User.ID)
@@ -72,14 +73,14 @@ func changeableBy(userID string, facts []api.Fact) []api.Fact {
 // factChoices offers up to 25 facts matching what has been typed, each as its
 // id with a short one-line preview. Choice names are plain text in Discord
 // (no markdown), so previews are flattened but not escaped.
-func factChoices(facts []api.Fact, typed string) []bot.Choice {
-	out := make([]bot.Choice, 0, min(len(facts), autocompleteCapacity))
+func factChoices(facts []api.Fact, typed string) []interaction.Choice {
+	out := make([]interaction.Choice, 0, min(len(facts), autocompleteCapacity))
 	for _, f := range facts {
 		if len(out) == autocompleteCapacity {
 			break
 		}
 		if matchesTyped(f, typed) {
-			out = append(out, bot.Choice{Name: choiceName(f), Value: f.FactID})
+			out = append(out, interaction.Choice{Name: choiceName(f), Value: f.FactID})
 		}
 	}
 	return out

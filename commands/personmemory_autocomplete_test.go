@@ -8,13 +8,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
-func complete(t *testing.T, mem *fakeMemory, inv bot.Invocation) ([]bot.Choice, error) {
+func complete(t *testing.T, mem *fakeMemory, inv interaction.Invocation) ([]interaction.Choice, error) {
 	t.Helper()
-	return PersonMemory(mem, Policy{}, fixedNow).Autocomplete(context.Background(), inv)
+	suggest, ok := PersonMemory(mem, Policy{}, fixedNow).Autocomplete[inv.Subcommand]
+	if !ok {
+		return nil, nil // the router gives no choices
+	}
+	return suggest(context.Background(), inv)
 }
 
 // manyFacts are n facts about subject, alternately proposed by the invoker
@@ -46,7 +50,7 @@ func TestAutocompleteSupersedes(t *testing.T) {
 		{"words, any order, any case", map[string]any{optSupersedes: "LINE 3 fact"}, manyFacts(40, testInvoker), testInvoker,
 			[]string{"f0000003", "f0000013", "f0000023", "f0000030", "f0000031", "f0000032", "f0000033", "f0000034", "f0000035", "f0000036", "f0000037", "f0000038", "f0000039"}, 13},
 		{"nothing matches", map[string]any{optSupersedes: "zebra"}, manyFacts(40, testInvoker), testInvoker, nil, 0},
-		{"about someone else: only what you proposed", map[string]any{optSupersedes: "", optPerson: bot.User{ID: testOther}},
+		{"about someone else: only what you proposed", map[string]any{optSupersedes: "", optPerson: interaction.User{ID: testOther}},
 			manyFacts(6, testOther), testOther, []string{"f0000000", "f0000002", "f0000004"}, 3},
 	}
 	for _, tt := range tests {
@@ -83,7 +87,7 @@ func TestAutocompleteForget(t *testing.T) {
 	})
 	t.Run("someone else: what you proposed, visible here", func(t *testing.T) {
 		mem := &fakeMemory{recallResp: api.RecallResponse{Facts: manyFacts(5, testOther), Total: 5}}
-		inv := invocation(subForget, map[string]any{optFact: "f", optPerson: bot.User{ID: testOther}})
+		inv := invocation(subForget, map[string]any{optFact: "f", optPerson: interaction.User{ID: testOther}})
 		inv.Focused = optFact
 		got, err := complete(t, mem, inv)
 		if err != nil {
@@ -105,7 +109,7 @@ func TestAutocompleteAnswersNothing(t *testing.T) {
 	failing.Focused = optFact
 	tests := []struct {
 		name    string
-		inv     bot.Invocation
+		inv     interaction.Invocation
 		mem     *fakeMemory
 		wantErr bool
 	}{
@@ -123,7 +127,7 @@ func TestAutocompleteAnswersNothing(t *testing.T) {
 	}
 }
 
-func checkChoices(t *testing.T, got []bot.Choice, wantN int, wantIDs []string) {
+func checkChoices(t *testing.T, got []interaction.Choice, wantN int, wantIDs []string) {
 	t.Helper()
 	if len(got) != wantN || len(got) > 25 {
 		t.Fatalf("%d choices; want %d", len(got), wantN)

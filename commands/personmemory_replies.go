@@ -14,9 +14,9 @@ import (
 // on arrival: the wording says it is remembered, never that it waits for
 // anyone.
 
-// rememberedReply answers a proposal, replayed or not, with the same text:
-// what was remembered, about whom, where it is visible and until when, and
-// what it replaced or pushed out.
+// rememberedReply returns the reply to a proposal, the same text whether
+// replayed or not: what was remembered, about whom, where it is visible and
+// until when, and what it replaced or pushed out.
 func rememberedReply(invokerID string, resp api.ProposalResponse, now time.Time) string {
 	if resp.Fact == nil {
 		return replayedGoneReply(resp)
@@ -41,7 +41,7 @@ func rememberedReply(invokerID string, resp api.ProposalResponse, now time.Time)
 	return strings.Join(lines, "\n")
 }
 
-// replayedGoneReply answers a redelivered proposal whose fact has since been
+// replayedGoneReply is the reply to a redelivered proposal whose fact has since been
 // forgotten or replaced: nothing new was stored.
 func replayedGoneReply(resp api.ProposalResponse) string {
 	if resp.Reason != "" {
@@ -59,7 +59,7 @@ func evictedLine(n int, whom string) string {
 }
 
 // recallReply lists the facts visible in this channel, newest first as the
-// service answers them, or says in one sentence that there are none.
+// service returns them, or says in one sentence that there are none.
 func recallReply(invokerID, subjectID string, searched bool, resp api.RecallResponse, now time.Time) string {
 	whom := who(invokerID, subjectID)
 	if len(resp.Facts) == 0 {

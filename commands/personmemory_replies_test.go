@@ -1,12 +1,10 @@
 package commands
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memoryclient"
 )
 
 func TestVisibilityPhrase(t *testing.T) {
@@ -63,10 +61,10 @@ func TestValidFactID(t *testing.T) {
 }
 
 func TestServiceSentenceWithoutMessage(t *testing.T) {
-	if got := serviceSentence(&memoryclient.Error{Kind: memoryclient.KindInvalid}); got != "the request was not valid." {
+	if got := serviceSentence(api.Error{}); got != "the request was not valid." {
 		t.Fatalf("serviceSentence = %q", got)
 	}
-	if got := serviceSentence(errors.New("x")); got != "the request was not valid." {
+	if got := serviceSentence(api.Error{Code: "invalid_request"}); got != "the request was not valid." {
 		t.Fatalf("serviceSentence = %q", got)
 	}
 }

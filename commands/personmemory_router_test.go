@@ -41,7 +41,7 @@ func (r *responder) last(t *testing.T) *discordgo.InteractionResponseData {
 }
 
 // interaction is a /person-memory <sub> interaction as Discord delivers it.
-func interaction(kind discordgo.InteractionType, guildID, sub string, opts ...*discordgo.ApplicationCommandInteractionDataOption) *discordgo.Interaction {
+func discordInteraction(kind discordgo.InteractionType, guildID, sub string, opts ...*discordgo.ApplicationCommandInteractionDataOption) *discordgo.Interaction {
 	in := &discordgo.Interaction{ID: testInterID, Type: kind, GuildID: guildID, ChannelID: testChannel,
 		Data: discordgo.ApplicationCommandInteractionData{Name: personMemoryName,
 			Options: []*discordgo.ApplicationCommandInteractionDataOption{
@@ -70,20 +70,20 @@ func TestPersonMemoryThroughTheRouter(t *testing.T) {
 		want      string
 		proposals int
 	}{
-		{"propose", interaction(discordgo.InteractionApplicationCommand, testGuild, subPropose,
+		{"propose", discordInteraction(discordgo.InteractionApplicationCommand, testGuild, subPropose,
 			option(optPerson, user, testOther), option(optFact, str, "likes tea"), option(optExpires, str, "2w"),
 			option(optVisibility, str, api.ScopeChannel), option(optKind, str, api.KindPreference)),
 			"Remembered `fnew2345` about <@" + testOther + "> (preference, medium confidence), visible only in <#" + testChannel + ">", 1},
-		{"a bot subject", interaction(discordgo.InteractionApplicationCommand, testGuild, subPropose,
+		{"a bot subject", discordInteraction(discordgo.InteractionApplicationCommand, testGuild, subPropose,
 			option(optPerson, user, "600000000000000006"), option(optFact, str, "beeps")), sayBotSubject, 0},
-		{"in a DM", interaction(discordgo.InteractionApplicationCommand, "", subMine), "Sorry, person memory belongs to a server.", 0},
-		{"forget", interaction(discordgo.InteractionApplicationCommand, testGuild, subForget,
+		{"in a DM", discordInteraction(discordgo.InteractionApplicationCommand, "", subMine), "Sorry, person memory belongs to a server.", 0},
+		{"forget", discordInteraction(discordgo.InteractionApplicationCommand, testGuild, subForget,
 			option(optFact, str, "fabc2345"), option(optPerson, user, testOther)), "Forgotten: `fabc2345` about <@" + testOther + ">.", 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := &fakeMemory{}
-			r := bot.NewRouter(zap.NewNop(), PersonMemory(mem, Policy{}, fixedNow))
+			r := bot.NewRouter(zap.NewNop(), bot.Config{}, PersonMemory(mem, Policy{}, fixedNow))
 			resp := &responder{}
 			r.Serve(context.Background(), resp, tt.in)
 			r.Wait()
@@ -103,11 +103,11 @@ func TestPersonMemoryThroughTheRouter(t *testing.T) {
 
 func TestPersonMemoryAutocompleteThroughTheRouter(t *testing.T) {
 	mem := &fakeMemory{mineResp: api.RecallResponse{Facts: manyFacts(40, testInvoker), Total: 40}}
-	r := bot.NewRouter(zap.NewNop(), PersonMemory(mem, Policy{}, fixedNow))
+	r := bot.NewRouter(zap.NewNop(), bot.Config{}, PersonMemory(mem, Policy{}, fixedNow))
 	resp := &responder{}
 	focused := option(optFact, discordgo.ApplicationCommandOptionString, "f00000")
 	focused.Focused = true
-	r.Serve(context.Background(), resp, interaction(discordgo.InteractionApplicationCommandAutocomplete, testGuild, subForget, focused))
+	r.Serve(context.Background(), resp, discordInteraction(discordgo.InteractionApplicationCommandAutocomplete, testGuild, subForget, focused))
 	r.Wait()
 	choices := resp.last(t).Choices
 	if len(choices) != 25 {

@@ -14,16 +14,17 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
-// run invokes the command's handler and answers the reply's content or the
+// run invokes the command's handler and returns the reply's content or the
 // sentence of a refusal; a non-user error fails the test.
-func run(t *testing.T, mem *fakeMemory, p Policy, inv bot.Invocation) (content string, refused bool) {
+func run(t *testing.T, mem *fakeMemory, p Policy, inv interaction.Invocation) (content string, refused bool) {
 	t.Helper()
-	rep, err := PersonMemory(mem, p, fixedNow).Handle(context.Background(), inv)
+	rep, err := handle(context.Background(), PersonMemory(mem, p, fixedNow), inv)
 	if err != nil {
-		ue, ok := bot.AsUserError(err)
+		ue, ok := interaction.AsUserError(err)
 		if !ok {
 			t.Fatalf("handler error is not a sentence: %v", err)
 		}
@@ -49,7 +50,7 @@ func TestPersonMemoryOutsideAServer(t *testing.T) {
 	for _, sub := range []string{subPropose, subRecall, subMine, subForget} {
 		t.Run(sub, func(t *testing.T) {
 			mem := &fakeMemory{}
-			inv := invocation(sub, map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "likes tea"})
+			inv := invocation(sub, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "likes tea"})
 			inv.GuildID = ""
 			got, refused := run(t, mem, Policy{}, inv)
 			if !refused || got != "Sorry, person memory belongs to a server." {
@@ -67,7 +68,7 @@ func TestPersonMemoryOutsideAServer(t *testing.T) {
 
 func TestProposeRefusesBotSubject(t *testing.T) {
 	mem := &fakeMemory{}
-	inv := invocation(subPropose, map[string]any{optPerson: bot.User{ID: testOther, Bot: true}, optFact: "beeps"})
+	inv := invocation(subPropose, map[string]any{optPerson: interaction.User{ID: testOther, Bot: true}, optFact: "beeps"})
 	inv.Permissions = discordgo.PermissionAdministrator
 	got, refused := run(t, mem, Policy{}, inv)
 	if !refused || got != sayBotSubject || mem.calls() != 0 {
@@ -97,7 +98,7 @@ func TestProposeAuthority(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := &fakeMemory{}
-			inv := invocation(subPropose, map[string]any{optPerson: bot.User{ID: tt.subject}, optFact: "likes tea"})
+			inv := invocation(subPropose, map[string]any{optPerson: interaction.User{ID: tt.subject}, optFact: "likes tea"})
 			inv.RoleIDs, inv.Permissions = tt.roles, tt.perms
 			got, refused := run(t, mem, tt.policy, inv)
 			if tt.allowed {
@@ -124,20 +125,20 @@ func TestProposeRequest(t *testing.T) {
 	}{
 		{
 			name: "about yourself, defaults",
-			opts: map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "  likes green tea \n"},
+			opts: map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "  likes green tea \n"},
 			wantFact: api.FactInput{Subject: api.Subject{GuildID: testGuild, UserID: testInvoker}, Kind: api.KindPersonFact,
 				Body: "likes green tea", Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9},
 		},
 		{
 			name:   "about someone else, defaults",
-			opts:   map[string]any{optPerson: bot.User{ID: testOther}, optFact: "plays the cello"},
+			opts:   map[string]any{optPerson: interaction.User{ID: testOther}, optFact: "plays the cello"},
 			manage: true,
 			wantFact: api.FactInput{Subject: api.Subject{GuildID: testGuild, UserID: testOther}, Kind: api.KindPersonFact,
 				Body: "plays the cello", Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.6},
 		},
 		{
 			name: "every option",
-			opts: map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "prefers tabs", optKind: api.KindPreference,
+			opts: map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "prefers tabs", optKind: api.KindPreference,
 				optVisibility: api.ScopeChannel, optExpires: "90m", optConfidence: confidenceLow, optSupersedes: " fabc2345 "},
 			wantFact: api.FactInput{Subject: api.Subject{GuildID: testGuild, UserID: testInvoker}, Kind: api.KindPreference,
 				Body: "prefers tabs", Visibility: api.Visibility{Scope: api.ScopeChannel, ChannelID: testChannel}, Confidence: 0.3,
@@ -145,14 +146,14 @@ func TestProposeRequest(t *testing.T) {
 		},
 		{
 			name:   "medium about someone else, a date, a relationship note",
-			opts:   map[string]any{optPerson: bot.User{ID: testOther}, optFact: "is my sister", optKind: api.KindRelationshipNote, optConfidence: confidenceMedium, optExpires: "2027-01-31", optVisibility: api.ScopeGuild},
+			opts:   map[string]any{optPerson: interaction.User{ID: testOther}, optFact: "is my sister", optKind: api.KindRelationshipNote, optConfidence: confidenceMedium, optExpires: "2027-01-31", optVisibility: api.ScopeGuild},
 			manage: true,
 			wantFact: api.FactInput{Subject: api.Subject{GuildID: testGuild, UserID: testOther}, Kind: api.KindRelationshipNote,
 				Body: "is my sister", Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.6, ExpiresAt: day(2027, 2, 1)},
 		},
 		{
 			name:   "high about someone else",
-			opts:   map[string]any{optPerson: bot.User{ID: testOther}, optFact: "x", optConfidence: confidenceHigh},
+			opts:   map[string]any{optPerson: interaction.User{ID: testOther}, optFact: "x", optConfidence: confidenceHigh},
 			manage: true,
 			wantFact: api.FactInput{Subject: api.Subject{GuildID: testGuild, UserID: testOther}, Kind: api.KindPersonFact,
 				Body: "x", Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9},
@@ -196,9 +197,9 @@ func TestProposeRedeliveryIsTheSameProposal(t *testing.T) {
 	for _, delay := range []time.Duration{0, 3 * time.Second} {
 		mem := &fakeMemory{}
 		now := func() time.Time { return testNow.Add(delay) }
-		inv := invocation(subPropose, map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "on holiday", optExpires: "7d"})
+		inv := invocation(subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "on holiday", optExpires: "7d"})
 		inv.ID = id
-		if _, err := PersonMemory(mem, Policy{}, now).Handle(context.Background(), inv); err != nil {
+		if _, err := handle(context.Background(), PersonMemory(mem, Policy{}, now), inv); err != nil {
 			t.Fatal(err)
 		}
 		reqs = append(reqs, mem.proposals[0])
@@ -218,13 +219,13 @@ func TestProposeRefusesBadInput(t *testing.T) {
 		want string
 	}{
 		{"no person", map[string]any{optFact: "x"}, sayChoosePerson},
-		{"empty fact", map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: " \n\t "}, sayEmptyFact},
-		{"long fact", map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: strings.Repeat("é", 2049)}, "A fact can be at most 2048 characters; this one has 2049."},
-		{"bad expiry", map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x", optExpires: "tomorrow"}, "I couldn't read that expiry."},
-		{"bad supersedes", map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x", optSupersedes: "fabc · likes tea"}, sayBadSupersedes},
-		{"unknown kind", map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x", optKind: "rumour"}, sayStaleOption},
-		{"unknown visibility", map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x", optVisibility: "operator_private"}, sayStaleOption},
-		{"unknown confidence", map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x", optConfidence: "certain"}, sayStaleOption},
+		{"empty fact", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: " \n\t "}, sayEmptyFact},
+		{"long fact", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: strings.Repeat("é", 2049)}, "A fact can be at most 2048 characters; this one has 2049."},
+		{"bad expiry", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optExpires: "tomorrow"}, "I couldn't read that expiry."},
+		{"bad supersedes", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optSupersedes: "fabc · likes tea"}, sayBadSupersedes},
+		{"unknown kind", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optKind: "rumour"}, sayStaleOption},
+		{"unknown visibility", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optVisibility: "operator_private"}, sayStaleOption},
+		{"unknown confidence", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optConfidence: "certain"}, sayStaleOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,7 +237,7 @@ func TestProposeRefusesBadInput(t *testing.T) {
 		})
 	}
 	mem := &fakeMemory{}
-	if got, refused := run(t, mem, Policy{}, invocation(subPropose, map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: strings.Repeat("é", 2048)})); refused {
+	if got, refused := run(t, mem, Policy{}, invocation(subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: strings.Repeat("é", 2048)})); refused {
 		t.Fatalf("2048 characters refused: %q", got)
 	}
 }
@@ -273,7 +274,7 @@ func TestProposeReplies(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := &fakeMemory{proposeResp: tt.resp}
-			inv := invocation(subPropose, map[string]any{optPerson: bot.User{ID: testOther}, optFact: "likes **tea** @everyone"})
+			inv := invocation(subPropose, map[string]any{optPerson: interaction.User{ID: testOther}, optFact: "likes **tea** @everyone"})
 			inv.Permissions = discordgo.PermissionManageGuild
 			got, refused := run(t, mem, Policy{}, inv)
 			if refused {
@@ -298,7 +299,7 @@ func TestProposeReplies(t *testing.T) {
 }
 
 func TestProposeAboutYourselfSaysYou(t *testing.T) {
-	got, _ := run(t, &fakeMemory{}, Policy{}, invocation(subPropose, map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x"}))
+	got, _ := run(t, &fakeMemory{}, Policy{}, invocation(subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x"}))
 	if !strings.HasPrefix(got, "Remembered `fnew2345` about you (person-fact, high confidence), visible in this server, no expiry.") {
 		t.Fatalf("reply %q", got)
 	}
@@ -316,7 +317,7 @@ func TestRecallFormatting(t *testing.T) {
 	oldest := fact("fold2345", testOther, testInvoker, "first fact")
 	oldest.Confidence = 0.3
 	mem := &fakeMemory{recallResp: api.RecallResponse{Facts: []api.Fact{newest, huge, huge, oldest}, Total: 4}}
-	inv := invocation(subRecall, map[string]any{optPerson: bot.User{ID: testOther}, optQuery: "  tea time "})
+	inv := invocation(subRecall, map[string]any{optPerson: interaction.User{ID: testOther}, optQuery: "  tea time "})
 	got, refused := run(t, mem, Policy{}, inv)
 	if refused {
 		t.Fatalf("refused: %q", got)
@@ -374,7 +375,7 @@ func TestRecallNothingVisible(t *testing.T) {
 		opts map[string]any
 		want string
 	}{
-		{"someone", map[string]any{optPerson: bot.User{ID: testOther}}, "I don't remember anything about <@" + testOther + "> that is visible here."},
+		{"someone", map[string]any{optPerson: interaction.User{ID: testOther}}, "I don't remember anything about <@" + testOther + "> that is visible here."},
 		{"yourself", nil, "I don't remember anything about you that is visible here."},
 		{"search", map[string]any{optQuery: "tea"}, "I don't remember anything about you that matches that search and is visible here."},
 	}
@@ -435,11 +436,11 @@ func TestForget(t *testing.T) {
 	}{
 		{"yourself, 204", map[string]any{optFact: " fabc2345 "}, nil, "Forgotten: `fabc2345` about you.", false,
 			&forgetCall{testGuild, testInvoker, "fabc2345", testInvoker}},
-		{"someone else, 204", map[string]any{optFact: "fabc2345", optPerson: bot.User{ID: testOther}}, nil, "Forgotten: `fabc2345` about <@" + testOther + ">.", false,
+		{"someone else, 204", map[string]any{optFact: "fabc2345", optPerson: interaction.User{ID: testOther}}, nil, "Forgotten: `fabc2345` about <@" + testOther + ">.", false,
 			&forgetCall{testGuild, testOther, "fabc2345", testInvoker}},
-		{"403", map[string]any{optFact: "fabc2345", optPerson: bot.User{ID: testOther}}, memErr(memoryclient.KindForbidden, "x"),
+		{"403", map[string]any{optFact: "fabc2345", optPerson: interaction.User{ID: testOther}}, memErr(memoryclient.KindForbidden, "x"),
 			"You can only forget facts about you or facts you proposed.", true, &forgetCall{testGuild, testOther, "fabc2345", testInvoker}},
-		{"404", map[string]any{optFact: "fabc2345", optPerson: bot.User{ID: testOther}}, memErr(memoryclient.KindNotFound, "x"),
+		{"404", map[string]any{optFact: "fabc2345", optPerson: interaction.User{ID: testOther}}, memErr(memoryclient.KindNotFound, "x"),
 			"There is no fact with that id about <@" + testOther + ">.", true, &forgetCall{testGuild, testOther, "fabc2345", testInvoker}},
 		{"not an id", map[string]any{optFact: "fabc · likes tea"}, nil, "There is no fact with that id about <@" + testInvoker + ">.", true, nil},
 		{"unavailable", map[string]any{optFact: "fabc2345"}, memErr(memoryclient.KindUnavailable, "x"), sayUnavailableWrite, true,
@@ -470,11 +471,11 @@ func TestMemoryOutOfReach(t *testing.T) {
 		mem  *fakeMemory
 		want string
 	}{
-		{"propose unavailable", subPropose, map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x"},
+		{"propose unavailable", subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x"},
 			&fakeMemory{proposeErr: memErr(memoryclient.KindUnavailable, "x")}, "Sorry, memory is unavailable right now; nothing was saved."},
-		{"propose timeout", subPropose, map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x"},
+		{"propose timeout", subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x"},
 			&fakeMemory{proposeErr: memErr(memoryclient.KindTimeout, "x")}, "Sorry, memory is unavailable right now; nothing was saved."},
-		{"propose conflict", subPropose, map[string]any{optPerson: bot.User{ID: testInvoker}, optFact: "x"},
+		{"propose conflict", subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x"},
 			&fakeMemory{proposeErr: memErr(memoryclient.KindConflict, "x")}, sayConflict},
 		{"recall timeout", subRecall, nil, &fakeMemory{recallErr: memErr(memoryclient.KindTimeout, "x")},
 			"Sorry, memory is unavailable right now; please try again shortly."},
@@ -495,7 +496,7 @@ func TestMemoryOutOfReach(t *testing.T) {
 
 func TestUnknownErrorsReachTheRouterUnchanged(t *testing.T) {
 	cause := memErr(memoryclient.KindInternal, "x")
-	_, err := PersonMemory(&fakeMemory{recallErr: cause}, Policy{}, fixedNow).Handle(context.Background(), invocation(subRecall, nil))
+	_, err := handle(context.Background(), PersonMemory(&fakeMemory{recallErr: cause}, Policy{}, fixedNow), invocation(subRecall, nil))
 	if err != cause {
 		t.Fatalf("err = %v; want the client's error unchanged", err)
 	}

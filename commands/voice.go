@@ -7,44 +7,28 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/voice"
 )
 
-// VoiceSessions is what /voice needs of the voice bridge's session manager.
+// VoiceSessions is what /voice needs of the voice bridge's session manager;
+// *voice.Manager satisfies it. Its errors are voice's (voice.ErrNoSession,
+// …), turned into sentences here.
 type VoiceSessions interface {
 	Join(ctx context.Context, guildID, userID string) (channelID string, err error)
 	Leave(ctx context.Context, guildID string) error
 	Consent(ctx context.Context, guildID, userID string, optIn bool) error
-	Status(guildID string) (VoiceSessionStatus, bool)
+	// Status is the consent-safe state of a session: a count of consented
+	// speakers, never who they are, and the model connection.
+	Status(guildID string) (voice.Status, bool)
 }
-
-// VoiceSessionStatus is the consent-safe state of a session: a count of
-// consented speakers, never who they are, and the model connection.
-type VoiceSessionStatus struct {
-	ChannelID string
-	Policy    string
-	Consented int
-	// Realtime is one sentence about the model connection (connecting,
-	// ready, reconnecting, refused and why), shown as it is.
-	Realtime string
-	// BriefingsDelivered counts briefings the model acknowledged.
-	BriefingsDelivered int
-}
-
-// Errors a VoiceSessions answers, turned into sentences here.
-var (
-	ErrVoiceNotInVoice       = errors.New("not in voice")
-	ErrVoiceNoSession        = errors.New("no session")
-	ErrVoiceNotInSessionRoom = errors.New("not in the session's channel")
-	ErrVoiceOtherChannel     = errors.New("session elsewhere")
-)
 
 // VoicePolicy says who may start and stop sessions besides Move Members.
 type VoicePolicy struct {
 	RoleIDs, UserIDs []string
 }
 
-func (p VoicePolicy) mayManage(inv bot.Invocation) bool {
+func (p VoicePolicy) mayManage(inv interaction.Invocation) bool {
 	return inv.HasPermission(discordgo.PermissionVoiceMoveMembers) || inv.HasRole(p.RoleIDs) || contains(p.UserIDs, inv.User.ID)
 }
 
@@ -58,7 +42,7 @@ func contains(list []string, id string) bool {
 }
 
 // Voice is the /voice command of the voice bridge.
-func Voice(sessions VoiceSessions, p VoicePolicy) bot.Command {
+func Voice(sessions VoiceSessions, p VoicePolicy) interaction.Command {
 	def := &discordgo.ApplicationCommand{
 		Name:        "voice",
 		Description: "Clankie in a voice channel: join, leave, consent and status",
@@ -75,7 +59,13 @@ func Voice(sessions VoiceSessions, p VoicePolicy) bot.Command {
 		},
 	}
 	h := voiceHandler{sessions: sessions, policy: p}
-	return bot.Command{Definition: def, Handle: h.handle}
+	inGuild := interaction.GuildOnly("Voice sessions belong to a server.")
+	return interaction.Command{Definition: def, Handlers: map[string]interaction.Handler{
+		"join":    inGuild(h.join),
+		"leave":   inGuild(h.leave),
+		"consent": inGuild(h.consent),
+		"status":  inGuild(h.status),
+	}}
 }
 
 type voiceHandler struct {
@@ -83,47 +73,30 @@ type voiceHandler struct {
 	policy   VoicePolicy
 }
 
-func (h voiceHandler) handle(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
-	if inv.GuildID == "" {
-		return bot.Reply{}, bot.Sorry("Voice sessions belong to a server.")
-	}
-	switch inv.Subcommand {
-	case "join":
-		return h.join(ctx, inv)
-	case "leave":
-		return h.leave(ctx, inv)
-	case "consent":
-		return h.consent(ctx, inv)
-	case "status":
-		return h.status(inv)
-	}
-	return bot.Reply{}, bot.Sorry("Unknown /voice action.")
-}
-
-func (h voiceHandler) join(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+func (h voiceHandler) join(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	if !h.policy.mayManage(inv) {
-		return bot.Reply{}, bot.Sorry("You need the Move Members permission or a voice role to bring Clankie into voice.")
+		return interaction.Reply{}, interaction.UserErrorf("You need the Move Members permission or a voice role to bring Clankie into voice.")
 	}
 	ch, err := h.sessions.Join(ctx, inv.GuildID, inv.User.ID)
 	if err != nil {
-		return bot.Reply{}, voiceSentence(err)
+		return interaction.Reply{}, voiceSentence(err)
 	}
-	return bot.Reply{Content: fmt.Sprintf("Clankie is now listening in <#%s>.\n"+
+	return interaction.Reply{Content: fmt.Sprintf("Clankie is now listening in <#%s>.\n"+
 		"You are counted as consenting: Clankie may use what he has been told about you in this session. "+
 		"Anyone in the channel can change that for themselves with `/voice consent`. Consent lasts only for this session and is never stored.", ch)}, nil
 }
 
-func (h voiceHandler) leave(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+func (h voiceHandler) leave(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	if !h.policy.mayManage(inv) {
-		return bot.Reply{}, bot.Sorry("You need the Move Members permission or a voice role to end the voice session.")
+		return interaction.Reply{}, interaction.UserErrorf("You need the Move Members permission or a voice role to end the voice session.")
 	}
 	if err := h.sessions.Leave(ctx, inv.GuildID); err != nil {
-		return bot.Reply{}, voiceSentence(err)
+		return interaction.Reply{}, voiceSentence(err)
 	}
-	return bot.Reply{Content: "Clankie left voice. The session and everyone's consent in it have ended."}, nil
+	return interaction.Reply{Content: "Clankie left voice. The session and everyone's consent in it have ended."}, nil
 }
 
-func (h voiceHandler) consent(ctx context.Context, inv bot.Invocation) (bot.Reply, error) {
+func (h voiceHandler) consent(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	action, _ := inv.Options.String("action")
 	var optIn bool
 	switch action {
@@ -131,40 +104,42 @@ func (h voiceHandler) consent(ctx context.Context, inv bot.Invocation) (bot.Repl
 		optIn = true
 	case "opt-out":
 	default:
-		return bot.Reply{}, bot.Sorry("Choose opt-in or opt-out.")
+		return interaction.Reply{}, interaction.UserErrorf("Choose opt-in or opt-out.")
 	}
 	if err := h.sessions.Consent(ctx, inv.GuildID, inv.User.ID, optIn); err != nil {
-		return bot.Reply{}, voiceSentence(err)
+		return interaction.Reply{}, voiceSentence(err)
 	}
 	if optIn {
-		return bot.Reply{Content: "You opted in: Clankie may use what he has been told about you in this voice session, until you opt out or leave the channel."}, nil
+		return interaction.Reply{Content: "You opted in: Clankie may use what he has been told about you in this voice session, until you opt out or leave the channel."}, nil
 	}
-	return bot.Reply{Content: "You opted out for the rest of this session: Clankie will not use what he has been told about you here."}, nil
+	return interaction.Reply{Content: "You opted out for the rest of this session: Clankie will not use what he has been told about you here."}, nil
 }
 
-func (h voiceHandler) status(inv bot.Invocation) (bot.Reply, error) {
+func (h voiceHandler) status(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	st, ok := h.sessions.Status(inv.GuildID)
 	if !ok {
-		return bot.Reply{Content: "There is no voice session in this server."}, nil
+		return interaction.Reply{Content: "There is no voice session in this server."}, nil
 	}
 	speakers := "speakers have"
 	if st.Consented == 1 {
 		speakers = "speaker has"
 	}
-	return bot.Reply{Content: fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
-		st.ChannelID, st.Policy, st.Consented, speakers, st.Realtime, st.BriefingsDelivered)}, nil
+	return interaction.Reply{Content: fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
+		st.ChannelID, st.Policy, st.Consented, speakers, st.Model, st.BriefingsDelivered)}, nil
 }
 
+// voiceSentence turns voice's errors into what the invoker reads; any other
+// error is returned unchanged (the router shows a generic sentence).
 func voiceSentence(err error) error {
 	switch {
-	case errors.Is(err, ErrVoiceNotInVoice):
-		return bot.Sorry("Join a voice channel in this server first, then run `/voice join`.")
-	case errors.Is(err, ErrVoiceNoSession):
-		return bot.Sorry("There is no voice session in this server.")
-	case errors.Is(err, ErrVoiceNotInSessionRoom):
-		return bot.Sorry("You can manage your consent only from the voice channel the session is in.")
-	case errors.Is(err, ErrVoiceOtherChannel):
-		return bot.Sorry("Clankie is already in another voice channel here; end that session with `/voice leave` first.")
+	case errors.Is(err, voice.ErrNotInVoice):
+		return interaction.UserErrorf("Join a voice channel in this server first, then run `/voice join`.")
+	case errors.Is(err, voice.ErrNoSession):
+		return interaction.UserErrorf("There is no voice session in this server.")
+	case errors.Is(err, voice.ErrNotInSessionChannel):
+		return interaction.UserErrorf("You can manage your consent only from the voice channel the session is in.")
+	case errors.Is(err, voice.ErrOtherChannel):
+		return interaction.UserErrorf("Clankie is already in another voice channel here; end that session with `/voice leave` first.")
 	}
 	return err
 }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/clankie/clankie/api"
 )
 
 // Kind classifies a failed call so a caller can pick the sentence a person
@@ -265,4 +268,23 @@ func transportDetail(err error) string {
 // invalidArg is a call this client refuses before sending.
 func invalidArg(op, code, format string, args ...any) *Error {
 	return &Error{Op: op, Kind: KindInvalid, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unreachable reports whether the service gave no usable answer in time: it
+// was down or overloaded (429, 502, 503, 504), the call ran out of time, or
+// the caller canceled it. Callers tell a person "memory is unavailable"
+// without naming Kind.
+func (e *Error) Unreachable() bool {
+	return e.Kind == KindUnavailable || e.Kind == KindTimeout || e.Kind == KindCanceled
+}
+
+// Answer returns the failure in the api's terms: the HTTP status the service
+// answered (400 for an argument this client refused before sending, as the
+// service would have; 0 when nothing answered) and its error body.
+func (e *Error) Answer() (status int, body api.Error) {
+	status = e.Status
+	if status == 0 && e.Kind == KindInvalid {
+		status = http.StatusBadRequest
+	}
+	return status, api.Error{Code: e.Code, Message: e.Message}
 }

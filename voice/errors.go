@@ -2,8 +2,8 @@ package voice
 
 import "errors"
 
-// Errors a Manager answers to a slash command; the command turns them into
-// sentences.
+// Errors a Manager returns to /voice; they are voice's own, and package
+// commands turns them into sentences.
 var (
 	// ErrNotInVoice: the invoker is in no voice channel of the server.
 	ErrNotInVoice = errors.New("voice: not in a voice channel")

@@ -141,11 +141,10 @@ func textBridgeLoader(syncCommands bool) bridgeLoader {
 		}
 		return bridgeRunner{name: "text bridge", tokenVar: "DISCORD_TEXT_BOT_TOKEN", logCfg: cfg.Log, metrics: cfg.Metrics,
 			build: func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error) {
-				tb, err := bridges.NewText(cfg, bearer, log.Named("text"))
+				tb, err := bridges.NewText(cfg, bearer, log.Named("text"), bot.NewMetrics(reg, "text"))
 				if err != nil {
 					return nil, err
 				}
-				tb.Router().Metrics = bot.NewMetrics(reg, "text")
 				if tb.HTTP != nil {
 					tb.HTTP.SyncCommands = syncCommands
 				}
@@ -180,7 +179,7 @@ func runTextSync(ctx context.Context) error {
 		return configError(err)
 	}
 	defer log.Sync()
-	tb, err := bridges.NewText(cfg, bearer, log.Named("text"))
+	tb, err := bridges.NewText(cfg, bearer, log.Named("text"), nil)
 	if err != nil {
 		return configError(err)
 	}
@@ -208,12 +207,11 @@ func loadVoiceBridge(mem *config.MemoryClient) (bridgeRunner, error) {
 	}
 	return bridgeRunner{name: "voice bridge", tokenVar: "DISCORD_VOICE_BOT_TOKEN", logCfg: cfg.Log, metrics: cfg.Metrics,
 		build: func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error) {
-			vb, err := bridges.NewVoiceBridge(cfg, bearer, log.Named("voice"))
+			metrics := bot.NewMetrics(reg, "voice")
+			vb, err := bridges.NewVoiceBridge(cfg, bearer, log.Named("voice"), metrics)
 			if err != nil {
 				return nil, err
 			}
-			metrics := bot.NewMetrics(reg, "voice")
-			vb.Bot.Router.Metrics = metrics
 			// Voice sessions, briefings delivered and the audio figures:
 			// counts and seconds, no ids.
 			if err := vb.Voice.RegisterMetrics(metrics.Registerer); err != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/bot"
 	"github.com/clankie/clankie/commands"
+	"github.com/clankie/clankie/interaction"
 )
 
 // The service's page of people: its default and its ceiling.
@@ -304,7 +304,7 @@ removed; --json prints the service's answer with their ids.`,
 // sentence (with examples) becomes a usage error.
 func parseExpires(text string, now time.Time) (*time.Time, error) {
 	t, err := commands.ParseExpires(text, now)
-	if ue, ok := bot.AsUserError(err); ok {
+	if ue, ok := interaction.AsUserError(err); ok {
 		if rest, ok := strings.CutPrefix(ue.Sentence, "I couldn't read that expiry. "); ok {
 			return nil, fmt.Errorf("--expires %q is not a duration or a date. %s", oneLine(text), rest)
 		}

@@ -1,0 +1,79 @@
+package commands
+
+import (
+	"context"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/voice"
+)
+
+// TestEverySubcommandIsRouted: the router routes by path; a subcommand
+// registered with Discord but missing from Handlers would only ever answer
+// the stale sentence.
+func TestEverySubcommandIsRouted(t *testing.T) {
+	for _, c := range []interaction.Command{PersonMemory(&fakeMemory{}, Policy{}, fixedNow), Voice(noVoice{}, VoicePolicy{})} {
+		var declared []string
+		for _, o := range c.Definition.Options {
+			if o.Type == discordgo.ApplicationCommandOptionSubCommand {
+				declared = append(declared, o.Name)
+			}
+		}
+		var routed []string
+		for sub := range c.Handlers {
+			routed = append(routed, sub)
+		}
+		slices.Sort(declared)
+		slices.Sort(routed)
+		if !slices.Equal(declared, routed) {
+			t.Errorf("/%s declares %v and routes %v", c.Definition.Name, declared, routed)
+		}
+		for sub := range c.Autocomplete {
+			if !slices.Contains(declared, sub) {
+				t.Errorf("/%s suggests for an undeclared subcommand %q", c.Definition.Name, sub)
+			}
+		}
+	}
+}
+
+type noVoice struct{}
+
+func (noVoice) Join(context.Context, string, string) (string, error) { return "", voice.ErrNotInVoice }
+func (noVoice) Leave(context.Context, string) error                  { return voice.ErrNoSession }
+func (noVoice) Consent(context.Context, string, string, bool) error  { return voice.ErrNoSession }
+func (noVoice) Status(string) (voice.Status, bool)                   { return voice.Status{}, false }
+
+// TestCommandsDoNotImportTheTransport: handlers see package interaction
+// only; the discordgo transport (bot) is the router's, so a command is
+// tested without it. Memory is reached through PeopleMemory and its errors
+// through memoryFailure, in api terms: the client is not imported either.
+func TestCommandsDoNotImportTheTransportOrTheClient(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if path == "github.com/clankie/clankie/bot" || path == "github.com/clankie/clankie/memoryclient" {
+				t.Errorf("%s imports %s", name, path)
+			}
+		}
+	}
+}

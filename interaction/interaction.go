@@ -1,0 +1,104 @@
+// Package interaction is what a slash-command handler sees and returns, with
+// neither the Discord transport (package bot) nor any service client in it:
+// an Invocation in, a Reply or an error out, a UserError for a sentence the
+// person should read. It also holds the middleware every invocation passes
+// through (recovery, the guild allow-list, deferral, timeouts) and the Mux
+// that routes an invocation by its path ("person-memory/propose").
+//
+// Handlers never call Discord; package bot parses Discord's interaction
+// into an Invocation and turns the Reply into Discord's response, so the
+// commands are tested without a gateway.
+package interaction
+
+import (
+	"github.com/bwmarrin/discordgo"
+)
+
+// User is a Discord user as a handler needs it: an id, and whether it is a bot.
+type User struct {
+	ID  string
+	Bot bool
+}
+
+// Invocation is one slash-command or autocomplete interaction, stripped of
+// the Discord client so handlers can be tested without one.
+type Invocation struct {
+	// ID is the interaction id, unique per invocation and stable across a
+	// redelivery; handlers derive idempotency keys from it.
+	ID        string
+	GuildID   string // empty in a DM
+	ChannelID string
+	User      User
+	// RoleIDs and Permissions are the invoker's in this guild and channel.
+	RoleIDs     []string
+	Permissions int64
+	Command     string
+	Subcommand  string
+	Options     Options
+	// Focused names the option being typed, for autocomplete.
+	Focused string
+	// Defer, when not nil, acknowledges the interaction now and promises
+	// the reply later (Discord drops an interaction not acknowledged within
+	// 3 s). It is safe to call from any goroutine, more than once, and after
+	// the reply; only the first call before the reply does anything.
+	Defer func()
+}
+
+// Path returns where the invocation is routed: "command/subcommand", or the
+// command's name alone when it has no subcommands.
+func (inv Invocation) Path() string { return Path(inv.Command, inv.Subcommand) }
+
+// Path joins a command's name and a subcommand's into a route path.
+func Path(command, subcommand string) string {
+	if subcommand == "" {
+		return command
+	}
+	return command + "/" + subcommand
+}
+
+// HasPermission reports whether the invoker holds perm (Administrator
+// implies every permission, as in Discord).
+func (inv Invocation) HasPermission(perm int64) bool {
+	return inv.Permissions&discordgo.PermissionAdministrator != 0 || inv.Permissions&perm == perm
+}
+
+// HasRole reports whether the invoker holds any of roles.
+func (inv Invocation) HasRole(roles []string) bool {
+	for _, have := range inv.RoleIDs {
+		for _, want := range roles {
+			if have == want {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Options are an invocation's option values by name, already type-checked
+// against the command's definition.
+type Options struct {
+	values map[string]any
+}
+
+// NewOptions holds values by option name: a string, an int64, a bool or a
+// User, as the command's definition declares them.
+func NewOptions(values map[string]any) Options { return Options{values: values} }
+
+// String returns a string option, and whether it was given.
+func (o Options) String(name string) (string, bool) {
+	v, ok := o.values[name].(string)
+	return v, ok
+}
+
+// Int returns an integer option, and whether it was given.
+func (o Options) Int(name string) (int64, bool) {
+	v, ok := o.values[name].(int64)
+	return v, ok
+}
+
+// User returns a user option, with the bot flag from the resolved data, and
+// whether it was given.
+func (o Options) User(name string) (User, bool) {
+	v, ok := o.values[name].(User)
+	return v, ok
+}

@@ -1,0 +1,89 @@
+package interaction
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/bwmarrin/discordgo"
+)
+
+// Reply is what a handler returns. Every reply is ephemeral and mentions
+// nobody; the transport fits Content within Discord's 2000 characters.
+type Reply struct {
+	Content string
+	// Choices are an autocomplete's suggestions; a command's reply has none.
+	Choices []Choice
+}
+
+// Choice is one autocomplete suggestion.
+type Choice struct {
+	Name  string
+	Value string
+}
+
+// Handler returns the reply to an invocation, or an error: a UserError's
+// sentence is shown as it is, any other error as a generic sentence.
+type Handler func(ctx context.Context, inv Invocation) (Reply, error)
+
+// Autocompleter returns suggestions for the focused option.
+type Autocompleter func(ctx context.Context, inv Invocation) ([]Choice, error)
+
+// Suggest adapts an Autocompleter to a Handler whose Reply carries the
+// choices, so suggestions pass through the same middleware as commands.
+func Suggest(a Autocompleter) Handler {
+	return func(ctx context.Context, inv Invocation) (Reply, error) {
+		choices, err := a(ctx, inv)
+		return Reply{Choices: choices}, err
+	}
+}
+
+// Command is a slash command: its definition (what is registered) and its
+// handlers. The transport routes each under Path(name, subcommand).
+type Command struct {
+	Definition *discordgo.ApplicationCommand
+	// Handlers reply to the command by subcommand name ("" for a command
+	// without subcommands); each declared subcommand needs one.
+	Handlers map[string]Handler
+	// Autocomplete suggests choices for a subcommand's focused option; a
+	// subcommand without one gets no choices.
+	Autocomplete map[string]Autocompleter
+}
+
+// UserError is a refusal or failure whose message is a sentence for the
+// person who invoked the command. Any other error becomes a generic sentence
+// and a content-free log line.
+type UserError struct{ Sentence string }
+
+func (e *UserError) Error() string { return e.Sentence }
+
+// UserErrorf returns a UserError whose sentence is formatted as fmt.Sprintf
+// does.
+func UserErrorf(format string, args ...any) error {
+	return &UserError{Sentence: fmt.Sprintf(format, args...)}
+}
+
+// AsUserError returns the UserError in err, and whether there is one.
+func AsUserError(err error) (*UserError, bool) {
+	var ue *UserError
+	ok := errors.As(err, &ue)
+	return ue, ok
+}
+
+// Sentences of the middleware and the mux.
+const (
+	// StaleSentence: the command or its options are not what this process
+	// registered (Discord may still hold an older registration).
+	StaleSentence = "This command's options don't match what I expect; the command list may be updating. Please try again in a minute."
+	// NotServedSentence: a server outside the guild allow-list.
+	NotServedSentence = "I'm not set up to serve this server."
+)
+
+// Errors the transport counts under outcomes of their own. ErrStale and
+// ErrNotServed are UserErrors (their sentence is shown); ErrPanicked is
+// shown as the generic sentence.
+var (
+	ErrStale     error = &UserError{Sentence: StaleSentence}
+	ErrNotServed error = &UserError{Sentence: NotServedSentence}
+	ErrPanicked        = errors.New("handler panicked")
+)
