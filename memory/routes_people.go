@@ -68,7 +68,7 @@ func (s *Service) recall(r *request) (reply, error) {
 		return reply{}, fault.New(fault.Invalid, "channel_required", "A Discord read must name channelId: recall always happens in a room.")
 	}
 	if scope.ChannelID != "" {
-		if err := people.ValidID(scope.ChannelID); err != nil {
+		if err := api.CheckID(scope.ChannelID); err != nil {
 			return reply{}, fault.New(fault.Invalid, "invalid_parameter", "channelId %v.", err)
 		}
 	}

@@ -32,10 +32,10 @@ func ValidateBriefing(req api.BriefingRequest) error {
 	if req.SchemaVersion != api.SchemaVersion {
 		return invalid("schemaVersion must be %d.", api.SchemaVersion)
 	}
-	if err := ValidID(req.GuildID); err != nil {
+	if err := api.CheckID(req.GuildID); err != nil {
 		return invalid("guildId %v.", err)
 	}
-	if err := ValidID(req.ChannelID); err != nil {
+	if err := api.CheckID(req.ChannelID); err != nil {
 		return invalid("channelId %v.", err)
 	}
 	if len(req.ConsentedUserIDs) > api.MaxBriefingUsers {

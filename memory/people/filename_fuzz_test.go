@@ -40,8 +40,8 @@ func FuzzFileName(f *testing.F) {
 		}
 		a := api.Subject{GuildID: g1, UserID: u1}
 		b := api.Subject{GuildID: g2, UserID: u2}
-		aOK := ValidID(g1) == nil && ValidID(u1) == nil
-		bOK := ValidID(g2) == nil && ValidID(u2) == nil
+		aOK := api.CheckID(g1) == nil && api.CheckID(u1) == nil
+		bOK := api.CheckID(g2) == nil && api.CheckID(u2) == nil
 		if aOK {
 			checkPersonFileName(t, a)
 		}

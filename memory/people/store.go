@@ -442,7 +442,7 @@ func ExportView(subject api.Subject, facts []api.Fact, now time.Time) api.Recall
 // Forget removes one fact. A Discord caller must name the requester, who
 // must be the fact's subject or proposer; the operator may remove any.
 func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := PrepareForget(c, subject, requesterUserID); err != nil {
+	if err := PrepareForget(c, subject, factID, requesterUserID); err != nil {
 		return api.Fact{}, err
 	}
 	name, pf, release, err := s.readExclusive(subject)
@@ -458,15 +458,18 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 }
 
 // PrepareForget validates a forget before anything is read.
-func PrepareForget(c Caller, subject api.Subject, requesterUserID string) error {
+func PrepareForget(c Caller, subject api.Subject, factID, requesterUserID string) error {
 	if err := ValidSubject(subject); err != nil {
+		return err
+	}
+	if err := validFactID("factId", factID); err != nil {
 		return err
 	}
 	if !c.Operator {
 		if requesterUserID == "" {
 			return invalid("requesterUserId is required: a Discord bearer forgets on behalf of a member.")
 		}
-		if err := ValidID(requesterUserID); err != nil {
+		if err := api.CheckID(requesterUserID); err != nil {
 			return invalid("requesterUserId %v.", err)
 		}
 	}
@@ -521,7 +524,7 @@ func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 // confidence or expiry; identity, createdAt and provenance never change.
 func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error) {
 	now := s.now().UTC()
-	if err := PrepareEdit(subject, &p, now); err != nil {
+	if err := PrepareEdit(subject, factID, &p, now); err != nil {
 		return api.Fact{}, err
 	}
 	name, pf, release, err := s.readExclusive(subject)
@@ -538,12 +541,15 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 
 // PrepareEdit validates an operator's edit (cleaning the body) before
 // anything is read.
-func PrepareEdit(subject api.Subject, p *api.FactPatch, now time.Time) error {
+func PrepareEdit(subject api.Subject, factID string, p *api.FactPatch, now time.Time) error {
 	if err := ValidSubject(subject); err != nil {
 		return err
 	}
+	if err := validFactID("factId", factID); err != nil {
+		return err
+	}
 	if p.Body != nil {
-		b, err := CleanBody(*p.Body)
+		b, err := cleanBody(*p.Body)
 		if err != nil {
 			return err
 		}

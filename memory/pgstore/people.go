@@ -162,7 +162,7 @@ func (s *People) facts(subject api.Subject) ([]api.Fact, error) {
 
 // Forget removes one fact (see people.Store.Forget).
 func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := people.PrepareForget(c, subject, requesterUserID); err != nil {
+	if err := people.PrepareForget(c, subject, factID, requesterUserID); err != nil {
 		return api.Fact{}, err
 	}
 	var f api.Fact
@@ -181,7 +181,7 @@ func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterU
 
 // Edit is the operator's change of one fact (see people.Store.Edit).
 func (s *People) Edit(subject api.Subject, factID string, patch api.FactPatch) (api.Fact, error) {
-	if err := people.PrepareEdit(subject, &patch, s.db.now().UTC()); err != nil {
+	if err := people.PrepareEdit(subject, factID, &patch, s.db.now().UTC()); err != nil {
 		return api.Fact{}, err
 	}
 	var f api.Fact
