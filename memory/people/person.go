@@ -67,8 +67,8 @@ func (p *Person) Len() int { return len(p.pf.Facts) }
 // Propose applies a prepared proposal (PrepareProposal gave digest) exactly
 // as the file store does, and reports whether the state changed (false for
 // a replay or a refusal).
-func (p *Person) Propose(c Caller, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, bool, error) {
-	resp, info, ch, err := proposeOn(p.pf, c, req, digest, now)
+func (p *Person) Propose(who api.Principal, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, bool, error) {
+	resp, info, ch, err := proposeOn(p.pf, who, req, digest, now)
 	if err != nil || ch == nil {
 		return resp, info, false, err
 	}
@@ -78,8 +78,8 @@ func (p *Person) Propose(c Caller, req api.ProposalRequest, digest string, now t
 
 // Forget removes one fact by the rules of Store.Forget (PrepareForget
 // validated the request) and answers it.
-func (p *Person) Forget(c Caller, factID, requesterUserID string) (api.Fact, error) {
-	f, ch, err := forgetOn(p.pf, c, factID, requesterUserID)
+func (p *Person) Forget(who api.Principal, factID, requesterUserID string) (api.Fact, error) {
+	f, ch, err := forgetOn(p.pf, who, factID, requesterUserID)
 	if err != nil {
 		return api.Fact{}, err
 	}

@@ -71,7 +71,7 @@ func validKind(k string) error {
 	return invalid("kind must be person-fact, preference or relationship-note.")
 }
 
-func validVisibility(c Caller, v api.Visibility) error {
+func validVisibility(who api.Principal, v api.Visibility) error {
 	switch v.Scope {
 	case api.ScopeGuild:
 		if v.ChannelID != "" {
@@ -88,7 +88,7 @@ func validVisibility(c Caller, v api.Visibility) error {
 		if v.ChannelID != "" {
 			return invalid("An operator_private fact takes no channelId.")
 		}
-		if !c.Operator {
+		if !who.Operator() {
 			return fault.New(fault.Forbidden, "forbidden_visibility", "Only the operator may write operator_private facts.")
 		}
 	default:
@@ -113,7 +113,7 @@ func validExpiry(t *time.Time, now time.Time) error {
 
 // validateProposal checks everything a proposal carries before anything is
 // read or written, and fills provenance.sourceSurface from the caller.
-func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
+func validateProposal(who api.Principal, req *api.ProposalRequest, now time.Time) error {
 	if req.SchemaVersion != api.SchemaVersion {
 		return invalid("schemaVersion must be %d.", api.SchemaVersion)
 	}
@@ -132,7 +132,7 @@ func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
 		return err
 	}
 	f.Body = body
-	if err := validVisibility(c, f.Visibility); err != nil {
+	if err := validVisibility(who, f.Visibility); err != nil {
 		return err
 	}
 	if err := validConfidence(f.Confidence); err != nil {
@@ -147,10 +147,10 @@ func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
 		}
 	}
 	p := &f.Provenance
-	if p.SourceSurface != "" && p.SourceSurface != c.Surface {
+	if p.SourceSurface != "" && p.SourceSurface != who.Surface() {
 		return fault.New(fault.Forbidden, "forbidden_surface", "provenance.sourceSurface names another surface than this bearer's; the bearer decides who is asking.")
 	}
-	p.SourceSurface = c.Surface
+	p.SourceSurface = who.Surface()
 	for _, t := range []struct {
 		name, v string
 	}{{"provenance.sourceEventId", p.SourceEventID}, {"provenance.correlationId", p.CorrelationID}} {
@@ -162,7 +162,7 @@ func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
 		name, v string
 	}{{"provenance.proposerUserId", p.ProposerUserID}, {"provenance.channelId", p.ChannelID}} {
 		if t.v == "" {
-			if !c.Operator {
+			if !who.Operator() {
 				return invalid("%s is required for a Discord proposal.", t.name)
 			}
 			continue

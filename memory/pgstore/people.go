@@ -78,8 +78,8 @@ func readPerson(ctx context.Context, q interface {
 }
 
 // Propose applies a proposal on arrival (see people.Store.Propose).
-func (s *People) Propose(c people.Caller, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
-	digest, err := people.PrepareProposal(c, &req, s.db.now().UTC())
+func (s *People) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
+	digest, err := people.PrepareProposal(who, &req, s.db.now().UTC())
 	if err != nil {
 		return api.ProposalResponse{}, people.ProposeInfo{}, err
 	}
@@ -93,7 +93,7 @@ func (s *People) Propose(c people.Caller, req api.ProposalRequest) (api.Proposal
 		// The clock is read under the lock, so creation order is commit
 		// order across processes and eviction keeps the newest.
 		var changed bool
-		resp, info, changed, err = p.Propose(c, req, digest, s.db.now().UTC())
+		resp, info, changed, err = p.Propose(who, req, digest, s.db.now().UTC())
 		if err != nil {
 			return err
 		}
@@ -161,8 +161,8 @@ func (s *People) facts(subject api.Subject) ([]api.Fact, error) {
 }
 
 // Forget removes one fact (see people.Store.Forget).
-func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := people.PrepareForget(c, subject, factID, requesterUserID); err != nil {
+func (s *People) Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
+	if err := people.PrepareForget(who, subject, factID, requesterUserID); err != nil {
 		return api.Fact{}, err
 	}
 	var f api.Fact
@@ -171,7 +171,7 @@ func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterU
 		if err != nil {
 			return err
 		}
-		if f, err = p.Forget(c, factID, requesterUserID); err != nil {
+		if f, err = p.Forget(who, factID, requesterUserID); err != nil {
 			return err
 		}
 		return savePerson(ctx, tx, p)
