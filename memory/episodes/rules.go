@@ -258,7 +258,7 @@ func retainConflict() error {
 
 // decideRetain applies the ceiling to a write that asked to keep a note.
 // A refusal refuses the keeping, not the remembering: the caller still
-// writes the note, unretained, and answers with the reason.
+// writes the note, unretained, and reports the reason.
 func decideRetain(asked, already bool, retainedCount int) (retained bool, reason string) {
 	switch {
 	case already:

@@ -58,7 +58,7 @@ func isLegacyFile(name string) bool {
 		strings.HasSuffix(name, legacySuffix) && strings.Count(name, ".") == 1
 }
 
-// ParseFileName inverts FileName for readable names. Hashed names answer
+// ParseFileName inverts FileName for readable names. Hashed names return
 // ok=false: their subject is read from the file.
 func ParseFileName(name string) (s api.Subject, ok bool) {
 	rest, found := strings.CutPrefix(name, readableTag)

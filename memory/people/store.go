@@ -74,7 +74,7 @@ func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.Proposa
 }
 
 // PrepareProposal validates a proposal before anything is read or written
-// (filling provenance.sourceSurface from the caller) and answers its digest,
+// (filling provenance.sourceSurface from the caller) and returns its digest,
 // the fingerprint that tells a retry from a different use of the same id.
 func PrepareProposal(who api.Principal, req *api.ProposalRequest, now time.Time) (string, error) {
 	if err := validateProposal(who, req, now); err != nil {
@@ -89,7 +89,7 @@ func PrepareProposal(who api.Principal, req *api.ProposalRequest, now time.Time)
 
 // proposeOn works out what a prepared proposal does to a person's state:
 // the answer, and the change line to apply (nil when nothing is written: a
-// replay). It does not change pf; every store applies the line it answers.
+// replay). It does not change pf; every store applies the line it returns.
 func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, *logLine, error) {
 	in := req.Fact
 	info := ProposeInfo{BodyLength: len(in.Body)}
@@ -237,7 +237,7 @@ func indexOf(facts []api.Fact, id string) int {
 
 var factIDEncoding = base32.NewEncoding("abcdefghijkmnpqrstuvwxyz23456789").WithPadding(base32.NoPadding)
 
-// newFactID answers a short id a person can type: "f" and seven characters
+// newFactID returns a short id a person can type: "f" and seven characters
 // without look-alikes, unique within the person.
 func newFactID(existing []api.Fact) string {
 	for {
@@ -258,7 +258,7 @@ type RecallQuery struct {
 	Limit     int
 }
 
-// Recall answers the facts visible in the read's room, newest first.
+// Recall returns the facts visible in the read's room, newest first.
 func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, error) {
 	if err := PrepareRecall(subject, &q); err != nil {
 		return api.RecallResponse{}, err
@@ -303,7 +303,7 @@ func RecallView(subject api.Subject, facts []api.Fact, q RecallQuery, now time.T
 	return resp
 }
 
-// RecallJSON is Recall answering the JSON of its response, exactly as
+// RecallJSON is Recall returning the JSON of its response, exactly as
 // json.Marshal(Recall(…)) would, from each fact's memoised encoding: a busy
 // person's recall encodes nothing but the envelope.
 func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
@@ -630,7 +630,7 @@ func (s *Store) readExclusive(subject api.Subject) (name string, pf *personFile,
 }
 
 // ForgetPerson removes everything kept about a person, the idempotency
-// records included, and answers the ids of the facts removed.
+// records included, and returns the ids of the facts removed.
 func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	if err := ValidSubject(subject); err != nil {
 		return nil, err
@@ -667,7 +667,7 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	return ids, nil
 }
 
-// List answers one page of people with their fact counts, ordered by file
+// List returns one page of people with their fact counts, ordered by file
 // name; the cursor is the last name of the previous page.
 func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
 	if err := PrepareList(&limit); err != nil {
