@@ -21,7 +21,7 @@ type LaneInfo struct {
 	// Credential names the bearer in a sentence ("the operator credential").
 	Credential string
 	// Surface is what a person fact's provenance records for the lane.
-	Surface string
+	Surface Surface
 }
 
 // lanes is the lane table, in the order episode files are read and written
@@ -72,7 +72,7 @@ func (p Principal) Operator() bool { return p.Lane == LaneOperator }
 
 // Surface returns what a person fact's provenance records for the
 // principal (the lane table's Surface).
-func (p Principal) Surface() string {
+func (p Principal) Surface() Surface {
 	info, _ := p.Lane.Info()
 	return info.Surface
 }

@@ -218,11 +218,21 @@ func ResolveBearer(token, dir string, lane api.Lane) (string, error) {
 	return stored[lane], nil
 }
 
-// Voice consent policies.
+// ConsentPolicy is who counts as consented in a voice session
+// (DISCORD_VOICE_CONSENT_POLICY). It is a setting of the voice bridge, never
+// on the memory API's wire, so it is declared here with the variable rather
+// than in api. The constants are untyped for now, and VoiceBridge keeps the
+// field a string: voice takes the policy as a string until its own rework.
+type ConsentPolicy string
+
+// The consent policies.
 const (
-	ConsentExplicit = "explicit"
-	ConsentPresence = "presence"
+	ConsentExplicit = "explicit" // only /voice consent opt-ins count
+	ConsentPresence = "presence" // being in the channel counts; an opt-out still wins
 )
+
+// Valid reports whether p is one of the consent policies.
+func (p ConsentPolicy) Valid() bool { return p == ConsentExplicit || p == ConsentPresence }
 
 // VoiceBridge configures `clankie bridge voice`.
 type VoiceBridge struct {
@@ -248,9 +258,7 @@ func (v VoiceBridge) Validate() error {
 	if strings.TrimSpace(v.DiscordToken) == "" {
 		return fmt.Errorf("DISCORD_VOICE_BOT_TOKEN is required: the voice bridge's Discord bot token")
 	}
-	switch v.ConsentPolicy {
-	case ConsentExplicit, ConsentPresence:
-	default:
+	if !ConsentPolicy(v.ConsentPolicy).Valid() {
 		return errors.New("DISCORD_VOICE_CONSENT_POLICY must be explicit or presence")
 	}
 	if err := snowflakes("DISCORD_VOICE_ROLE_IDS", v.VoiceRoleIDs); err != nil {
