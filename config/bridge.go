@@ -138,7 +138,7 @@ func CheckMemoryURL(name, v string) error {
 // TextBridge configures `clankie bridge text`.
 type TextBridge struct {
 	DiscordToken string `env:"DISCORD_TEXT_BOT_TOKEN" secret:"true" help:"The text bridge's Discord bot token (Developer Portal → your application → Bot)."`
-	Bearer       string `env:"CLANKIE_TEXT_BRIDGE_TOKEN" secret:"true" help:"Bearer of the text bridge (discord_presence lane). Minted into the memory root when unset."`
+	TextBridgeToken
 	// InteractionsAddr, when set, makes the text bridge serve Discord's
 	// Interactions Endpoint URL over HTTP instead of opening a gateway.
 	InteractionsAddr string `env:"DISCORD_INTERACTIONS_ADDR" help:"Listen address (host:port) for Discord's HTTP interactions; set, the text bridge answers slash commands there instead of opening a gateway (put it behind a TLS reverse proxy). Empty: gateway."`
@@ -236,8 +236,8 @@ func (p ConsentPolicy) Valid() bool { return p == ConsentExplicit || p == Consen
 
 // VoiceBridge configures `clankie bridge voice`.
 type VoiceBridge struct {
-	DiscordToken   string   `env:"DISCORD_VOICE_BOT_TOKEN" secret:"true" help:"The voice bridge's Discord bot token (a second application, not the text bridge's)."`
-	Bearer         string   `env:"CLANKIE_VOICE_BRIDGE_TOKEN" secret:"true" help:"Bearer of the voice bridge (discord_voice lane). Minted into the memory root when unset."`
+	DiscordToken string `env:"DISCORD_VOICE_BOT_TOKEN" secret:"true" help:"The voice bridge's Discord bot token (a second application, not the text bridge's)."`
+	VoiceBridgeToken
 	VoiceRoleIDs   []string `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
 	VoiceUserIDs   []string `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
 	ConsentPolicy  string   `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`

@@ -23,10 +23,10 @@ import (
 )
 
 var testTokens = config.Tokens{
-	Operator:    "operator-secret-token-0001",
-	TextBridge:  "text-bridge-secret-token-02",
-	VoiceBridge: "voice-bridge-secret-token-03",
-	Gameplay:    "gameplay-secret-token-00004",
+	OperatorToken:    config.OperatorToken{Operator: "operator-secret-token-0001"},
+	TextBridgeToken:  config.TextBridgeToken{TextBridge: "text-bridge-secret-token-02"},
+	VoiceBridgeToken: config.VoiceBridgeToken{VoiceBridge: "voice-bridge-secret-token-03"},
+	GameplayToken:    config.GameplayToken{Gameplay: "gameplay-secret-token-00004"},
 }
 
 type harness struct {
