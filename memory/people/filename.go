@@ -35,7 +35,7 @@ const (
 )
 
 // FileName returns the file name of a person. It never fails for ids that
-// pass ValidID; callers validate first.
+// pass api.CheckID; callers validate first.
 func FileName(s api.Subject) string {
 	name := readableTag + escape(s.GuildID) + "_" + escape(s.UserID) + fileSuffix
 	if len(name) <= maxReadable {

@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzFileName checks the person file name codec on pairs of subjects:
-// every subject whose ids pass ValidID maps to one safe path element that
+// every subject whose ids pass api.CheckID maps to one safe path element that
 // the store recognises as a person file, a readable name parses back to its
 // subject, and two different subjects never share a name. The corpus is in
 // testdata/fuzz/FuzzFileName; `go test` replays it, `scripts/fuzz` explores.
