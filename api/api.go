@@ -45,25 +45,34 @@ const (
 	KindRelationshipNote = "relationship-note"
 )
 
-// Visibility scopes of a person fact.
+// Visibility scopes of a person fact. Still plain strings: the slash
+// command compares them with its option strings and prints them, so typing
+// them waits for its rework (issue 15, phase 2, bot side).
 const (
 	ScopeGuild           = "guild"
 	ScopeChannel         = "channel"
 	ScopeOperatorPrivate = "operator_private"
 )
 
-// Source surfaces recorded in provenance; the service sets them from the bearer.
+// Surface is the source surface a person fact's provenance records; the
+// service sets it from the bearer's lane (the lane table's Surface).
+type Surface string
+
+// The source surfaces.
 const (
-	SurfaceDiscordText  = "discord_text"
-	SurfaceDiscordVoice = "discord_voice"
-	SurfaceOperator     = "operator"
-	SurfaceGameplay     = "gameplay"
+	SurfaceDiscordText  Surface = "discord_text"
+	SurfaceDiscordVoice Surface = "discord_voice"
+	SurfaceOperator     Surface = "operator"
+	SurfaceGameplay     Surface = "gameplay"
 )
 
-// Episode visibilities.
+// EpisodeVisibility says who may read one of Clankie's notes.
+type EpisodeVisibility string
+
+// The episode visibilities.
 const (
-	EpisodeOperatorPrivate = "operator_private"
-	EpisodeShareable       = "shareable"
+	EpisodeOperatorPrivate EpisodeVisibility = "operator_private"
+	EpisodeShareable       EpisodeVisibility = "shareable"
 )
 
 // Error is every non-2xx answer: a machine code and a sentence for a person.
@@ -86,11 +95,11 @@ type Visibility struct {
 
 // Provenance is content-free: ids only, never names, text or audio.
 type Provenance struct {
-	SourceSurface  string `json:"sourceSurface,omitempty"`
-	SourceEventID  string `json:"sourceEventId,omitempty"`
-	CorrelationID  string `json:"correlationId,omitempty"`
-	ProposerUserID string `json:"proposerUserId,omitempty"`
-	ChannelID      string `json:"channelId,omitempty"`
+	SourceSurface  Surface `json:"sourceSurface,omitempty"`
+	SourceEventID  string  `json:"sourceEventId,omitempty"`
+	CorrelationID  string  `json:"correlationId,omitempty"`
+	ProposerUserID string  `json:"proposerUserId,omitempty"`
+	ChannelID      string  `json:"channelId,omitempty"`
 }
 
 // Fact is one thing Clankie was told about a person.
@@ -268,7 +277,7 @@ type Episode struct {
 	Lane        Lane              `json:"lane"`
 	Room        string            `json:"room"`
 	Summary     string            `json:"summary"`
-	Visibility  string            `json:"visibility"`
+	Visibility  EpisodeVisibility `json:"visibility"`
 	OccurredAt  time.Time         `json:"occurredAt"`
 	Provenance  EpisodeProvenance `json:"provenance"`
 	Retained    bool              `json:"retained,omitempty"`
@@ -282,7 +291,7 @@ type EpisodeRequest struct {
 	Lane          Lane              `json:"lane"`
 	Room          string            `json:"room"`
 	Summary       string            `json:"summary"`
-	Visibility    string            `json:"visibility,omitempty"`
+	Visibility    EpisodeVisibility `json:"visibility,omitempty"`
 	Retain        bool              `json:"retain,omitempty"`
 	Corrects      string            `json:"corrects,omitempty"`
 	OccurredAt    time.Time         `json:"occurredAt"`
@@ -300,9 +309,9 @@ type EpisodeResponse struct {
 
 // EpisodePatch is the operator's edit, keep and release.
 type EpisodePatch struct {
-	Summary    *string `json:"summary,omitempty"`
-	Visibility *string `json:"visibility,omitempty"`
-	Retained   *bool   `json:"retained,omitempty"`
+	Summary    *string            `json:"summary,omitempty"`
+	Visibility *EpisodeVisibility `json:"visibility,omitempty"`
+	Retained   *bool              `json:"retained,omitempty"`
 }
 
 // Card is what every episode read answers: rendered lines, never records.

@@ -21,7 +21,7 @@ type LaneInfo struct {
 	// Credential names the bearer in a sentence ("the operator credential").
 	Credential string
 	// Surface is what a person fact's provenance records for the lane.
-	Surface string
+	Surface Surface
 }
 
 // lanes is the lane table, in the order episode files are read and written
@@ -58,6 +58,24 @@ func (l Lane) Info() (LaneInfo, bool) {
 
 // Valid reports whether l is one of the four lanes.
 func (l Lane) Valid() bool { _, ok := l.Info(); return ok }
+
+// Principal is who is asking: the lane of the bearer that authenticated
+// the request. Only the bearer decides it; a request body never changes it.
+// The zero Principal is no lane: not the operator, no surface.
+type Principal struct {
+	Lane Lane
+}
+
+// Operator reports whether the principal is the operator, who may cross
+// lanes and rooms.
+func (p Principal) Operator() bool { return p.Lane == LaneOperator }
+
+// Surface returns what a person fact's provenance records for the
+// principal (the lane table's Surface).
+func (p Principal) Surface() Surface {
+	info, _ := p.Lane.Info()
+	return info.Surface
+}
 
 // Access is the set of lanes that may call a route.
 type Access []Lane

@@ -201,7 +201,6 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 	rt := newBenchRealtime(b)
 	cfg := config.VoiceBridge{
 		DiscordToken:   fake.Token(),
-		Bearer:         tokens.VoiceBridge,
 		ConsentPolicy:  config.ConsentPresence,
 		VoiceRoleIDs:   []string{},
 		Memory:         config.MemoryClient{URL: mem.url},
@@ -210,6 +209,7 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 		RealtimeAPIKey: realtimeKey,
 		RealtimeModel:  realtimeModel,
 	}
+	cfg.VoiceBridgeToken = tokens.VoiceBridgeToken
 	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, l.log.Named("voice-bridge"), nil)
 	if err != nil {
 		b.Fatal(err)

@@ -46,10 +46,10 @@ const (
 )
 
 var tokens = config.Tokens{
-	Operator:    "operator-e2e-secret-token-001",
-	TextBridge:  "text-e2e-secret-token-000002",
-	VoiceBridge: "voice-e2e-secret-token-00003",
-	Gameplay:    "game-e2e-secret-token-000004",
+	OperatorToken:    config.OperatorToken{Operator: "operator-e2e-secret-token-001"},
+	TextBridgeToken:  config.TextBridgeToken{TextBridge: "text-e2e-secret-token-000002"},
+	VoiceBridgeToken: config.VoiceBridgeToken{VoiceBridge: "voice-e2e-secret-token-00003"},
+	GameplayToken:    config.GameplayToken{Gameplay: "game-e2e-secret-token-000004"},
 }
 
 func testGuild(voiceStates ...discordtest.VoiceState) discordtest.Guild {
@@ -199,13 +199,14 @@ func runInBackground(t testing.TB, run func(context.Context) error) *running {
 }
 
 func textConfig(fake *discordtest.Fake, memURL string) config.TextBridge {
-	return config.TextBridge{
+	cfg := config.TextBridge{
 		DiscordToken: fake.Token(),
-		Bearer:       tokens.TextBridge,
 		Memory:       config.MemoryClient{URL: memURL},
 		Discord:      config.Discord{APIURL: fake.APIURL(), GuildIDs: []string{guildID}, MemoryRoleIDs: []string{memRole}},
 		Log:          config.Log{Level: "debug", Format: "json"},
 	}
+	cfg.TextBridgeToken = tokens.TextBridgeToken
+	return cfg
 }
 
 // startText runs a text bridge against fake and waits until its commands

@@ -221,7 +221,7 @@ func TestVoiceBridgeJoinsOnTheGuildsShard(t *testing.T) {
 	other := serverOnShard(0, count, 5)
 	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g, other), discordtest.WithIdentifyInterval(shardTestInterval))
 	cfg := config.VoiceBridge{
-		DiscordToken: fake.Token(), Bearer: tokens.VoiceBridge, ConsentPolicy: config.ConsentExplicit,
+		DiscordToken: fake.Token(), VoiceBridgeToken: tokens.VoiceBridgeToken, ConsentPolicy: config.ConsentExplicit,
 		Memory:  config.MemoryClient{URL: mem.url},
 		Discord: config.Discord{APIURL: fake.APIURL(), ShardCount: "2", MemoryRoleIDs: []string{memRole}},
 		Log:     config.Log{Level: "debug", Format: "json"},

@@ -98,13 +98,13 @@ func startVoiceWith(t *testing.T, policy, key string, setup voiceSetup, states .
 	e.fake = discordtest.New(t, append([]discordtest.Option{discordtest.WithGuilds(testGuild(states...))}, setup.fake...)...)
 	cfg := config.VoiceBridge{
 		DiscordToken:  e.fake.Token(),
-		Bearer:        tokens.VoiceBridge,
 		ConsentPolicy: policy,
 		VoiceRoleIDs:  []string{},
 		Memory:        config.MemoryClient{URL: e.rec.url},
 		Discord:       config.Discord{APIURL: e.fake.APIURL(), GuildIDs: []string{guildID}, MemoryRoleIDs: []string{memRole}},
 		Log:           config.Log{Level: "debug", Format: "json"},
 	}
+	cfg.VoiceBridgeToken = tokens.VoiceBridgeToken
 	if withRealtime {
 		e.rt = newFakeRealtime(t)
 		cfg.RealtimeURL = e.rt.url()

@@ -131,7 +131,7 @@ func (pm *personMemory) mine(ctx context.Context, inv interaction.Invocation) (i
 func (pm *personMemory) forget(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	subject := personOrInvoker(inv)
 	factID := strings.TrimSpace(optionString(inv, optFact))
-	if !validFactID(factID) {
+	if !api.ValidFactID(factID) {
 		return interaction.Reply{}, interaction.UserErrorf(sayNoSuchFact, mention(subject))
 	}
 	if err := pm.mem.Forget(ctx, inv.GuildID, subject, factID, inv.User.ID); err != nil {
@@ -216,14 +216,15 @@ func (p Policy) mayProposeAbout(inv interaction.Invocation, subjectID string) bo
 // fact twice.
 func proposalID(interactionID string) string { return proposalIDPrefix + interactionID }
 
-// factBody is the fact as stored: trimmed, 1–2048 characters.
+// factBody is the fact as stored: trimmed, 1–2048 characters
+// (api.CleanFactBody). Discord delivers valid UTF-8; a control character is
+// left for the service to refuse in its own sentence, as before.
 func factBody(text string) (string, error) {
-	body := strings.TrimSpace(text)
-	n := utf8.RuneCountInString(body)
-	if n == 0 {
+	body, n, problem := api.CleanFactBody(text)
+	switch problem {
+	case api.BodyEmpty:
 		return "", interaction.UserErrorf(sayEmptyFact)
-	}
-	if n > api.MaxFactBody {
+	case api.BodyTooLong:
 		return "", interaction.UserErrorf(sayLongFact, api.MaxFactBody, n)
 	}
 	return body, nil
@@ -273,31 +274,19 @@ func factConfidence(choice string, aboutSelf bool) (float64, error) {
 	return 0, interaction.UserErrorf(sayStaleOption)
 }
 
-// supersedesID is the optional fact id a proposal corrects. Whether that
-// fact may be replaced is the service's rule; it answers why when not.
+// supersedesID is the optional fact id a proposal corrects, refused here
+// when it cannot name a fact (api.ValidFactID: autocomplete's choices send
+// the bare id). Whether that fact may be replaced is the service's rule; it
+// answers why when not.
 func supersedesID(text string) (string, error) {
 	id := strings.TrimSpace(text)
 	if id == "" {
 		return "", nil
 	}
-	if !validFactID(id) {
+	if !api.ValidFactID(id) {
 		return "", interaction.UserErrorf(sayBadSupersedes)
 	}
 	return id, nil
-}
-
-// validFactID accepts what can name a fact: up to 64 characters with no
-// spaces or control characters (autocomplete's choices send the bare id).
-func validFactID(id string) bool {
-	if id == "" || id == "." || id == ".." || utf8.RuneCountInString(id) > api.MaxIDLength {
-		return false
-	}
-	for _, r := range id {
-		if r <= ' ' || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // personOrInvoker is the person option, the invoker when none is chosen.

@@ -44,7 +44,9 @@ func TestReplayedGoneReply(t *testing.T) {
 	assertNoWorkflowWords(t, got)
 }
 
-func TestValidFactID(t *testing.T) {
+// TestSupersedesRefusesWhatNamesNoFact: the slash command refuses exactly the
+// ids the shared rule (api.ValidFactID) refuses, before calling the service.
+func TestSupersedesRefusesWhatNamesNoFact(t *testing.T) {
 	tests := []struct {
 		in   string
 		want bool
@@ -54,8 +56,15 @@ func TestValidFactID(t *testing.T) {
 		{"fabc 2345", false}, {"fabc\t", false}, {"fabc\x7f", false},
 	}
 	for _, tt := range tests {
-		if got := validFactID(tt.in); got != tt.want {
-			t.Errorf("validFactID(%q) = %v", tt.in, got)
+		if got := api.ValidFactID(tt.in); got != tt.want {
+			t.Errorf("api.ValidFactID(%q) = %v", tt.in, got)
+		}
+		if tt.in == "" || strings.TrimSpace(tt.in) != tt.in {
+			continue // empty means "corrects nothing"; spaces around are trimmed
+		}
+		id, err := supersedesID(tt.in)
+		if refused := err != nil; refused == tt.want || (tt.want && id != tt.in) {
+			t.Errorf("supersedesID(%q) = %q, %v; want refused=%v", tt.in, id, err, !tt.want)
 		}
 	}
 }

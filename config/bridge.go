@@ -138,7 +138,7 @@ func CheckMemoryURL(name, v string) error {
 // TextBridge configures `clankie bridge text`.
 type TextBridge struct {
 	DiscordToken string `env:"DISCORD_TEXT_BOT_TOKEN" secret:"true" help:"The text bridge's Discord bot token (Developer Portal → your application → Bot)."`
-	Bearer       string `env:"CLANKIE_TEXT_BRIDGE_TOKEN" secret:"true" help:"Bearer of the text bridge (discord_presence lane). Minted into the memory root when unset."`
+	TextBridgeToken
 	// InteractionsAddr, when set, makes the text bridge serve Discord's
 	// Interactions Endpoint URL over HTTP instead of opening a gateway.
 	InteractionsAddr string `env:"DISCORD_INTERACTIONS_ADDR" help:"Listen address (host:port) for Discord's HTTP interactions; set, the text bridge answers slash commands there instead of opening a gateway (put it behind a TLS reverse proxy). Empty: gateway."`
@@ -218,16 +218,26 @@ func ResolveBearer(token, dir string, lane api.Lane) (string, error) {
 	return stored[lane], nil
 }
 
-// Voice consent policies.
+// ConsentPolicy is who counts as consented in a voice session
+// (DISCORD_VOICE_CONSENT_POLICY). It is a setting of the voice bridge, never
+// on the memory API's wire, so it is declared here with the variable rather
+// than in api. The constants are untyped for now, and VoiceBridge keeps the
+// field a string: voice takes the policy as a string until its own rework.
+type ConsentPolicy string
+
+// The consent policies.
 const (
-	ConsentExplicit = "explicit"
-	ConsentPresence = "presence"
+	ConsentExplicit = "explicit" // only /voice consent opt-ins count
+	ConsentPresence = "presence" // being in the channel counts; an opt-out still wins
 )
+
+// Valid reports whether p is one of the consent policies.
+func (p ConsentPolicy) Valid() bool { return p == ConsentExplicit || p == ConsentPresence }
 
 // VoiceBridge configures `clankie bridge voice`.
 type VoiceBridge struct {
-	DiscordToken   string   `env:"DISCORD_VOICE_BOT_TOKEN" secret:"true" help:"The voice bridge's Discord bot token (a second application, not the text bridge's)."`
-	Bearer         string   `env:"CLANKIE_VOICE_BRIDGE_TOKEN" secret:"true" help:"Bearer of the voice bridge (discord_voice lane). Minted into the memory root when unset."`
+	DiscordToken string `env:"DISCORD_VOICE_BOT_TOKEN" secret:"true" help:"The voice bridge's Discord bot token (a second application, not the text bridge's)."`
+	VoiceBridgeToken
 	VoiceRoleIDs   []string `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
 	VoiceUserIDs   []string `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
 	ConsentPolicy  string   `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`
@@ -248,9 +258,7 @@ func (v VoiceBridge) Validate() error {
 	if strings.TrimSpace(v.DiscordToken) == "" {
 		return fmt.Errorf("DISCORD_VOICE_BOT_TOKEN is required: the voice bridge's Discord bot token")
 	}
-	switch v.ConsentPolicy {
-	case ConsentExplicit, ConsentPresence:
-	default:
+	if !ConsentPolicy(v.ConsentPolicy).Valid() {
 		return errors.New("DISCORD_VOICE_CONSENT_POLICY must be explicit or presence")
 	}
 	if err := snowflakes("DISCORD_VOICE_ROLE_IDS", v.VoiceRoleIDs); err != nil {

@@ -44,13 +44,39 @@ func (l Log) Validate() error {
 	return nil
 }
 
-// Tokens are the four memory bearers. An empty one is minted by the service
-// into <root>/bearers.json on first start and read from there by local clients.
-type Tokens struct {
-	Operator    string `env:"CLANKIE_OPERATOR_TOKEN" secret:"true" help:"Bearer of the operator lane (CLI, every operator route). Minted into the memory root when unset."`
-	TextBridge  string `env:"CLANKIE_TEXT_BRIDGE_TOKEN" secret:"true" help:"Bearer of the text bridge (discord_presence lane). Minted into the memory root when unset."`
+// Each memory bearer's variable is declared once, in its own struct, which
+// Tokens (the service, all four) and the one client that holds it embed:
+// OperatorToken in Operator, TextBridgeToken in TextBridge,
+// VoiceBridgeToken in VoiceBridge. An empty one is minted by the service
+// into <root>/bearers.json on first start and read from there by local
+// clients (ResolveBearer).
+
+// OperatorToken is the operator lane's bearer.
+type OperatorToken struct {
+	Operator string `env:"CLANKIE_OPERATOR_TOKEN" secret:"true" help:"Bearer of the operator lane (CLI, every operator route). Minted into the memory root when unset."`
+}
+
+// TextBridgeToken is the text bridge's bearer (discord_presence lane).
+type TextBridgeToken struct {
+	TextBridge string `env:"CLANKIE_TEXT_BRIDGE_TOKEN" secret:"true" help:"Bearer of the text bridge (discord_presence lane). Minted into the memory root when unset."`
+}
+
+// VoiceBridgeToken is the voice bridge's bearer (discord_voice lane).
+type VoiceBridgeToken struct {
 	VoiceBridge string `env:"CLANKIE_VOICE_BRIDGE_TOKEN" secret:"true" help:"Bearer of the voice bridge (discord_voice lane). Minted into the memory root when unset."`
-	Gameplay    string `env:"CLANKIE_GAMEPLAY_TOKEN" secret:"true" help:"Bearer of the gameplay lane. Minted into the memory root when unset."`
+}
+
+// GameplayToken is the gameplay lane's bearer.
+type GameplayToken struct {
+	Gameplay string `env:"CLANKIE_GAMEPLAY_TOKEN" secret:"true" help:"Bearer of the gameplay lane. Minted into the memory root when unset."`
+}
+
+// Tokens are the four memory bearers, as the service reads them.
+type Tokens struct {
+	OperatorToken
+	TextBridgeToken
+	VoiceBridgeToken
+	GameplayToken
 }
 
 // ByLane returns the tokens keyed by lane; the variable behind each is the
@@ -246,23 +272,23 @@ type Var struct {
 	Help    string
 }
 
-// Describe lists the variables a settings struct reads, in declaration order.
-func Describe(v any) []Var {
-	var out []Var
-	describe(reflect.TypeOf(v), &out)
-	return out
-}
-
-func describe(t reflect.Type, out *[]Var) {
+// describe appends the variables of t in declaration order, walking each
+// struct type once: a struct shared by several processes (Log, MemoryRoot,
+// a token) is one declaration, listed where it first appears.
+func describe(t reflect.Type, out *[]Var, seen map[reflect.Type]bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if seen[t] {
+		return
+	}
+	seen[t] = true
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name := f.Tag.Get("env")
 		if name == "" {
 			if f.Type.Kind() == reflect.Struct {
-				describe(f.Type, out)
+				describe(f.Type, out, seen)
 			}
 			continue
 		}
@@ -276,19 +302,14 @@ func describe(t reflect.Type, out *[]Var) {
 	}
 }
 
-// All lists every variable of every process once, for `clankie env`.
+// All lists every variable of every process, for `clankie env`: each
+// declaration once, so a variable declared twice would be listed twice (a
+// test refuses that).
 func All() []Var {
-	seen := map[string]bool{}
 	var out []Var
-	var all []Var
+	seen := map[reflect.Type]bool{}
 	for _, c := range []any{Memory{}, TextBridge{}, VoiceBridge{}, Operator{}} {
-		all = append(all, Describe(c)...)
-	}
-	for _, v := range all {
-		if !seen[v.Name] {
-			seen[v.Name] = true
-			out = append(out, v)
-		}
+		describe(reflect.TypeOf(c), &out, seen)
 	}
 	return out
 }

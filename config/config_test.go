@@ -183,3 +183,67 @@ func TestLaneTokensMustBeDistinct(t *testing.T) {
 		})
 	}
 }
+
+// TestEachVariableDeclaredOnce: All walks every declaration once, so a
+// variable declared in two places (a token in Tokens and again in a
+// client's struct) would be listed twice.
+func TestEachVariableDeclaredOnce(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range All() {
+		if seen[v.Name] {
+			t.Errorf("%s is declared more than once", v.Name)
+		}
+		seen[v.Name] = true
+	}
+	for _, name := range []string{"CLANKIE_OPERATOR_TOKEN", "CLANKIE_TEXT_BRIDGE_TOKEN", "CLANKIE_VOICE_BRIDGE_TOKEN", "CLANKIE_GAMEPLAY_TOKEN", "CLANKIE_MEMORY_DIR"} {
+		if !seen[name] {
+			t.Errorf("All does not list %s", name)
+		}
+	}
+}
+
+// TestEachProcessReadsItsToken: the one declaration of a token reaches the
+// service (all four) and the one client that holds it.
+func TestEachProcessReadsItsToken(t *testing.T) {
+	cleanEnv(t)
+	vals := map[string]string{
+		"CLANKIE_OPERATOR_TOKEN":     "operator-token-0123456789",
+		"CLANKIE_TEXT_BRIDGE_TOKEN":  "text-token-0123456789ab",
+		"CLANKIE_VOICE_BRIDGE_TOKEN": "voice-token-0123456789ab",
+		"CLANKIE_GAMEPLAY_TOKEN":     "gameplay-token-0123456789",
+		"DISCORD_TEXT_BOT_TOKEN":     "discord-text",
+		"DISCORD_VOICE_BOT_TOKEN":    "discord-voice",
+	}
+	for k, v := range vals {
+		t.Setenv(k, v)
+	}
+	m, err := LoadMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := LoadTextBridge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	voice, err := LoadVoiceBridge()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := LoadOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ got, want string }{
+		{m.Tokens.Operator, vals["CLANKIE_OPERATOR_TOKEN"]},
+		{m.Tokens.TextBridge, vals["CLANKIE_TEXT_BRIDGE_TOKEN"]},
+		{m.Tokens.VoiceBridge, vals["CLANKIE_VOICE_BRIDGE_TOKEN"]},
+		{m.Tokens.Gameplay, vals["CLANKIE_GAMEPLAY_TOKEN"]},
+		{text.TextBridge, vals["CLANKIE_TEXT_BRIDGE_TOKEN"]},
+		{voice.VoiceBridge, vals["CLANKIE_VOICE_BRIDGE_TOKEN"]},
+		{op.Operator, vals["CLANKIE_OPERATOR_TOKEN"]},
+	} {
+		if c.got != c.want {
+			t.Errorf("read %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -4,14 +4,14 @@ package config
 // `person`, `fact`, `episodes`, `episode`…): where the memory service
 // answers, the operator's bearer, and logging.
 type Operator struct {
-	Token  string `env:"CLANKIE_OPERATOR_TOKEN" secret:"true" help:"Bearer of the operator lane (CLI, every operator route). Minted into the memory root when unset."`
+	OperatorToken
 	Memory MemoryClient
 	Log    Log
 }
 
 // Validate names the variable that is wrong, never echoing the token.
 func (o Operator) Validate() error {
-	for _, v := range []Validator{Tokens{Operator: o.Token}, o.Memory, o.Log} {
+	for _, v := range []Validator{Tokens{OperatorToken: o.OperatorToken}, o.Memory, o.Log} {
 		if err := v.Validate(); err != nil {
 			return err
 		}
@@ -20,7 +20,7 @@ func (o Operator) Validate() error {
 }
 
 // LoadOperator reads and validates the operator CLI's settings. An empty
-// Token is not an error here: the CLI then reads the minted one with
+// operator token is not an error here: the CLI then reads the minted one with
 // ResolveBearer and says plainly when there is none.
 func LoadOperator() (Operator, error) { return load[Operator]() }
 

@@ -20,20 +20,6 @@ import (
 // when their variable is unset.
 const BearersFile = config.BearersFile
 
-// Principal is who is asking. Only the bearer decides it.
-type Principal struct {
-	Lane api.Lane
-}
-
-// Operator reports whether the principal may cross lanes.
-func (p Principal) Operator() bool { return p.Lane == api.LaneOperator }
-
-// Surface returns what a person fact's provenance records for this principal.
-func (p Principal) Surface() string {
-	info, _ := p.Lane.Info()
-	return info.Surface
-}
-
 // minTokenLength is the shortest token accepted from bearers.json: the
 // minimum config.Tokens.Validate applies to the variables.
 const minTokenLength = 16
@@ -117,10 +103,10 @@ func mintToken() string {
 }
 
 // Authenticate returns the principal of an Authorization header value.
-func (b *Bearers) Authenticate(header string) (Principal, bool) {
+func (b *Bearers) Authenticate(header string) (api.Principal, bool) {
 	tok, ok := strings.CutPrefix(header, "Bearer ")
 	if !ok || tok == "" {
-		return Principal{}, false
+		return api.Principal{}, false
 	}
 	sum := sha256.Sum256([]byte(tok))
 	match := -1
@@ -130,7 +116,7 @@ func (b *Bearers) Authenticate(header string) (Principal, bool) {
 		}
 	}
 	if match < 0 {
-		return Principal{}, false
+		return api.Principal{}, false
 	}
-	return Principal{Lane: b.lanes[match]}, true
+	return api.Principal{Lane: b.lanes[match]}, true
 }

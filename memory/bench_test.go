@@ -120,7 +120,7 @@ func seedPeople(b *testing.B, dir string, n, facts int) ([]api.Subject, [][]byte
 		if err := os.WriteFile(filepath.Join(pdir, people.FileName(s)), data, durable.FileMode); err != nil {
 			b.Fatal(err)
 		}
-		if legacy[p], err = people.EncodeLegacyFile(s, seeded, proposals); err != nil {
+		if legacy[p], err = encodeLegacyFile(s, seeded, proposals); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -545,7 +545,7 @@ func BenchmarkRecall128BaselineDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	legacy, err := people.EncodeLegacyFile(s, stored, nil)
+	legacy, err := encodeLegacyFile(s, stored, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

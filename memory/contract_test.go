@@ -35,10 +35,10 @@ import (
 // routes Handler registers.
 
 var contractTokens = config.Tokens{
-	Operator:    "operator-token-0123456789",
-	TextBridge:  "text-token-0123456789ab",
-	VoiceBridge: "voice-token-0123456789ab",
-	Gameplay:    "gameplay-token-0123456789",
+	OperatorToken:    config.OperatorToken{Operator: "operator-token-0123456789"},
+	TextBridgeToken:  config.TextBridgeToken{TextBridge: "text-token-0123456789ab"},
+	VoiceBridgeToken: config.VoiceBridgeToken{VoiceBridge: "voice-token-0123456789ab"},
+	GameplayToken:    config.GameplayToken{Gameplay: "gameplay-token-0123456789"},
 }
 
 // contractClock is the service's clock; the test moves it to expire facts.

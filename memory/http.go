@@ -37,7 +37,7 @@ func credentialSentence(a api.Access) string {
 // request is what an authenticated handler gets.
 type request struct {
 	*http.Request
-	who           Principal
+	who           api.Principal
 	correlationID string
 }
 

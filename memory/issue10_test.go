@@ -319,7 +319,7 @@ func TestBearersFileTokensAreCheckedAtStart(t *testing.T) {
 		{"short", with(api.LaneDiscordVoice, "short-tok"), config.Tokens{}, []string{BearersFile, string(api.LaneDiscordVoice), "16"}, "short-tok"},
 		{"whitespace", with(api.LaneGameplay, "has a space in the token"), config.Tokens{}, []string{BearersFile, string(api.LaneGameplay)}, "has a space"},
 		{"text equals voice", with(api.LaneDiscordVoice, good[api.LaneDiscordPresence]), config.Tokens{}, []string{BearersFile, string(api.LaneDiscordPresence), string(api.LaneDiscordVoice)}, good[api.LaneDiscordPresence]},
-		{"stored equals a variable", good, config.Tokens{Operator: good[api.LaneDiscordPresence]}, []string{BearersFile, "CLANKIE_OPERATOR_TOKEN", string(api.LaneDiscordPresence)}, good[api.LaneDiscordPresence]},
+		{"stored equals a variable", good, config.Tokens{OperatorToken: config.OperatorToken{Operator: good[api.LaneDiscordPresence]}}, []string{BearersFile, "CLANKIE_OPERATOR_TOKEN", string(api.LaneDiscordPresence)}, good[api.LaneDiscordPresence]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "memory")
@@ -363,7 +363,7 @@ func TestBearersFileTokensAreCheckedAtStart(t *testing.T) {
 // The minimum length of a stored token is the configuration's.
 func TestBearersFileMinimumMatchesConfig(t *testing.T) {
 	short, ok := strings.Repeat("a", minTokenLength-1), strings.Repeat("a", minTokenLength)
-	if (config.Tokens{Operator: short}).Validate() == nil || (config.Tokens{Operator: ok}).Validate() != nil {
+	if (config.Tokens{OperatorToken: config.OperatorToken{Operator: short}}).Validate() == nil || (config.Tokens{OperatorToken: config.OperatorToken{Operator: ok}}).Validate() != nil {
 		t.Fatalf("config's token minimum is no longer %d; keep memory's minTokenLength in step", minTokenLength)
 	}
 }

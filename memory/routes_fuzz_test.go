@@ -79,7 +79,7 @@ func (fx *routeFixture) reseed(tb testing.TB) {
 	}
 	if !found {
 		fx.reseeds++
-		resp, _, err := fx.people.Propose(people.Caller{Operator: true, Surface: api.SurfaceOperator}, api.ProposalRequest{
+		resp, _, err := fx.people.Propose(api.Principal{Lane: api.LaneOperator}, api.ProposalRequest{
 			SchemaVersion: api.SchemaVersion, ProposalID: fmt.Sprintf("fuzz-seed-%d", fx.reseeds),
 			Fact: api.FactInput{
 				Subject: fuzzSubject, Kind: api.KindPersonFact, Body: "likes green tea",

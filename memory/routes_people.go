@@ -52,7 +52,7 @@ func (s *Service) propose(r *request) (reply, error) {
 	if err := decode(r, &req); err != nil {
 		return reply{}, err
 	}
-	resp, info, err := s.people.Propose(caller(r.who), req)
+	resp, info, err := s.people.Propose(r.who, req)
 	fields := []zap.Field{zap.Bool("replayed", info.Replayed), zap.Bool("superseded", info.Superseded),
 		zap.Int("evicted", info.Evicted), zap.Int("bodyLength", info.BodyLength)}
 	if resp.Fact != nil {
@@ -63,12 +63,12 @@ func (s *Service) propose(r *request) (reply, error) {
 
 func (s *Service) recall(r *request) (reply, error) {
 	q := r.URL.Query()
-	scope := people.ReadScope{Operator: r.who.Operator(), ChannelID: q.Get("channelId")}
-	if !scope.Operator && scope.ChannelID == "" {
+	channelID := q.Get("channelId")
+	if !r.who.Operator() && channelID == "" {
 		return reply{}, fault.New(fault.Invalid, "channel_required", "A Discord read must name channelId: recall always happens in a room.")
 	}
-	if scope.ChannelID != "" {
-		if err := people.ValidID(scope.ChannelID); err != nil {
+	if channelID != "" {
+		if err := api.CheckID(channelID); err != nil {
 			return reply{}, fault.New(fault.Invalid, "invalid_parameter", "channelId %v.", err)
 		}
 	}
@@ -79,7 +79,7 @@ func (s *Service) recall(r *request) (reply, error) {
 	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
 		return reply{}, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
-	resp, err := s.people.RecallJSON(subjectOf(r), people.RecallQuery{Scope: scope, Query: q.Get("query"), Limit: limit})
+	resp, err := s.people.RecallJSON(subjectOf(r), people.RecallQuery{Who: r.who, ChannelID: channelID, Query: q.Get("query"), Limit: limit})
 	return reply{body: rawJSON(resp)}, err
 }
 
@@ -104,7 +104,7 @@ func (s *Service) editFact(r *request) (reply, error) {
 }
 
 func (s *Service) forgetFact(r *request) (reply, error) {
-	_, err := s.people.Forget(caller(r.who), subjectOf(r), r.PathValue("factId"), r.URL.Query().Get("requesterUserId"))
+	_, err := s.people.Forget(r.who, subjectOf(r), r.PathValue("factId"), r.URL.Query().Get("requesterUserId"))
 	return reply{receipt: []zap.Field{zap.String("factId", r.PathValue("factId"))}}, err
 }
 

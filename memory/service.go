@@ -29,12 +29,12 @@ type PeopleStore interface {
 	Stats() people.Stats
 	Metrics() people.Metrics
 	List(cursor string, limit int) (api.PeopleResponse, error)
-	Propose(c people.Caller, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error)
+	Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error)
 	RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, error)
 	Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error)
 	Export(subject api.Subject) (api.RecallResponse, error)
 	Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error)
-	Forget(c people.Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error)
+	Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error)
 	ForgetPerson(subject api.Subject) ([]string, error)
 	Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error)
 }
@@ -188,8 +188,4 @@ func intParam(r *request, name string) (int, error) {
 		return 0, fault.New(fault.Invalid, "invalid_parameter", "%s must be a positive whole number.", name)
 	}
 	return n, nil
-}
-
-func caller(p Principal) people.Caller {
-	return people.Caller{Operator: p.Operator(), Surface: p.Surface()}
 }

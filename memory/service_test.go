@@ -23,10 +23,10 @@ import (
 )
 
 var testTokens = config.Tokens{
-	Operator:    "operator-secret-token-0001",
-	TextBridge:  "text-bridge-secret-token-02",
-	VoiceBridge: "voice-bridge-secret-token-03",
-	Gameplay:    "gameplay-secret-token-00004",
+	OperatorToken:    config.OperatorToken{Operator: "operator-secret-token-0001"},
+	TextBridgeToken:  config.TextBridgeToken{TextBridge: "text-bridge-secret-token-02"},
+	VoiceBridgeToken: config.VoiceBridgeToken{VoiceBridge: "voice-bridge-secret-token-03"},
+	GameplayToken:    config.GameplayToken{Gameplay: "gameplay-secret-token-00004"},
 }
 
 type harness struct {
@@ -362,6 +362,50 @@ func TestBadInputIs4xxAndChangesNothing(t *testing.T) {
 		if fmt.Sprint(h.snapshot()) != fmt.Sprint(before) {
 			t.Errorf("%s changed the data directory", tc.name)
 		}
+	}
+}
+
+// TestMalformedFactIDIs400: a fact id that api.ValidFactID refuses (a space,
+// a control character, "..", more than 64 characters) can name no fact, so
+// supersedesFactId and the factId path segment are refused with 400
+// invalid_request naming the field, and nothing changes; the slash command
+// refuses the same ids first.
+func TestMalformedFactIDIs400(t *testing.T) {
+	h := newHarness(t)
+	kept := h.propose(txt, fact("ok", "10", "20", "20", "30", "baseline"))
+	person := "/v1/memory/discord-people/10/20/"
+	for _, tc := range []struct {
+		name, token, method, path string
+		body                      any
+		field                     string
+	}{
+		{"supersedes with a space", txt, "POST", "/v1/memory/discord-people/proposals", func() any {
+			req := fact("s1", "10", "20", "20", "30", "corrected")
+			req.Fact.SupersedesFactID = kept.Fact.FactID + " likes tea"
+			return req
+		}(), "supersedesFactId"},
+		{"supersedes of 65 characters", txt, "POST", "/v1/memory/discord-people/proposals", func() any {
+			req := fact("s2", "10", "20", "20", "30", "corrected")
+			req.Fact.SupersedesFactID = strings.Repeat("f", 65)
+			return req
+		}(), "supersedesFactId"},
+		{"forget a spaced id", txt, "DELETE", person + "f%20x?requesterUserId=20", nil, "factId"},
+		{"forget a tab", txt, "DELETE", person + "f%09x?requesterUserId=20", nil, "factId"},
+		{"edit a dot-dot id", op, "PATCH", person + "%2E%2E", `{"body":"x"}`, "factId"},
+	} {
+		before := h.snapshot()
+		r := h.do(tc.token, tc.method, tc.path, tc.body)
+		var e api.Error
+		r.decode(t, &e)
+		if r.status != http.StatusBadRequest || e.Code != "invalid_request" || !strings.HasPrefix(e.Message, tc.field+" is not a fact id") {
+			t.Errorf("%s: %d %s; want 400 invalid_request naming %s", tc.name, r.status, r.body, tc.field)
+		}
+		if fmt.Sprint(h.snapshot()) != fmt.Sprint(before) {
+			t.Errorf("%s changed the data directory", tc.name)
+		}
+	}
+	if got := h.recall(txt, "10", "20", "?channelId=30"); len(got.Facts) != 1 || got.Facts[0].FactID != kept.Fact.FactID {
+		t.Fatalf("after refusals: %+v", got.Facts)
 	}
 }
 

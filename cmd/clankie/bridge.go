@@ -161,7 +161,7 @@ func textSettings(mem *config.MemoryClient) (config.TextBridge, string, error) {
 	if mem != nil {
 		cfg.Memory = *mem
 	}
-	bearer, err := config.ResolveBearer(cfg.Bearer, cfg.Memory.Dir, bridges.TextLane)
+	bearer, err := config.ResolveBearer(cfg.TextBridge, cfg.Memory.Dir, bridges.TextLane)
 	if err != nil {
 		return cfg, "", configError(err)
 	}
@@ -201,7 +201,7 @@ func loadVoiceBridge(mem *config.MemoryClient) (bridgeRunner, error) {
 	if mem != nil {
 		cfg.Memory = *mem
 	}
-	bearer, err := config.ResolveBearer(cfg.Bearer, cfg.Memory.Dir, bridges.VoiceLane)
+	bearer, err := config.ResolveBearer(cfg.VoiceBridge, cfg.Memory.Dir, bridges.VoiceLane)
 	if err != nil {
 		return bridgeRunner{}, configError(err)
 	}

@@ -168,7 +168,7 @@ func (fl *opFlags) connect(cmd *cobra.Command, fn func(ctx context.Context, s *s
 	if err != nil {
 		return configError(err)
 	}
-	bearer, err := config.ResolveBearer(cfg.Token, cfg.Memory.Dir, api.LaneOperator)
+	bearer, err := config.ResolveBearer(cfg.Operator, cfg.Memory.Dir, api.LaneOperator)
 	if err != nil {
 		return configError(fmt.Errorf("the operator credential is missing, so nothing was read from memory: %w", err))
 	}

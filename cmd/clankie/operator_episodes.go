@@ -161,10 +161,11 @@ marks it corrected. --json prints the episode as stored.`,
 				p.Summary = &summary
 			}
 			if cmd.Flags().Changed("visibility") {
-				if visibility != api.EpisodeOperatorPrivate && visibility != api.EpisodeShareable {
+				v := api.EpisodeVisibility(visibility)
+				if v != api.EpisodeOperatorPrivate && v != api.EpisodeShareable {
 					return usagef(cmd, "--visibility must be %s or %s (got %q)", api.EpisodeOperatorPrivate, api.EpisodeShareable, oneLine(visibility))
 				}
-				p.Visibility = &visibility
+				p.Visibility = &v
 			}
 			if p.Summary == nil && p.Visibility == nil {
 				return usagef(cmd, "nothing to change: give --summary or --visibility")
@@ -223,13 +224,13 @@ type forgottenEpisode struct {
 
 // episodeRecord is one episode as `memory episodes --json` prints it.
 type episodeRecord struct {
-	ID         string    `json:"id"`
-	Lane       api.Lane  `json:"lane"`
-	Room       string    `json:"room"`
-	Date       time.Time `json:"date"`
-	Marks      []string  `json:"marks"` // "kept", "corrected"
-	Visibility string    `json:"visibility"`
-	Summary    string    `json:"summary"`
+	ID         string                `json:"id"`
+	Lane       api.Lane              `json:"lane"`
+	Room       string                `json:"room"`
+	Date       time.Time             `json:"date"`
+	Marks      []string              `json:"marks"` // "kept", "corrected"
+	Visibility api.EpisodeVisibility `json:"visibility"`
+	Summary    string                `json:"summary"`
 }
 
 // episodeRecords turns the service's records into what scripts read:

@@ -232,7 +232,7 @@ func renderEpisode(w io.Writer, ep api.Episode) error {
 	fmt.Fprintf(tw, "  lane\t%s\n", oneLine(string(ep.Lane)))
 	fmt.Fprintf(tw, "  room\t%s\n", oneLine(ep.Room))
 	fmt.Fprintf(tw, "  occurred\t%s\n", ep.OccurredAt.UTC().Format(tableTime))
-	fmt.Fprintf(tw, "  visibility\t%s\n", oneLine(ep.Visibility))
+	fmt.Fprintf(tw, "  visibility\t%s\n", oneLine(string(ep.Visibility)))
 	fmt.Fprintf(tw, "  kept\t%s\n", map[bool]string{true: "yes", false: "no"}[ep.Retained])
 	if ep.CorrectedAt != nil {
 		fmt.Fprintf(tw, "  corrected\t%s\n", ep.CorrectedAt.UTC().Format(tableTime))

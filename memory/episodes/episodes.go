@@ -214,7 +214,7 @@ func FromEpisodes(eps []api.Episode, asked map[string]bool, now func() time.Time
 	return s, nil
 }
 
-// All answers every episode the store holds, oldest first, and for each
+// All returns every episode the store holds, oldest first, and for each
 // id whose creating request is known, whether it asked to keep the note.
 func (s *Store) All() ([]api.Episode, map[string]bool) {
 	s.mu.RLock()
@@ -326,7 +326,7 @@ func obeysWriteRules(ep api.Episode) bool {
 // Record is POST /v1/memory/captain-episodes for a bearer whose lane is
 // lane: the bearer decides, and a body naming another lane is Forbidden.
 //
-// Recording only adds. An episodeId the store holds answers the stored note
+// Recording only adds. An episodeId the store holds returns the stored note
 // with Replayed when the request is the same memory (lane, room, summary,
 // effective visibility, occurredAt, provenance, retain), and is a Conflict
 // that changes nothing otherwise; never an upsert. A retry after the note
@@ -341,7 +341,7 @@ func obeysWriteRules(ep api.Episode) bool {
 // corrects names a note to replace in place (summary, and visibility if
 // given; correctedAt stamped; id, lane, room, occurredAt and provenance
 // kept). It is allowed when mayCorrect says so; otherwise the request is
-// written as a new memory and answers corrected:false with a content-free
+// written as a new memory and returns corrected:false with a content-free
 // reason that does not say whether the id exists. On an applied correction
 // retain:true also keeps the corrected note, subject to the ceiling, and
 // retain:false leaves its kept state alone (only the operator releases); an

@@ -248,7 +248,7 @@ func TestCorrectionAuthority(t *testing.T) {
 	cases := []struct {
 		name      string
 		author    api.Lane
-		vis       string
+		vis       api.EpisodeVisibility
 		corrector api.Lane
 		unknown   bool
 		want      bool
@@ -742,13 +742,14 @@ func TestOpenSweepsTempFiles(t *testing.T) {
 
 func TestPatch(t *testing.T) {
 	s := func(v string) *string { return &v }
+	vis := func(v api.EpisodeVisibility) *api.EpisodeVisibility { return &v }
 	yes, no := true, false
 	t.Run("edit stamps correctedAt, no-op writes nothing", func(t *testing.T) {
 		e := newEnv(t)
 		o, _ := e.record(api.LaneDiscordVoice, request(api.LaneDiscordVoice, "vc", "before", base))
 		id := o.Episode.EpisodeID
 		e.clock.Set(base.Add(5 * time.Hour))
-		got, err := e.s.Patch(id, api.EpisodePatch{Summary: s("after"), Visibility: s(api.EpisodeOperatorPrivate)})
+		got, err := e.s.Patch(id, api.EpisodePatch{Summary: s("after"), Visibility: vis(api.EpisodeOperatorPrivate)})
 		if err != nil || got.Summary != "after" || got.Visibility != api.EpisodeOperatorPrivate || got.CorrectedAt == nil || !got.CorrectedAt.Equal(base.Add(5*time.Hour)) {
 			t.Fatalf("patch %+v %v", got, err)
 		}

@@ -34,7 +34,7 @@ type note struct {
 	lane       api.Lane
 	room       string
 	summary    string
-	visibility string // effective: the lane default when the request gave none
+	visibility api.EpisodeVisibility // effective: the lane default when the request gave none
 	visGiven   bool
 	occurredAt time.Time
 	provenance api.EpisodeProvenance
@@ -103,7 +103,7 @@ func checkSummary(s string) (string, error) {
 
 // checkVisibility accepts the two episode visibilities; "" means "not given"
 // and is only allowed where the caller says so.
-func checkVisibility(v string, allowEmpty bool) error {
+func checkVisibility(v api.EpisodeVisibility, allowEmpty bool) error {
 	if v == api.EpisodeOperatorPrivate || v == api.EpisodeShareable || (v == "" && allowEmpty) {
 		return nil
 	}
@@ -113,7 +113,7 @@ func checkVisibility(v string, allowEmpty bool) error {
 // effectiveVisibility is the write-time default: what Clankie notes at the
 // console stays at the console unless he says otherwise; every other lane's
 // notes are shareable.
-func effectiveVisibility(lane api.Lane, given string) string {
+func effectiveVisibility(lane api.Lane, given api.EpisodeVisibility) api.EpisodeVisibility {
 	if given != "" {
 		return given
 	}
@@ -258,7 +258,7 @@ func retainConflict() error {
 
 // decideRetain applies the ceiling to a write that asked to keep a note.
 // A refusal refuses the keeping, not the remembering: the caller still
-// writes the note, unretained, and answers with the reason.
+// writes the note, unretained, and reports the reason.
 func decideRetain(asked, already bool, retainedCount int) (retained bool, reason string) {
 	switch {
 	case already:

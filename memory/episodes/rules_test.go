@@ -58,7 +58,7 @@ func TestCheckSummary(t *testing.T) {
 func TestEffectiveVisibility(t *testing.T) {
 	cases := []struct {
 		lane        api.Lane
-		given, want string
+		given, want api.EpisodeVisibility
 	}{
 		{api.LaneOperator, "", api.EpisodeOperatorPrivate},
 		{api.LaneOperator, api.EpisodeShareable, api.EpisodeShareable},
@@ -90,7 +90,7 @@ func TestVisibleTo(t *testing.T) {
 func TestMayCorrect(t *testing.T) {
 	cases := []struct {
 		lane, author api.Lane
-		vis          string
+		vis          api.EpisodeVisibility
 		want         bool
 	}{
 		{api.LaneOperator, api.LaneDiscordPresence, api.EpisodeShareable, true},
@@ -305,6 +305,7 @@ func TestRenderCard(t *testing.T) {
 
 func TestValidatePatch(t *testing.T) {
 	s := func(v string) *string { return &v }
+	vis := func(v api.EpisodeVisibility) *api.EpisodeVisibility { return &v }
 	yes := true
 	cases := []struct {
 		name string
@@ -315,9 +316,9 @@ func TestValidatePatch(t *testing.T) {
 		{"summary", api.EpisodePatch{Summary: s(" fine ")}, true},
 		{"blank summary", api.EpisodePatch{Summary: s("  ")}, false},
 		{"long summary", api.EpisodePatch{Summary: s(strings.Repeat("a", 513))}, false},
-		{"visibility", api.EpisodePatch{Visibility: s(api.EpisodeShareable)}, true},
-		{"empty visibility", api.EpisodePatch{Visibility: s("")}, false},
-		{"bad visibility", api.EpisodePatch{Visibility: s("public")}, false},
+		{"visibility", api.EpisodePatch{Visibility: vis(api.EpisodeShareable)}, true},
+		{"empty visibility", api.EpisodePatch{Visibility: vis("")}, false},
+		{"bad visibility", api.EpisodePatch{Visibility: vis("public")}, false},
 		{"retained", api.EpisodePatch{Retained: &yes}, true},
 	}
 	for _, c := range cases {

@@ -57,7 +57,7 @@ func Changed(before, after []api.Episode) int {
 }
 
 // Merge puts eps into the store (see MergeEpisodes), re-derives the ring
-// and writes every lane file that changed; it answers how many notes
+// and writes every lane file that changed; it returns how many notes
 // changed (Changed). dryRun writes nothing.
 func (s *Store) Merge(eps []api.Episode, dryRun bool) (int, error) {
 	s.mu.Lock()

@@ -26,16 +26,20 @@ const cutMark = " (cut to fit)"
 // cannot hold that much leaves the line out instead.
 const minCut = 24
 
+// briefingReader is who reads a briefing's facts: only the voice bridge may
+// ask for one (api.RouteBriefing), always for one channel.
+var briefingReader = api.Principal{Lane: api.LaneDiscordVoice}
+
 // ValidateBriefing checks a briefing request: ids only, at most 25 numeric
 // Discord user ids, no duplicates.
 func ValidateBriefing(req api.BriefingRequest) error {
 	if req.SchemaVersion != api.SchemaVersion {
 		return invalid("schemaVersion must be %d.", api.SchemaVersion)
 	}
-	if err := ValidID(req.GuildID); err != nil {
+	if err := api.CheckID(req.GuildID); err != nil {
 		return invalid("guildId %v.", err)
 	}
-	if err := ValidID(req.ChannelID); err != nil {
+	if err := api.CheckID(req.ChannelID); err != nil {
 		return invalid("channelId %v.", err)
 	}
 	if len(req.ConsentedUserIDs) > api.MaxBriefingUsers {
@@ -103,7 +107,7 @@ func ComposeBriefing(req api.BriefingRequest, notes []api.Episode, now time.Time
 		}
 		visible := all[:0]
 		for _, f := range all {
-			if Visible(f, ReadScope{ChannelID: req.ChannelID}, now) {
+			if Visible(f, briefingReader, req.ChannelID, now) {
 				visible = append(visible, f)
 			}
 		}

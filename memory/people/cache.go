@@ -16,7 +16,7 @@ const cacheBytes = 8 << 20
 // process wrote itself. It is only ever filled from what was durably
 // written or read, and the store is the only writer of its root (the LOCK
 // file), so the cache cannot disagree with the disk. Entries are never
-// handed out: get answers a copy the caller may change.
+// handed out: get returns a copy the caller may change.
 type fileCache struct {
 	mu    sync.Mutex
 	size  int
@@ -34,7 +34,7 @@ func newFileCache() *fileCache {
 	return &fileCache{order: list.New(), items: map[string]*list.Element{}}
 }
 
-// get answers a copy of the cached file, or false.
+// get returns a copy of the cached file, or false.
 func (c *fileCache) get(name string) (*personFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -49,7 +49,7 @@ func (c *fileCache) get(name string) (*personFile, bool) {
 	return &pf, true
 }
 
-// borrow answers the cached state itself, not a copy: the caller holds
+// borrow returns the cached state itself, not a copy: the caller holds
 // the person's lock (so no change replaces it meanwhile) and must not
 // change it.
 func (c *fileCache) borrow(name string) (*personFile, bool) {
@@ -73,7 +73,7 @@ func (c *fileCache) put(name string, pf *personFile, size int) {
 		return
 	}
 	if pf.enc == nil {
-		pf.enc = &factJSON{m: map[string][]byte{}} // shared by the copies get answers
+		pf.enc = &factJSON{m: map[string][]byte{}} // shared by the copies get returns
 	}
 	c.items[name] = c.order.PushFront(&cached{name: name, pf: pf, size: size})
 	c.size += size

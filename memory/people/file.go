@@ -26,22 +26,11 @@ func EncodeFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]
 	return encodeSnapshot(&pf)
 }
 
-// EncodeLegacyFile renders the schema-1 person file (one JSON document) the
-// store migrates, for tests and benchmarks of that migration and of the
-// whole-file write it replaced.
-func EncodeLegacyFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]byte, error) {
-	lf := legacyFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts}
-	for i, id := range proposalIDs {
-		b, _ := json.Marshal(facts[i])
-		sum := sha256.Sum256(b)
-		lf.Proposals = append(lf.Proposals, proposalRecord{ProposalID: id, Digest: hex.EncodeToString(sum[:16]), FactID: facts[i].FactID})
-	}
-	return json.Marshal(lf)
-}
-
 // DecodeFile reads a person's facts from the bytes of their file as the
-// store does, for tools, tests and the baseline of the recall benchmark: a
-// person log (a torn tail ignored) or a schema-1 file.
+// store does: a person log (a torn tail ignored) or a schema-1 file. The
+// crash test (internal/crashtest) checks the disk after a kill with it, so
+// it is exported though no command calls it; .ci/run's deadcode check
+// allows exactly this one.
 func DecodeFile(b []byte) (api.Subject, []api.Fact, error) {
 	if bytes.HasPrefix(b, []byte(`{"schemaVersion":2,`)) {
 		pf, _, err := decodeLog(b)

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/clankie/clankie/api"
 )
@@ -36,7 +35,7 @@ const (
 )
 
 // FileName returns the file name of a person. It never fails for ids that
-// pass ValidID; callers validate first.
+// pass api.CheckID; callers validate first.
 func FileName(s api.Subject) string {
 	name := readableTag + escape(s.GuildID) + "_" + escape(s.UserID) + fileSuffix
 	if len(name) <= maxReadable {
@@ -59,7 +58,7 @@ func isLegacyFile(name string) bool {
 		strings.HasSuffix(name, legacySuffix) && strings.Count(name, ".") == 1
 }
 
-// ParseFileName inverts FileName for readable names. Hashed names answer
+// ParseFileName inverts FileName for readable names. Hashed names return
 // ok=false: their subject is read from the file.
 func ParseFileName(name string) (s api.Subject, ok bool) {
 	rest, found := strings.CutPrefix(name, readableTag)
@@ -76,7 +75,7 @@ func ParseFileName(name string) (s api.Subject, ok bool) {
 	}
 	gid, err1 := unescape(g)
 	uid, err2 := unescape(u)
-	if err1 != nil || err2 != nil || ValidID(gid) != nil || ValidID(uid) != nil {
+	if err1 != nil || err2 != nil || api.CheckID(gid) != nil || api.CheckID(uid) != nil {
 		return s, false
 	}
 	s = api.Subject{GuildID: gid, UserID: uid}
@@ -91,24 +90,6 @@ func ParseFileName(name string) (s api.Subject, ok bool) {
 func IsPersonFile(name string) bool {
 	return (strings.HasPrefix(name, readableTag) || strings.HasPrefix(name, hashedTag)) &&
 		strings.HasSuffix(name, fileSuffix) && strings.Count(name, ".") == 1
-}
-
-// ValidID is the rule for guild and user ids: 1–64 characters of valid UTF-8
-// with no control characters.
-func ValidID(id string) error {
-	n := utf8.RuneCountInString(id)
-	if n < 1 || n > api.MaxIDLength {
-		return fmt.Errorf("must be 1 to %d characters", api.MaxIDLength)
-	}
-	if !utf8.ValidString(id) {
-		return fmt.Errorf("must be valid UTF-8")
-	}
-	for _, r := range id {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return fmt.Errorf("must not contain control characters")
-		}
-	}
-	return nil
 }
 
 func escape(id string) string {

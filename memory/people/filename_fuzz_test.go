@@ -10,7 +10,7 @@ import (
 )
 
 // FuzzFileName checks the person file name codec on pairs of subjects:
-// every subject whose ids pass ValidID maps to one safe path element that
+// every subject whose ids pass api.CheckID maps to one safe path element that
 // the store recognises as a person file, a readable name parses back to its
 // subject, and two different subjects never share a name. The corpus is in
 // testdata/fuzz/FuzzFileName; `go test` replays it, `scripts/fuzz` explores.
@@ -40,8 +40,8 @@ func FuzzFileName(f *testing.F) {
 		}
 		a := api.Subject{GuildID: g1, UserID: u1}
 		b := api.Subject{GuildID: g2, UserID: u2}
-		aOK := ValidID(g1) == nil && ValidID(u1) == nil
-		bOK := ValidID(g2) == nil && ValidID(u2) == nil
+		aOK := api.CheckID(g1) == nil && api.CheckID(u1) == nil
+		bOK := api.CheckID(g2) == nil && api.CheckID(u2) == nil
 		if aOK {
 			checkPersonFileName(t, a)
 		}

@@ -56,24 +56,3 @@ func TestFileNameIsInjectiveAndSafe(t *testing.T) {
 		t.Error("temp, corrupt or lock files taken for person files")
 	}
 }
-
-func TestValidID(t *testing.T) {
-	for _, tc := range []struct {
-		id string
-		ok bool
-	}{
-		{"123456789012345678", true},
-		{strings.Repeat("x", 64), true},
-		{strings.Repeat("ü", 64), true},
-		{strings.Repeat("x", 65), false},
-		{"", false},
-		{"a\x00b", false},
-		{"a\nb", false},
-		{"\xff", false},
-		{"../x", true}, // allowed as an id: the codec makes it harmless
-	} {
-		if err := ValidID(tc.id); (err == nil) != tc.ok {
-			t.Errorf("ValidID(%q) = %v, want ok=%v", tc.id, err, tc.ok)
-		}
-	}
-}

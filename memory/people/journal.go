@@ -107,7 +107,7 @@ func openJournal(root *os.Root) (*journal, error) {
 	return &journal{f: f, open: newBatch()}, nil
 }
 
-// read answers the lines of generation gen from the start of the journal,
+// read returns the lines of generation gen from the start of the journal,
 // and how far from 0 the file holds anything but zeros (the part a
 // checkpoint must zero).
 func (j *journal) read(gen uint64) ([]journalLine, int64, error) {
@@ -208,7 +208,7 @@ func (j *journal) write(buf []byte, off int64) error {
 	return nil
 }
 
-// used answers how many bytes of lines the current generation holds.
+// used returns how many bytes of lines the current generation holds.
 func (j *journal) used() int64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()

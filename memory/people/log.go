@@ -47,7 +47,7 @@ type logLine struct {
 // errUnreadable says a person log's header cannot be trusted.
 var errUnreadable = errors.New("the person log has no readable header")
 
-// decodeLog replays a person log. It answers the state, and good: the length
+// decodeLog replays a person log. It returns the state, and good: the length
 // of the prefix that ends with the last whole line (what an append must
 // follow). A torn tail (good < len(b)) is not an error.
 func decodeLog(b []byte) (pf *personFile, good int, err error) {

@@ -25,7 +25,7 @@ type personState struct {
 	Proposals []proposalRecord `json:"proposals"`
 }
 
-// NewPerson answers an empty person: nothing is kept about them yet.
+// NewPerson returns an empty person: nothing is kept about them yet.
 func NewPerson(subject api.Subject) *Person {
 	return &Person{pf: &personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: []api.Fact{}}}
 }
@@ -50,7 +50,7 @@ func DecodePerson(subject api.Subject, b []byte) (*Person, error) {
 	return p, nil
 }
 
-// Encode answers the person's state as one JSON object.
+// Encode returns the person's state as one JSON object.
 func (p *Person) Encode() ([]byte, error) {
 	return json.Marshal(personState{Subject: p.pf.Subject, Seq: p.pf.seq, Facts: p.pf.Facts, Proposals: p.pf.Proposals})
 }
@@ -58,7 +58,7 @@ func (p *Person) Encode() ([]byte, error) {
 // Subject is who the person is.
 func (p *Person) Subject() api.Subject { return p.pf.Subject }
 
-// Facts answers a copy of the person's facts, in stored order.
+// Facts returns a copy of the person's facts, in stored order.
 func (p *Person) Facts() []api.Fact { return slices.Clone(p.pf.Facts) }
 
 // Len is how many facts are kept about the person.
@@ -67,8 +67,8 @@ func (p *Person) Len() int { return len(p.pf.Facts) }
 // Propose applies a prepared proposal (PrepareProposal gave digest) exactly
 // as the file store does, and reports whether the state changed (false for
 // a replay or a refusal).
-func (p *Person) Propose(c Caller, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, bool, error) {
-	resp, info, ch, err := proposeOn(p.pf, c, req, digest, now)
+func (p *Person) Propose(who api.Principal, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, bool, error) {
+	resp, info, ch, err := proposeOn(p.pf, who, req, digest, now)
 	if err != nil || ch == nil {
 		return resp, info, false, err
 	}
@@ -77,9 +77,9 @@ func (p *Person) Propose(c Caller, req api.ProposalRequest, digest string, now t
 }
 
 // Forget removes one fact by the rules of Store.Forget (PrepareForget
-// validated the request) and answers it.
-func (p *Person) Forget(c Caller, factID, requesterUserID string) (api.Fact, error) {
-	f, ch, err := forgetOn(p.pf, c, factID, requesterUserID)
+// validated the request) and returns it.
+func (p *Person) Forget(who api.Principal, factID, requesterUserID string) (api.Fact, error) {
+	f, ch, err := forgetOn(p.pf, who, factID, requesterUserID)
 	if err != nil {
 		return api.Fact{}, err
 	}
@@ -87,7 +87,7 @@ func (p *Person) Forget(c Caller, factID, requesterUserID string) (api.Fact, err
 	return f, nil
 }
 
-// Edit applies an operator's prepared edit (PrepareEdit) and answers the
+// Edit applies an operator's prepared edit (PrepareEdit) and returns the
 // edited fact.
 func (p *Person) Edit(factID string, patch api.FactPatch, now time.Time) (api.Fact, error) {
 	f, ch, err := editOn(p.pf, factID, patch, now)

@@ -8,20 +8,6 @@ import (
 	"github.com/clankie/clankie/api"
 )
 
-// Caller is who is asking, decided by the bearer and never by the body.
-type Caller struct {
-	Operator bool
-	// Surface is recorded as provenance.sourceSurface.
-	Surface string
-}
-
-// ReadScope is the room of an ambient read. A Discord read always has a
-// channel; the operator's may have none, and then sees every room.
-type ReadScope struct {
-	Operator  bool
-	ChannelID string
-}
-
 // Expired reports whether a fact's expiry has passed. Expiry is honest at read
 // time: nothing needs to sweep a file for an expired fact to disappear.
 func Expired(f api.Fact, now time.Time) bool {
@@ -29,10 +15,12 @@ func Expired(f api.Fact, now time.Time) bool {
 }
 
 // Visible is the one visibility rule of every ambient read (recall, briefing,
-// autocomplete): guild facts in every room of their guild (the guild is part
-// of the key, so facts never cross guilds), channel facts only in that
-// channel, operator_private facts only to the operator, expired facts never.
-func Visible(f api.Fact, r ReadScope, now time.Time) bool {
+// autocomplete) by who in the room channelID: guild facts in every room of
+// their guild (the guild is part of the key, so facts never cross guilds),
+// channel facts only in that channel, operator_private facts only to the
+// operator, expired facts never. A Discord read always names its room; the
+// operator's may name none, and then sees every room.
+func Visible(f api.Fact, who api.Principal, channelID string, now time.Time) bool {
 	if Expired(f, now) {
 		return false
 	}
@@ -40,12 +28,12 @@ func Visible(f api.Fact, r ReadScope, now time.Time) bool {
 	case api.ScopeGuild:
 		return true
 	case api.ScopeChannel:
-		if r.Operator && r.ChannelID == "" {
+		if who.Operator() && channelID == "" {
 			return true
 		}
-		return r.ChannelID != "" && f.Visibility.ChannelID == r.ChannelID
+		return channelID != "" && f.Visibility.ChannelID == channelID
 	case api.ScopeOperatorPrivate:
-		return r.Operator
+		return who.Operator()
 	}
 	return false
 }
@@ -59,14 +47,14 @@ const ReasonNoSuchFact = "no fact with that id is kept about this person, so not
 // supersede any fact of the subject; a Discord proposer only one visible in
 // the proposing channel that they proposed themselves or that is about them.
 // It returns a content-free reason when the answer is no.
-func MaySupersede(c Caller, old api.Fact, proposerUserID, channelID string, now time.Time) (bool, string) {
-	if c.Operator {
+func MaySupersede(who api.Principal, old api.Fact, proposerUserID, channelID string, now time.Time) (bool, string) {
+	if who.Operator() {
 		return true, ""
 	}
-	if !LaneVisible(c, old) {
+	if !LaneVisible(who, old) {
 		return false, ReasonNoSuchFact
 	}
-	if !Visible(old, ReadScope{ChannelID: channelID}, now) {
+	if !Visible(old, who, channelID, now) {
 		return false, "the fact named in supersedesFactId is not visible in this channel, so nothing was replaced"
 	}
 	if old.Provenance.ProposerUserID != proposerUserID && old.Subject.UserID != proposerUserID {
@@ -127,8 +115,8 @@ func Evict(facts []api.Fact, max int, now time.Time, mayEvict func(api.Fact) boo
 // is not operator_private (what the subject's own view shows, expired ones
 // included). A Discord lane may evict, supersede, forget, count or name only
 // such facts.
-func LaneVisible(c Caller, f api.Fact) bool {
-	return c.Operator || f.Visibility.Scope != api.ScopeOperatorPrivate
+func LaneVisible(who api.Principal, f api.Fact) bool {
+	return who.Operator() || f.Visibility.Scope != api.ScopeOperatorPrivate
 }
 
 // NewestFirst orders facts by creation, newest first, ties by id.

@@ -41,7 +41,7 @@ type personFile struct {
 
 type factJSON struct{ m map[string][]byte }
 
-// encoded answers json.Marshal(f), memoised by fact id.
+// encoded returns json.Marshal(f), memoised by fact id.
 func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
 	if pf.enc == nil {
 		pf.enc = &factJSON{m: map[string][]byte{}}
@@ -111,11 +111,11 @@ func (s *Store) lock(name string) func() {
 	return m.Unlock
 }
 
-// load answers a person's state: from the cache, else from their log, else
+// load returns a person's state: from the cache, else from their log, else
 // from a schema-1 file (migrated on the spot), else nil for nobody. A file
 // that cannot be read is never treated as empty and overwritten: it is
 // moved aside and reported content-free, and the person starts empty. The
-// caller holds cp (read) and the person's lock; the answer is its own copy.
+// caller holds cp (read) and the person's lock; what it returns is its own copy.
 func (s *Store) load(name string, subject api.Subject) (*personFile, error) {
 	if pf, ok := s.cache.get(name); ok {
 		s.cacheHits.Add(1)
@@ -215,7 +215,7 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 	return pf, nil
 }
 
-// read loads under the caller's locks and answers an empty person for
+// read loads under the caller's locks and returns an empty person for
 // nobody.
 func (s *Store) read(subject api.Subject) (string, *personFile, error) {
 	name := FileName(subject)
@@ -263,7 +263,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 // person's log (written, synced at the next checkpoint), then the cache and
 // the counts. The caller holds cp (read or write) and the person's lock.
 func (s *Store) change(name string, pf *personFile, ch *logLine) error {
-	pf.apply(ch) // pf is the caller's own copy (load answers one)
+	pf.apply(ch) // pf is the caller's own copy (load returns one)
 	line, err := encodeLine(ch)
 	if err != nil {
 		return err
@@ -339,7 +339,7 @@ func (s *Store) appendLog(name string, pf *personFile, line []byte) error {
 	return nil
 }
 
-// compactedLine answers, when pf's log would pass twice its live size with
+// compactedLine returns, when pf's log would pass twice its live size with
 // line appended, the log's compacted state and the change to journal in
 // line's place: a reset to that state ({"seq":n,"reset":[the state's
 // lines]}). The journal line then carries the whole state, so the
@@ -442,7 +442,7 @@ func (s *Store) setCountLocked(name string, subject api.Subject, n int) {
 	}
 }
 
-// subjectOf answers the subject of an indexed file name; s.mu is held.
+// subjectOf returns the subject of an indexed file name; s.mu is held.
 func (s *Store) subjectOf(name string) api.Subject {
 	if subj, ok := ParseFileName(name); ok {
 		return subj
@@ -453,7 +453,7 @@ func (s *Store) subjectOf(name string) api.Subject {
 // Stats are the catalog's figures, from memory.
 type Stats struct{ People, Facts int }
 
-// Stats answers the counters without touching the disk.
+// Stats returns the counters without touching the disk.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -477,7 +477,7 @@ type Metrics struct {
 	Compactions, Checkpoints int64
 }
 
-// Metrics answers the store's counters without touching the disk.
+// Metrics returns the store's counters without touching the disk.
 func (s *Store) Metrics() Metrics {
 	st := s.Stats()
 	return Metrics{

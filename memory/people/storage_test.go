@@ -498,11 +498,11 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for _, q := range []RecallQuery{
-			{Scope: ReadScope{ChannelID: "c"}},
-			{Scope: ReadScope{ChannelID: "other"}, Limit: 128},
-			{Scope: ReadScope{ChannelID: "c"}, Query: "TEA fact", Limit: 3},
-			{Scope: ReadScope{Operator: true}, Limit: 128},
-			{Scope: ReadScope{ChannelID: "c"}, Query: "absent"},
+			{Who: text, ChannelID: "c"},
+			{Who: text, ChannelID: "other", Limit: 128},
+			{Who: text, ChannelID: "c", Query: "TEA fact", Limit: 3},
+			{Who: operator, Limit: 128},
+			{Who: text, ChannelID: "c", Query: "absent"},
 		} {
 			want, err1 := s.Recall(u, q)
 			got, err2 := s.RecallJSON(u, q)
@@ -524,7 +524,7 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 	}
 	c.t = c.t.Add(2 * time.Hour) // the expiring facts have expired
 	check("after a forget and expiry")
-	if got, err := s.RecallJSON(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Scope: ReadScope{ChannelID: "c"}}); err != nil || !strings.Contains(string(got), `"facts":[]`) {
+	if got, err := s.RecallJSON(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Who: text, ChannelID: "c"}); err != nil || !strings.Contains(string(got), `"facts":[]`) {
 		t.Fatalf("nobody: %s %v", got, err)
 	}
 }

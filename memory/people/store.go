@@ -46,9 +46,9 @@ type ProposeInfo struct {
 }
 
 // Propose applies a proposal on arrival.
-func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse, ProposeInfo, error) {
+func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, ProposeInfo, error) {
 	now := s.now().UTC()
-	digest, err := PrepareProposal(c, &req, now)
+	digest, err := PrepareProposal(who, &req, now)
 	if err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
@@ -63,7 +63,7 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 	if err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
-	resp, info, ch, err := proposeOn(pf, c, req, digest, now)
+	resp, info, ch, err := proposeOn(pf, who, req, digest, now)
 	if err != nil || ch == nil {
 		return resp, info, err
 	}
@@ -74,14 +74,14 @@ func (s *Store) Propose(c Caller, req api.ProposalRequest) (api.ProposalResponse
 }
 
 // PrepareProposal validates a proposal before anything is read or written
-// (filling provenance.sourceSurface from the caller) and answers its digest,
+// (filling provenance.sourceSurface from the caller) and returns its digest,
 // the fingerprint that tells a retry from a different use of the same id.
-func PrepareProposal(c Caller, req *api.ProposalRequest, now time.Time) (string, error) {
-	if err := validateProposal(c, req, now); err != nil {
+func PrepareProposal(who api.Principal, req *api.ProposalRequest, now time.Time) (string, error) {
+	if err := validateProposal(who, req, now); err != nil {
 		return "", err
 	}
 	in := req.Fact
-	if !c.Operator && in.Visibility.Scope == api.ScopeChannel && in.Visibility.ChannelID != in.Provenance.ChannelID {
+	if !who.Operator() && in.Visibility.Scope == api.ScopeChannel && in.Visibility.ChannelID != in.Provenance.ChannelID {
 		return "", invalid("A Discord proposal may scope a fact only to the channel it was proposed in.")
 	}
 	return proposalDigest(*req), nil
@@ -89,8 +89,8 @@ func PrepareProposal(c Caller, req *api.ProposalRequest, now time.Time) (string,
 
 // proposeOn works out what a prepared proposal does to a person's state:
 // the answer, and the change line to apply (nil when nothing is written: a
-// replay). It does not change pf; every store applies the line it answers.
-func proposeOn(pf *personFile, c Caller, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, *logLine, error) {
+// replay). It does not change pf; every store applies the line it returns.
+func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, *logLine, error) {
 	in := req.Fact
 	info := ProposeInfo{BodyLength: len(in.Body)}
 	resp := api.ProposalResponse{SchemaVersion: api.SchemaVersion}
@@ -112,7 +112,7 @@ func proposeOn(pf *personFile, c Caller, req api.ProposalRequest, digest string,
 		resp.Replayed = true
 		// A replay answers only what the caller may see now: a fact the
 		// operator has since made operator_private answers as a replaced one.
-		if i := indexOf(pf.Facts, p.FactID); i >= 0 && LaneVisible(c, pf.Facts[i]) {
+		if i := indexOf(pf.Facts, p.FactID); i >= 0 && LaneVisible(who, pf.Facts[i]) {
 			f := pf.Facts[i]
 			resp.Fact = &f
 		} else {
@@ -141,7 +141,7 @@ func proposeOn(pf *personFile, c Caller, req api.ProposalRequest, digest string,
 	if in.SupersedesFactID != "" {
 		if i := indexOf(facts, in.SupersedesFactID); i < 0 {
 			resp.Reason = ReasonNoSuchFact
-		} else if ok, why := MaySupersede(c, facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
+		} else if ok, why := MaySupersede(who, facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
 			resp.Reason = why
 		} else {
 			facts = append(facts[:i], facts[i+1:]...)
@@ -158,7 +158,7 @@ func proposeOn(pf *personFile, c Caller, req api.ProposalRequest, digest string,
 	// only such notes could make room the proposal is refused and nothing
 	// is written.
 	kept, evicted, ok := Evict(facts, api.MaxFactsPerPerson, now, func(f api.Fact) bool {
-		return f.FactID != fact.FactID && LaneVisible(c, f)
+		return f.FactID != fact.FactID && LaneVisible(who, f)
 	})
 	if !ok {
 		return api.ProposalResponse{}, ProposeInfo{}, nil, fault.New(fault.Unprocessable, "person_at_capacity",
@@ -237,7 +237,7 @@ func indexOf(facts []api.Fact, id string) int {
 
 var factIDEncoding = base32.NewEncoding("abcdefghijkmnpqrstuvwxyz23456789").WithPadding(base32.NoPadding)
 
-// newFactID answers a short id a person can type: "f" and seven characters
+// newFactID returns a short id a person can type: "f" and seven characters
 // without look-alikes, unique within the person.
 func newFactID(existing []api.Fact) string {
 	for {
@@ -252,12 +252,13 @@ func newFactID(existing []api.Fact) string {
 
 // RecallQuery is an ambient read of one person.
 type RecallQuery struct {
-	Scope ReadScope
-	Query string
-	Limit int
+	Who       api.Principal
+	ChannelID string // the room; a Discord read always names one
+	Query     string
+	Limit     int
 }
 
-// Recall answers the facts visible in the read's room, newest first.
+// Recall returns the facts visible in the read's room, newest first.
 func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, error) {
 	if err := PrepareRecall(subject, &q); err != nil {
 		return api.RecallResponse{}, err
@@ -290,7 +291,7 @@ func PrepareRecall(subject api.Subject, q *RecallQuery) error {
 func RecallView(subject api.Subject, facts []api.Fact, q RecallQuery, now time.Time) api.RecallResponse {
 	out := facts[:0]
 	for _, f := range facts {
-		if Visible(f, q.Scope, now) && MatchesQuery(f, q.Query) {
+		if Visible(f, q.Who, q.ChannelID, now) && MatchesQuery(f, q.Query) {
 			out = append(out, f)
 		}
 	}
@@ -302,7 +303,7 @@ func RecallView(subject api.Subject, facts []api.Fact, q RecallQuery, now time.T
 	return resp
 }
 
-// RecallJSON is Recall answering the JSON of its response, exactly as
+// RecallJSON is Recall returning the JSON of its response, exactly as
 // json.Marshal(Recall(…)) would, from each fact's memoised encoding: a busy
 // person's recall encodes nothing but the envelope.
 func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
@@ -323,7 +324,7 @@ func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
 	}
 	out := make([]*api.Fact, 0, len(pf.Facts))
 	for i := range pf.Facts {
-		if f := &pf.Facts[i]; Visible(*f, q.Scope, now) && MatchesQuery(*f, q.Query) {
+		if f := &pf.Facts[i]; Visible(*f, q.Who, q.ChannelID, now) && MatchesQuery(*f, q.Query) {
 			out = append(out, f)
 		}
 	}
@@ -441,8 +442,8 @@ func ExportView(subject api.Subject, facts []api.Fact, now time.Time) api.Recall
 
 // Forget removes one fact. A Discord caller must name the requester, who
 // must be the fact's subject or proposer; the operator may remove any.
-func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := PrepareForget(c, subject, requesterUserID); err != nil {
+func (s *Store) Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
+	if err := PrepareForget(who, subject, factID, requesterUserID); err != nil {
 		return api.Fact{}, err
 	}
 	name, pf, release, err := s.readExclusive(subject)
@@ -450,7 +451,7 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 		return api.Fact{}, err
 	}
 	defer release()
-	f, ch, err := forgetOn(pf, c, factID, requesterUserID)
+	f, ch, err := forgetOn(pf, who, factID, requesterUserID)
 	if err != nil {
 		return api.Fact{}, err
 	}
@@ -458,15 +459,18 @@ func (s *Store) Forget(c Caller, subject api.Subject, factID, requesterUserID st
 }
 
 // PrepareForget validates a forget before anything is read.
-func PrepareForget(c Caller, subject api.Subject, requesterUserID string) error {
+func PrepareForget(who api.Principal, subject api.Subject, factID, requesterUserID string) error {
 	if err := ValidSubject(subject); err != nil {
 		return err
 	}
-	if !c.Operator {
+	if err := validFactID("factId", factID); err != nil {
+		return err
+	}
+	if !who.Operator() {
 		if requesterUserID == "" {
 			return invalid("requesterUserId is required: a Discord bearer forgets on behalf of a member.")
 		}
-		if err := ValidID(requesterUserID); err != nil {
+		if err := api.CheckID(requesterUserID); err != nil {
 			return invalid("requesterUserId %v.", err)
 		}
 	}
@@ -475,13 +479,13 @@ func PrepareForget(c Caller, subject api.Subject, requesterUserID string) error 
 
 // forgetOn works out a forget against a person's state: the fact removed
 // and the change line that removes it.
-func forgetOn(pf *personFile, c Caller, factID, requesterUserID string) (api.Fact, *logLine, error) {
+func forgetOn(pf *personFile, who api.Principal, factID, requesterUserID string) (api.Fact, *logLine, error) {
 	i := indexOf(pf.Facts, factID)
-	if i < 0 || (!c.Operator && pf.Facts[i].Visibility.Scope == api.ScopeOperatorPrivate) {
+	if i < 0 || (!who.Operator() && pf.Facts[i].Visibility.Scope == api.ScopeOperatorPrivate) {
 		return api.Fact{}, nil, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
 	}
 	f := pf.Facts[i]
-	if !c.Operator && !MayForget(f, requesterUserID) {
+	if !who.Operator() && !MayForget(f, requesterUserID) {
 		return api.Fact{}, nil, fault.New(fault.Forbidden, "not_subject_or_proposer", "Only the person a fact is about or the member who proposed it may forget it.")
 	}
 	return f, &logLine{Seq: pf.seq + 1, Remove: []string{factID}, ClearDigest: []string{factID}}, nil
@@ -521,7 +525,7 @@ func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 // confidence or expiry; identity, createdAt and provenance never change.
 func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error) {
 	now := s.now().UTC()
-	if err := PrepareEdit(subject, &p, now); err != nil {
+	if err := PrepareEdit(subject, factID, &p, now); err != nil {
 		return api.Fact{}, err
 	}
 	name, pf, release, err := s.readExclusive(subject)
@@ -538,12 +542,15 @@ func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.F
 
 // PrepareEdit validates an operator's edit (cleaning the body) before
 // anything is read.
-func PrepareEdit(subject api.Subject, p *api.FactPatch, now time.Time) error {
+func PrepareEdit(subject api.Subject, factID string, p *api.FactPatch, now time.Time) error {
 	if err := ValidSubject(subject); err != nil {
 		return err
 	}
+	if err := validFactID("factId", factID); err != nil {
+		return err
+	}
 	if p.Body != nil {
-		b, err := CleanBody(*p.Body)
+		b, err := cleanBody(*p.Body)
 		if err != nil {
 			return err
 		}
@@ -555,7 +562,7 @@ func PrepareEdit(subject api.Subject, p *api.FactPatch, now time.Time) error {
 		}
 	}
 	if p.Visibility != nil {
-		if err := validVisibility(Caller{Operator: true}, *p.Visibility); err != nil {
+		if err := validVisibility(api.Principal{Lane: api.LaneOperator}, *p.Visibility); err != nil {
 			return err
 		}
 	}
@@ -623,7 +630,7 @@ func (s *Store) readExclusive(subject api.Subject) (name string, pf *personFile,
 }
 
 // ForgetPerson removes everything kept about a person, the idempotency
-// records included, and answers the ids of the facts removed.
+// records included, and returns the ids of the facts removed.
 func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	if err := ValidSubject(subject); err != nil {
 		return nil, err
@@ -660,7 +667,7 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	return ids, nil
 }
 
-// List answers one page of people with their fact counts, ordered by file
+// List returns one page of people with their fact counts, ordered by file
 // name; the cursor is the last name of the previous page.
 func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
 	if err := PrepareList(&limit); err != nil {

@@ -34,8 +34,8 @@ func newStore(t *testing.T) (*Store, *os.Root, *clock) {
 	return s, root, c
 }
 
-var text = Caller{Surface: api.SurfaceDiscordText}
-var operator = Caller{Operator: true, Surface: api.SurfaceOperator}
+var text = api.Principal{Lane: api.LaneDiscordPresence}
+var operator = api.Principal{Lane: api.LaneOperator}
 
 func proposal(id, guild, user, proposer, channel, body string) api.ProposalRequest {
 	return api.ProposalRequest{SchemaVersion: 1, ProposalID: id, Fact: api.FactInput{
@@ -45,7 +45,7 @@ func proposal(id, guild, user, proposer, channel, body string) api.ProposalReque
 	}}
 }
 
-func mustPropose(t *testing.T, s *Store, c Caller, req api.ProposalRequest) api.ProposalResponse {
+func mustPropose(t *testing.T, s *Store, c api.Principal, req api.ProposalRequest) api.ProposalResponse {
 	t.Helper()
 	resp, _, err := s.Propose(c, req)
 	if err != nil {
@@ -103,20 +103,21 @@ func TestVisibility(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		f    api.Fact
-		r    ReadScope
+		who  api.Principal
+		room string
 		want bool
 	}{
-		{"guild fact in any room", guild, ReadScope{ChannelID: "c9"}, true},
-		{"channel fact in its channel", channel, ReadScope{ChannelID: "c1"}, true},
-		{"channel fact elsewhere", channel, ReadScope{ChannelID: "c2"}, false},
-		{"channel fact with no room", channel, ReadScope{}, false},
-		{"operator_private to discord", private, ReadScope{ChannelID: "c1"}, false},
-		{"operator_private to operator", private, ReadScope{Operator: true}, true},
-		{"channel fact to operator without room", channel, ReadScope{Operator: true}, true},
-		{"expired to discord", expired, ReadScope{ChannelID: "c1"}, false},
-		{"expired to operator", expired, ReadScope{Operator: true}, false},
+		{"guild fact in any room", guild, text, "c9", true},
+		{"channel fact in its channel", channel, text, "c1", true},
+		{"channel fact elsewhere", channel, text, "c2", false},
+		{"channel fact with no room", channel, text, "", false},
+		{"operator_private to discord", private, text, "c1", false},
+		{"operator_private to operator", private, operator, "", true},
+		{"channel fact to operator without room", channel, operator, "", true},
+		{"expired to discord", expired, text, "c1", false},
+		{"expired to operator", expired, operator, "", false},
 	} {
-		if got := Visible(tc.f, tc.r, now); got != tc.want {
+		if got := Visible(tc.f, tc.who, tc.room, now); got != tc.want {
 			t.Errorf("%s: got %v", tc.name, got)
 		}
 	}
@@ -131,7 +132,7 @@ func TestSupersedeRules(t *testing.T) {
 
 	for _, tc := range []struct {
 		name       string
-		c          Caller
+		c          api.Principal
 		proposer   string
 		channel    string
 		target     string
@@ -284,15 +285,15 @@ func TestRecallQueryAndOrder(t *testing.T) {
 		c.t = c.t.Add(time.Minute)
 	}
 	subj := api.Subject{GuildID: "g", UserID: "u"}
-	r, err := s.Recall(subj, RecallQuery{Scope: ReadScope{ChannelID: "c"}, Query: "LIKES tea"})
+	r, err := s.Recall(subj, RecallQuery{Who: text, ChannelID: "c", Query: "LIKES tea"})
 	if err != nil || r.Total != 1 || r.Facts[0].Body != "Likes green tea" {
 		t.Fatalf("query: %+v %v", r, err)
 	}
-	r, _ = s.Recall(subj, RecallQuery{Scope: ReadScope{ChannelID: "c"}, Limit: 2})
+	r, _ = s.Recall(subj, RecallQuery{Who: text, ChannelID: "c", Limit: 2})
 	if r.Total != 3 || len(r.Facts) != 2 || r.Facts[0].Body != "plays chess on Tuesdays" {
 		t.Fatalf("order/limit: %+v", r)
 	}
-	r, _ = s.Recall(subj, RecallQuery{Scope: ReadScope{ChannelID: "c"}, Query: "person-fact chess"})
+	r, _ = s.Recall(subj, RecallQuery{Who: text, ChannelID: "c", Query: "person-fact chess"})
 	if r.Total != 1 {
 		t.Fatalf("kind term: %+v", r)
 	}

@@ -1,9 +1,7 @@
 package people
 
 import (
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/fault"
@@ -15,16 +13,17 @@ func invalid(format string, args ...any) error {
 
 // ValidSubject checks both ids of a key.
 func ValidSubject(s api.Subject) error {
-	if err := ValidID(s.GuildID); err != nil {
+	if err := api.CheckID(s.GuildID); err != nil {
 		return invalid("guildId %v.", err)
 	}
-	if err := ValidID(s.UserID); err != nil {
+	if err := api.CheckID(s.UserID); err != nil {
 		return invalid("userId %v.", err)
 	}
 	return nil
 }
 
-// validToken checks a short opaque token such as a proposal or event id.
+// validToken checks a short opaque token such as a proposal or event id
+// (api.CheckToken), naming the field.
 func validToken(name, v string, required bool) error {
 	if v == "" {
 		if required {
@@ -32,35 +31,35 @@ func validToken(name, v string, required bool) error {
 		}
 		return nil
 	}
-	if utf8.RuneCountInString(v) > 128 || !utf8.ValidString(v) {
-		return invalid("%s must be at most 128 characters of UTF-8.", name)
-	}
-	for _, r := range v {
-		if r <= 0x20 || r == 0x7f {
-			return invalid("%s must not contain spaces or control characters.", name)
-		}
+	if err := api.CheckToken(v); err != nil {
+		return invalid("%s %v.", name, err)
 	}
 	return nil
 }
 
-// CleanBody trims a fact body and checks it: 1–2048 characters, no control
-// characters except newline.
-func CleanBody(body string) (string, error) {
-	body = strings.TrimSpace(body)
-	if !utf8.ValidString(body) {
+// validFactID checks a fact id the caller names (api.ValidFactID): ids are
+// assigned by the service and never hold a space or a control character,
+// so an id that fails the rule can name no fact.
+func validFactID(name, id string) error {
+	if !api.ValidFactID(id) {
+		return invalid("%s is not a fact id: fact ids are 1 to %d characters with no spaces or control characters.", name, api.MaxIDLength)
+	}
+	return nil
+}
+
+// cleanBody trims a fact body and checks it (api.CleanFactBody), in the
+// service's sentences.
+func cleanBody(body string) (string, error) {
+	body, n, problem := api.CleanFactBody(body)
+	switch problem {
+	case api.BodyNotUTF8:
 		return "", invalid("The fact must be valid UTF-8.")
-	}
-	n := utf8.RuneCountInString(body)
-	if n == 0 {
+	case api.BodyEmpty:
 		return "", invalid("The fact is empty after trimming.")
-	}
-	if n > api.MaxFactBody {
+	case api.BodyTooLong:
 		return "", invalid("The fact is %d characters; at most %d are kept.", n, api.MaxFactBody)
-	}
-	for _, r := range body {
-		if (r < 0x20 && r != '\n') || r == 0x7f {
-			return "", invalid("The fact must not contain control characters other than newlines.")
-		}
+	case api.BodyControl:
+		return "", invalid("The fact must not contain control characters other than newlines.")
 	}
 	return body, nil
 }
@@ -72,7 +71,7 @@ func validKind(k string) error {
 	return invalid("kind must be person-fact, preference or relationship-note.")
 }
 
-func validVisibility(c Caller, v api.Visibility) error {
+func validVisibility(who api.Principal, v api.Visibility) error {
 	switch v.Scope {
 	case api.ScopeGuild:
 		if v.ChannelID != "" {
@@ -82,14 +81,14 @@ func validVisibility(c Caller, v api.Visibility) error {
 		if v.ChannelID == "" {
 			return invalid("A channel-scoped fact needs visibility.channelId.")
 		}
-		if err := ValidID(v.ChannelID); err != nil {
+		if err := api.CheckID(v.ChannelID); err != nil {
 			return invalid("visibility.channelId %v.", err)
 		}
 	case api.ScopeOperatorPrivate:
 		if v.ChannelID != "" {
 			return invalid("An operator_private fact takes no channelId.")
 		}
-		if !c.Operator {
+		if !who.Operator() {
 			return fault.New(fault.Forbidden, "forbidden_visibility", "Only the operator may write operator_private facts.")
 		}
 	default:
@@ -114,7 +113,7 @@ func validExpiry(t *time.Time, now time.Time) error {
 
 // validateProposal checks everything a proposal carries before anything is
 // read or written, and fills provenance.sourceSurface from the caller.
-func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
+func validateProposal(who api.Principal, req *api.ProposalRequest, now time.Time) error {
 	if req.SchemaVersion != api.SchemaVersion {
 		return invalid("schemaVersion must be %d.", api.SchemaVersion)
 	}
@@ -128,12 +127,12 @@ func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
 	if err := validKind(f.Kind); err != nil {
 		return err
 	}
-	body, err := CleanBody(f.Body)
+	body, err := cleanBody(f.Body)
 	if err != nil {
 		return err
 	}
 	f.Body = body
-	if err := validVisibility(c, f.Visibility); err != nil {
+	if err := validVisibility(who, f.Visibility); err != nil {
 		return err
 	}
 	if err := validConfidence(f.Confidence); err != nil {
@@ -142,14 +141,16 @@ func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
 	if err := validExpiry(f.ExpiresAt, now); err != nil {
 		return err
 	}
-	if err := validToken("supersedesFactId", f.SupersedesFactID, false); err != nil {
-		return err
+	if f.SupersedesFactID != "" {
+		if err := validFactID("supersedesFactId", f.SupersedesFactID); err != nil {
+			return err
+		}
 	}
 	p := &f.Provenance
-	if p.SourceSurface != "" && p.SourceSurface != c.Surface {
+	if p.SourceSurface != "" && p.SourceSurface != who.Surface() {
 		return fault.New(fault.Forbidden, "forbidden_surface", "provenance.sourceSurface names another surface than this bearer's; the bearer decides who is asking.")
 	}
-	p.SourceSurface = c.Surface
+	p.SourceSurface = who.Surface()
 	for _, t := range []struct {
 		name, v string
 	}{{"provenance.sourceEventId", p.SourceEventID}, {"provenance.correlationId", p.CorrelationID}} {
@@ -161,12 +162,12 @@ func validateProposal(c Caller, req *api.ProposalRequest, now time.Time) error {
 		name, v string
 	}{{"provenance.proposerUserId", p.ProposerUserID}, {"provenance.channelId", p.ChannelID}} {
 		if t.v == "" {
-			if !c.Operator {
+			if !who.Operator() {
 				return invalid("%s is required for a Discord proposal.", t.name)
 			}
 			continue
 		}
-		if err := ValidID(t.v); err != nil {
+		if err := api.CheckID(t.v); err != nil {
 			return invalid("%s %v.", t.name, err)
 		}
 	}

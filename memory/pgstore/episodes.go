@@ -26,7 +26,7 @@ type Episodes struct {
 	version int64           // -1: no copy
 }
 
-// Episodes answers the episode store.
+// Episodes returns the episode store.
 func (db *DB) Episodes() *Episodes {
 	e := &Episodes{db: db, version: -1}
 	e.cur, _ = episodes.FromEpisodes(nil, nil, db.now)
@@ -232,7 +232,7 @@ func (e *Episodes) Forget(id string) error {
 	return e.change("episode.forget", func(st *episodes.Store) error { return st.Forget(id) })
 }
 
-// The reads answer from the copy Refresh made current.
+// The reads return from the copy Refresh made current.
 
 // Card is the ambient card for lane.
 func (e *Episodes) Card(lane api.Lane) api.Card { return e.current().Card(lane) }
@@ -245,13 +245,13 @@ func (e *Episodes) Search(lane api.Lane, q string, limit int) (api.Card, error) 
 	return e.current().Search(lane, q, limit)
 }
 
-// Records answers the episodes behind a card or a search.
+// Records returns the episodes behind a card or a search.
 func (e *Episodes) Records(lane api.Lane, q string, limit int) ([]api.Episode, error) {
 	return e.current().Records(lane, q, limit)
 }
 
-// Stats answers the catalog figures.
+// Stats returns the catalog figures.
 func (e *Episodes) Stats() episodes.Stats { return e.current().Stats() }
 
-// Get answers one episode by id.
+// Get returns one episode by id.
 func (e *Episodes) Get(id string) (api.Episode, bool) { return e.current().Get(id) }

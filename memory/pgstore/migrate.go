@@ -90,7 +90,7 @@ func (db *DB) DropSchema(ctx context.Context, schema string) error {
 	return err
 }
 
-// Dump answers every stored row as text keyed by table and key, so a test
+// Dump returns every stored row as text keyed by table and key, so a test
 // can prove a refused request changed nothing, byte for byte.
 func (db *DB) Dump(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}

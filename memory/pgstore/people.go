@@ -14,7 +14,7 @@ import (
 
 // People is the person-fact store in PostgreSQL: one row per person holding
 // people.Person's state, changed only under that row's lock by the rules of
-// memory/people. It answers exactly what people.Store answers.
+// memory/people. It returns exactly what people.Store returns.
 type People struct {
 	db *DB
 
@@ -22,7 +22,7 @@ type People struct {
 	stats people.Stats // as of the last Refresh
 }
 
-// People answers the person-fact store.
+// People returns the person-fact store.
 func (db *DB) People() *People { return &People{db: db} }
 
 // lockPerson loads a person's state and holds their row's lock until the
@@ -61,7 +61,7 @@ func savePerson(ctx context.Context, tx pgx.Tx, p *people.Person) error {
 	return err
 }
 
-// readPerson answers a person's facts without a lock (a read sees the last
+// readPerson returns a person's facts without a lock (a read sees the last
 // committed state).
 func readPerson(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
@@ -78,8 +78,8 @@ func readPerson(ctx context.Context, q interface {
 }
 
 // Propose applies a proposal on arrival (see people.Store.Propose).
-func (s *People) Propose(c people.Caller, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
-	digest, err := people.PrepareProposal(c, &req, s.db.now().UTC())
+func (s *People) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
+	digest, err := people.PrepareProposal(who, &req, s.db.now().UTC())
 	if err != nil {
 		return api.ProposalResponse{}, people.ProposeInfo{}, err
 	}
@@ -93,7 +93,7 @@ func (s *People) Propose(c people.Caller, req api.ProposalRequest) (api.Proposal
 		// The clock is read under the lock, so creation order is commit
 		// order across processes and eviction keeps the newest.
 		var changed bool
-		resp, info, changed, err = p.Propose(c, req, digest, s.db.now().UTC())
+		resp, info, changed, err = p.Propose(who, req, digest, s.db.now().UTC())
 		if err != nil {
 			return err
 		}
@@ -108,7 +108,7 @@ func (s *People) Propose(c people.Caller, req api.ProposalRequest) (api.Proposal
 	return resp, info, nil
 }
 
-// RecallJSON answers json.Marshal of the recall (see people.Store.Recall).
+// RecallJSON returns json.Marshal of the recall (see people.Store.Recall).
 func (s *People) RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, error) {
 	if err := people.PrepareRecall(subject, &q); err != nil {
 		return nil, err
@@ -161,8 +161,8 @@ func (s *People) facts(subject api.Subject) ([]api.Fact, error) {
 }
 
 // Forget removes one fact (see people.Store.Forget).
-func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := people.PrepareForget(c, subject, requesterUserID); err != nil {
+func (s *People) Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
+	if err := people.PrepareForget(who, subject, factID, requesterUserID); err != nil {
 		return api.Fact{}, err
 	}
 	var f api.Fact
@@ -171,7 +171,7 @@ func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterU
 		if err != nil {
 			return err
 		}
-		if f, err = p.Forget(c, factID, requesterUserID); err != nil {
+		if f, err = p.Forget(who, factID, requesterUserID); err != nil {
 			return err
 		}
 		return savePerson(ctx, tx, p)
@@ -181,7 +181,7 @@ func (s *People) Forget(c people.Caller, subject api.Subject, factID, requesterU
 
 // Edit is the operator's change of one fact (see people.Store.Edit).
 func (s *People) Edit(subject api.Subject, factID string, patch api.FactPatch) (api.Fact, error) {
-	if err := people.PrepareEdit(subject, &patch, s.db.now().UTC()); err != nil {
+	if err := people.PrepareEdit(subject, factID, &patch, s.db.now().UTC()); err != nil {
 		return api.Fact{}, err
 	}
 	var f api.Fact
@@ -199,7 +199,7 @@ func (s *People) Edit(subject api.Subject, factID string, patch api.FactPatch) (
 }
 
 // ForgetPerson removes everything kept about a person, the idempotency
-// records included, and answers the ids of the facts removed.
+// records included, and returns the ids of the facts removed.
 func (s *People) ForgetPerson(subject api.Subject) ([]string, error) {
 	if err := people.ValidSubject(subject); err != nil {
 		return nil, err
@@ -223,7 +223,7 @@ func (s *People) ForgetPerson(subject api.Subject) ([]string, error) {
 	return ids, nil
 }
 
-// List answers one page of people with facts, ordered by their file-store
+// List returns one page of people with facts, ordered by their file-store
 // name; the cursor is the last name of the previous page.
 func (s *People) List(cursor string, limit int) (api.PeopleResponse, error) {
 	if err := people.PrepareList(&limit); err != nil {
@@ -285,7 +285,7 @@ func (s *People) Briefing(req api.BriefingRequest, notes []api.Episode) (string,
 }
 
 // Refresh reads the catalog's counts (people with facts, facts), which
-// Stats then answers.
+// Stats then returns.
 func (s *People) Refresh() error {
 	var st people.Stats
 	err := s.db.read("catalog", func(ctx context.Context) error {
@@ -300,14 +300,14 @@ func (s *People) Refresh() error {
 	return nil
 }
 
-// Stats answers the counts as of the last Refresh.
+// Stats returns the counts as of the last Refresh.
 func (s *People) Stats() people.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stats
 }
 
-// Metrics answers the counts as of the last Refresh; the file store's
+// Metrics returns the counts as of the last Refresh; the file store's
 // journal and cache counters do not apply and stay zero.
 func (s *People) Metrics() people.Metrics {
 	st := s.Stats()

@@ -66,7 +66,7 @@ func (s *People) Put(p *people.Person, dryRun bool) (bool, error) {
 	return changed, err
 }
 
-// All answers every episode, oldest first, current as of now.
+// All returns every episode, oldest first, current as of now.
 func (e *Episodes) All() ([]api.Episode, error) {
 	if err := e.Refresh(); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (e *Episodes) All() ([]api.Episode, error) {
 }
 
 // Merge puts eps into the store (episodes.MergeEpisodes) under the clock's
-// lock, re-derives the ring and answers how many notes changed; dryRun
+// lock, re-derives the ring and returns how many notes changed; dryRun
 // writes nothing.
 func (e *Episodes) Merge(eps []api.Episode, dryRun bool) (int, error) {
 	n := 0

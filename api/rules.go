@@ -1,0 +1,102 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// The shape rules of the contract, each one function that the service and
+// the bot side both call. A Valid* function reports whether; a Check*
+// function returns why not (a phrase the caller puts after the field's
+// name), or nil. Who may do what stays with the service.
+
+// MaxTokenLength bounds a short opaque token (a proposal, event or
+// correlation id), in characters.
+const MaxTokenLength = 128
+
+// ValidFactID reports whether id can name a fact: 1–64 characters, not "."
+// or "..", with no spaces or control characters. The service assigns fact
+// ids ("f" and seven typable characters), so an id that fails this names no
+// fact; a client refuses it before sending, the service with 400.
+func ValidFactID(id string) bool {
+	if id == "" || id == "." || id == ".." || utf8.RuneCountInString(id) > MaxIDLength {
+		return false
+	}
+	for _, r := range id {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckID returns why id is not a guild, user or channel id: those are 1–64
+// characters of valid UTF-8 with no control characters.
+func CheckID(id string) error {
+	n := utf8.RuneCountInString(id)
+	if n < 1 || n > MaxIDLength {
+		return fmt.Errorf("must be 1 to %d characters", MaxIDLength)
+	}
+	if !utf8.ValidString(id) {
+		return errors.New("must be valid UTF-8")
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return errors.New("must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// CheckToken returns why a non-empty v is not a short opaque token (a
+// proposal, event or correlation id): at most 128 characters of UTF-8 with
+// no spaces or control characters. Whether a token may be empty is the
+// field's rule, not this one's.
+func CheckToken(v string) error {
+	if utf8.RuneCountInString(v) > MaxTokenLength || !utf8.ValidString(v) {
+		return fmt.Errorf("must be at most %d characters of UTF-8", MaxTokenLength)
+	}
+	for _, r := range v {
+		if r <= 0x20 || r == 0x7f {
+			return errors.New("must not contain spaces or control characters")
+		}
+	}
+	return nil
+}
+
+// BodyProblem is what CleanFactBody found wrong with a fact body.
+type BodyProblem int
+
+// The problems, in the order CleanFactBody looks for them.
+const (
+	BodyOK BodyProblem = iota
+	BodyNotUTF8
+	BodyEmpty
+	BodyTooLong
+	BodyControl
+)
+
+// CleanFactBody trims a fact body and checks it: 1–2048 characters of valid
+// UTF-8, no control characters other than newline. It returns the trimmed
+// body, its length in characters, and the first problem found (BodyOK when
+// there is none); each side words the problem in its own sentence.
+func CleanFactBody(body string) (trimmed string, n int, problem BodyProblem) {
+	body = strings.TrimSpace(body)
+	n = utf8.RuneCountInString(body)
+	switch {
+	case !utf8.ValidString(body):
+		return body, n, BodyNotUTF8
+	case n == 0:
+		return body, n, BodyEmpty
+	case n > MaxFactBody:
+		return body, n, BodyTooLong
+	}
+	for _, r := range body {
+		if (r < 0x20 && r != '\n') || r == 0x7f {
+			return body, n, BodyControl
+		}
+	}
+	return body, n, BodyOK
+}

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidFactID(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want bool
+	}{
+		{"fabc2345", true}, {"f", true}, {strings.Repeat("a", 64), true}, {strings.Repeat("ü", 64), true},
+		{"", false}, {".", false}, {"..", false}, {strings.Repeat("a", 65), false},
+		{"fabc 2345", false}, {"fabc\t", false}, {"fabc\x7f", false}, {"f\x00", false},
+	} {
+		if got := ValidFactID(tt.in); got != tt.want {
+			t.Errorf("ValidFactID(%q) = %v", tt.in, got)
+		}
+	}
+}
+
+func TestCheckID(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"123456789012345678", true},
+		{strings.Repeat("x", 64), true},
+		{strings.Repeat("ü", 64), true},
+		{strings.Repeat("x", 65), false},
+		{"", false},
+		{"a\x00b", false},
+		{"a\nb", false},
+		{"a\u0085b", false},
+		{"\xff", false},
+		{"../x", true}, // allowed as an id: the service's file names make it harmless
+		{"a b", true},
+	} {
+		if err := CheckID(tc.id); (err == nil) != tc.ok {
+			t.Errorf("CheckID(%q) = %v, want ok=%v", tc.id, err, tc.ok)
+		}
+	}
+}
+
+func TestCheckToken(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want string // "" when it is a token
+	}{
+		{"discord-interaction-123", ""},
+		{strings.Repeat("é", 128), ""},
+		{strings.Repeat("x", 129), "must be at most 128 characters of UTF-8"},
+		{"\xff", "must be at most 128 characters of UTF-8"},
+		{"a b", "must not contain spaces or control characters"},
+		{"a\x7f", "must not contain spaces or control characters"},
+	} {
+		got := ""
+		if err := CheckToken(tc.v); err != nil {
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("CheckToken(%q) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestCleanFactBody(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		body    string
+		n       int
+		problem BodyProblem
+	}{
+		{"  likes tea\n", "likes tea", 9, BodyOK},
+		{"two\nlines", "two\nlines", 9, BodyOK},
+		{strings.Repeat("é", 2048), strings.Repeat("é", 2048), 2048, BodyOK},
+		{" \n\t ", "", 0, BodyEmpty},
+		{strings.Repeat("é", 2049), strings.Repeat("é", 2049), 2049, BodyTooLong},
+		{"tab\there", "tab\there", 8, BodyControl},
+		{"del\x7f", "del\x7f", 4, BodyControl},
+		{"bad \xff", "bad \xff", 5, BodyNotUTF8},
+	} {
+		body, n, problem := CleanFactBody(tc.in)
+		if body != tc.body || n != tc.n || problem != tc.problem {
+			t.Errorf("CleanFactBody(%q) = %q, %d, %v; want %q, %d, %v", tc.in, body, n, problem, tc.body, tc.n, tc.problem)
+		}
+	}
+}
