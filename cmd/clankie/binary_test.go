@@ -98,9 +98,14 @@ func TestBinaryUpStatusAndMissingCredential(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The service answers /healthz before up has printed what the bridges
+	// need, so the advice is waited for, not read once.
 	for _, want := range []string{"DISCORD_TEXT_BOT_TOKEN", "DISCORD_VOICE_BOT_TOKEN", "next:"} {
-		if !strings.Contains(stdout.String(), want) {
-			t.Fatalf("clankie up does not say what to set next (%q missing):\n%s", want, stdout.String())
+		for !strings.Contains(stdout.String(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("clankie up does not say what to set next (%q missing):\n%s", want, stdout.String())
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 
