@@ -304,7 +304,7 @@ func (a *ack) respond(resp *discordgo.InteractionResponse) {
 	a.done = true
 }
 
-// choices answers an autocomplete: at most 25 suggestions, each clipped to
+// choices returns an autocomplete: at most 25 suggestions, each clipped to
 // Discord's 100 characters, names neutralised (values are sent back to us,
 // never shown).
 func (a *ack) choices(choices []interaction.Choice) {

@@ -49,7 +49,7 @@ func (e *ended) addPath(ps audio.PathStats, conn media.Stats) {
 	e.noConsent += conn.DroppedNoConsent
 }
 
-// Totals answers the bridge's voice figures now.
+// Totals returns the bridge's voice figures now.
 func (m *Manager) Totals() Totals {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -138,7 +138,7 @@ type AudioCounters struct {
 	Listening bool
 }
 
-// AudioCounters answers the session's voice connection counters, with the
+// AudioCounters returns the session's voice connection counters, with the
 // DAVE decryption counts for userID. A test hook: nothing logs it.
 func (m *Manager) AudioCounters(guildID, userID string) AudioCounters {
 	m.mu.Lock()

@@ -24,7 +24,7 @@ type presence struct {
 func newRoster() *roster { return &roster{guilds: map[string]map[string]presence{}} }
 
 // load replaces a guild's voice states, as GUILD_CREATE carries all of them
-// (on joining a server, and again after every re-identify), and answers the
+// (on joining a server, and again after every re-identify), and returns the
 // moves it implies: each user whose channel differs from before, with the
 // channel they were in. Those who left while no VOICE_STATE_UPDATE could
 // tell us are among them. Its voice states carry no member, so bot flags
@@ -56,7 +56,7 @@ func (r *roster) load(guildID string, states []*discordgo.VoiceState, members []
 // move is one user's change of voice channel ("" is none).
 type move struct{ userID, from, to string }
 
-// update applies one VOICE_STATE_UPDATE and answers the user's previous
+// update applies one VOICE_STATE_UPDATE and returns the user's previous
 // channel ("" when they were not in voice).
 func (r *roster) update(vs *discordgo.VoiceState) (before string) {
 	r.mu.Lock()
@@ -75,14 +75,14 @@ func (r *roster) update(vs *discordgo.VoiceState) (before string) {
 	return before
 }
 
-// channelOf answers where a user is in a guild's voice channels.
+// channelOf returns where a user is in a guild's voice channels.
 func (r *roster) channelOf(guildID, userID string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.guilds[guildID][userID].channelID
 }
 
-// humans answers the humans in a channel, sorted, excluding exclude (the
+// humans returns the humans in a channel, sorted, excluding exclude (the
 // bot's own user).
 func (r *roster) humans(guildID, channelID, exclude string) []string {
 	r.mu.Lock()

@@ -230,7 +230,7 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// goCommand runs go with args in dir and answers its combined output.
+// goCommand runs go with args in dir and returns its combined output.
 func goCommand(ctx context.Context, dir string, verbose bool, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
@@ -368,7 +368,7 @@ func (r results) add(round int, l benchLine) {
 	}
 }
 
-// get answers the median over rounds, and false when nothing was reported.
+// get returns the median over rounds, and false when nothing was reported.
 func (r results) get(name, unit string) (float64, bool) {
 	var vs []float64
 	for _, v := range r[name][unit] {
@@ -377,7 +377,7 @@ func (r results) get(name, unit string) (float64, bool) {
 	return median(vs)
 }
 
-// ratio answers the median over rounds of figure ÷ baseline, each round's
+// ratio returns the median over rounds of figure ÷ baseline, each round's
 // pair measured minutes apart at most, in the same go test process.
 func (r results) ratio(name, unit, baseName, baseUnit string) (float64, bool) {
 	var rs []float64

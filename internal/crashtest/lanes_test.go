@@ -122,7 +122,7 @@ func TestKillBetweenLaneFilesKeepsAcknowledgedEpisodes(t *testing.T) {
 	}
 }
 
-// presentedEpisodes answers what the store presents from the lane files:
+// presentedEpisodes returns what the store presents from the lane files:
 // every retained note and the newest 128 unretained ones.
 func presentedEpisodes(d *diskState) (ring int, present map[string]bool) {
 	var list []api.Episode

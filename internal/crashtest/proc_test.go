@@ -283,7 +283,7 @@ func (s *server) wait(d time.Duration) {
 	}
 }
 
-// do sends one request and answers the status and body. A transport error
+// do sends one request and returns the status and body. A transport error
 // (the service is gone) is err; the status is then 0 unless the status line
 // arrived and only the body was lost.
 func (s *server) do(ctx context.Context, token, method, path string, body any) (int, []byte, error) {

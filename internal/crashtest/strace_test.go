@@ -89,7 +89,7 @@ func splitReturn(s string) (args, ret string) {
 	return s[:i], strings.TrimSpace(s[i+len(") = "):])
 }
 
-// fdPath answers the path strace -y printed for the call's first argument.
+// fdPath returns the path strace -y printed for the call's first argument.
 func (e sysEvent) fdPath() string {
 	if m := fdArg.FindStringSubmatch(e.args); m != nil {
 		return m[2]
@@ -97,7 +97,7 @@ func (e sysEvent) fdPath() string {
 	return ""
 }
 
-// renamePaths answers the full old and new paths of a rename, renameat or
+// renamePaths returns the full old and new paths of a rename, renameat or
 // renameat2 (names relative to a dirfd are joined to the dirfd's path).
 func (e sysEvent) renamePaths() (from, to string, ok bool) {
 	if m := dirfdName.FindStringSubmatch(e.args); m != nil {
@@ -242,7 +242,7 @@ func TestCheckJournalOrderCatchesEachViolation(t *testing.T) {
 	}
 }
 
-// straceUsable answers strace's path, or skips the test saying why it cannot
+// straceUsable returns strace's path, or skips the test saying why it cannot
 // run here.
 func straceUsable(t *testing.T) string {
 	t.Helper()

@@ -31,7 +31,7 @@ type storedCommand struct {
 	sent string
 }
 
-// CommandPuts answers the bulk overwrites for scope, oldest first, including
+// CommandPuts returns the bulk overwrites for scope, oldest first, including
 // rejected ones (Status 400), so a test can count registrations.
 func (f *Fake) CommandPuts(scope string) []CommandPut {
 	f.mu.Lock()
@@ -46,7 +46,7 @@ func (f *Fake) CommandPuts(scope string) []CommandPut {
 }
 
 // WaitCommandPuts waits until scope has at least n bulk overwrites (accepted
-// or not) and answers them.
+// or not) and returns them.
 func (f *Fake) WaitCommandPuts(ctx context.Context, scope string, n int) ([]CommandPut, error) {
 	var out []CommandPut
 	err := f.waitFor(ctx, func() bool {
@@ -61,7 +61,7 @@ func (f *Fake) WaitCommandPuts(ctx context.Context, scope string, n int) ([]Comm
 	return slices.Clone(out), err
 }
 
-// Commands answers the commands currently registered in scope, with the ids,
+// Commands returns the commands currently registered in scope, with the ids,
 // application_id and version the fake assigned.
 func (f *Fake) Commands(scope string) []*discordgo.ApplicationCommand {
 	f.mu.Lock()
@@ -214,7 +214,7 @@ type fieldError struct {
 	message string
 }
 
-// formError answers 400 Invalid Form Body with Discord's nested errors object.
+// formError returns 400 Invalid Form Body with Discord's nested errors object.
 func formError(errs []fieldError) reply {
 	root := map[string]any{}
 	for _, e := range errs {

@@ -129,7 +129,7 @@ func WithoutVoiceEcho() Option { return func(c *config) { c.voiceEcho = false } 
 
 // VoiceServer admits the bot's voice session on a voice server: given the
 // guild, the bot's user id and the session id its VOICE_STATE_UPDATE
-// carries (its gateway session's, as on Discord), it answers the endpoint
+// carries (its gateway session's, as on Discord), it returns the endpoint
 // (host:port, no scheme, as Discord sends it) and the token for
 // VOICE_SERVER_UPDATE. It is called with the fake's lock held and must not
 // call back into the fake. internal/voicetest's Server.Admit fits it.
@@ -318,14 +318,14 @@ type Request struct {
 	At     time.Time
 }
 
-// Requests answers every REST call so far, in the order they were answered.
+// Requests returns every REST call so far, in the order they were answered.
 func (f *Fake) Requests() []Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.requests)
 }
 
-// UnknownRequests answers the REST calls that matched no route (answered 404),
+// UnknownRequests returns the REST calls that matched no route (answered 404),
 // which usually means the bot called something this fake (and the test) did
 // not expect.
 func (f *Fake) UnknownRequests() []Request {
@@ -354,7 +354,7 @@ type Identify struct {
 	Accepted bool
 }
 
-// Identifies answers every IDENTIFY so far.
+// Identifies returns every IDENTIFY so far.
 func (f *Fake) Identifies() []Identify {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -372,7 +372,7 @@ type VoiceStateOp struct {
 	Shard     int    // the shard of the connection it came on (0 unsharded)
 }
 
-// VoiceStateOps answers every op 4 so far.
+// VoiceStateOps returns every op 4 so far.
 func (f *Fake) VoiceStateOps() []VoiceStateOp {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -390,7 +390,7 @@ func (f *Fake) WaitVoiceStateOps(ctx context.Context, n int) ([]VoiceStateOp, er
 	return out, err
 }
 
-// Heartbeats answers how many op 1 heartbeats the fake acknowledged.
+// Heartbeats returns how many op 1 heartbeats the fake acknowledged.
 func (f *Fake) Heartbeats() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -434,7 +434,7 @@ func (f *Fake) WaitReady(ctx context.Context) error {
 	})
 }
 
-// Guild answers the fake's current view of a guild, including voice states
+// Guild returns the fake's current view of a guild, including voice states
 // changed by VoiceStateUpdate and by the bot's own op 4.
 func (f *Fake) Guild(id string) (Guild, bool) {
 	f.mu.Lock()
@@ -470,7 +470,7 @@ var eventIntents = map[string]discordgo.Intent{
 // Dispatch sends an op 0 event of type eventType with data (marshalled to
 // JSON; a discordgo struct or a map both work) to every identified session,
 // with the session's next sequence number. Events gated by an intent the
-// session did not ask for are dropped, as Discord does. It answers how many
+// session did not ask for are dropped, as Discord does. It returns how many
 // connected sessions it was sent to; sessions waiting to resume get it when
 // they resume.
 func (f *Fake) Dispatch(eventType string, data any) int {
@@ -509,7 +509,7 @@ func (f *Fake) broadcastLocked(eventType, guildID string, payload func(*session)
 	return n
 }
 
-// sessionList answers live sessions in creation order, so events reach
+// sessionList returns live sessions in creation order, so events reach
 // several sessions in a stable order.
 func (f *Fake) sessionList() []*session {
 	out := make([]*session, 0, len(f.sessions))

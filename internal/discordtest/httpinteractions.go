@@ -38,7 +38,7 @@ func newHTTPKeys() httpKeys {
 	return httpKeys{pub: pub, priv: priv}
 }
 
-// PublicKey answers the application's public key as the Developer Portal
+// PublicKey returns the application's public key as the Developer Portal
 // shows it (hex), for DISCORD_PUBLIC_KEY.
 func (f *Fake) PublicKey() string { return hex.EncodeToString(f.keys.pub) }
 
@@ -64,7 +64,7 @@ type PostResult struct {
 }
 
 // PostSigned POSTs p to endpoint with Discord's headers and signature, as
-// Discord's servers do, and answers the response. Use it for requests a
+// Discord's servers do, and returns the response. Use it for requests a
 // test shapes itself (stale timestamps, bad signatures, oversized bodies);
 // InteractHTTP for interactions.
 func (f *Fake) PostSigned(ctx context.Context, endpoint string, p SignedPost) (PostResult, error) {
@@ -121,7 +121,7 @@ func (f *Fake) probeDue(endpoint string) bool {
 
 // PingHTTP does what the Developer Portal does when the Interactions
 // Endpoint URL is saved: a PING, badly signed (401 expected) and then
-// signed (a PONG expected). It answers an error saying what was wrong.
+// signed (a PONG expected). It returns an error saying what was wrong.
 func (f *Fake) PingHTTP(ctx context.Context, endpoint string) error {
 	body := mustJSON(map[string]any{"id": f.ids.next(), "application_id": f.cfg.appID, "type": 1,
 		"token": "aW50ZXJhY3Rpb246" + randomHex(40), "version": 1})

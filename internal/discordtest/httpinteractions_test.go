@@ -18,7 +18,7 @@ import (
 )
 
 // endpoint is a hand-written interactions endpoint: it verifies the fake's
-// signature unless lax, and answers every command with an ephemeral reply.
+// signature unless lax, and returns every command with an ephemeral reply.
 func endpoint(t *testing.T, f *discordtest.Fake, lax bool) string {
 	key, _ := hex.DecodeString(f.PublicKey())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

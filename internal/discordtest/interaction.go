@@ -167,7 +167,7 @@ type Interaction struct {
 // INTERACTION_CREATE.
 //
 // When the spec is unusable or no session is ready it reports the problem
-// with Errorf on the fake's test and answers a handle whose waits fail at
+// with Errorf on the fake's test and returns a handle whose waits fail at
 // once; Errorf rather than Fatalf keeps Interact safe to call from subtests
 // and other goroutines.
 func (f *Fake) Interact(ctx context.Context, spec InteractionSpec) *Interaction {
@@ -223,10 +223,10 @@ func (in *Interaction) Redeliver() int {
 	return n
 }
 
-// Payload answers the INTERACTION_CREATE data the bot received.
+// Payload returns the INTERACTION_CREATE data the bot received.
 func (in *Interaction) Payload() json.RawMessage { return slices.Clone(in.payload) }
 
-// Callbacks answers every callback attempt, accepted or rejected, in order.
+// Callbacks returns every callback attempt, accepted or rejected, in order.
 func (in *Interaction) Callbacks() []Callback {
 	in.f.mu.Lock()
 	defer in.f.mu.Unlock()
@@ -234,7 +234,7 @@ func (in *Interaction) Callbacks() []Callback {
 }
 
 // WaitCallback waits for the accepted callback (the first one Discord takes)
-// and answers it. On timeout the error lists rejected attempts, if any.
+// and returns it. On timeout the error lists rejected attempts, if any.
 func (in *Interaction) WaitCallback(ctx context.Context) (Callback, error) {
 	if in.err != nil {
 		return Callback{}, in.err
@@ -258,7 +258,7 @@ func (in *Interaction) WaitCallback(ctx context.Context) (Callback, error) {
 // WaitReply waits for the response the invoker finally sees: the content of a
 // type 4 callback, or the original response once a type 5 defer has been
 // completed (by PATCH @original, or by a first follow-up, which Discord shows
-// in place of the loading message). It answers the original response at that
+// in place of the loading message). It returns the original response at that
 // moment; use Original for later edits.
 func (in *Interaction) WaitReply(ctx context.Context) (Message, error) {
 	if in.err != nil {
@@ -292,7 +292,7 @@ func (in *Interaction) WaitReply(ctx context.Context) (Message, error) {
 	return m, nil
 }
 
-// Original answers the original response as it is now (possibly still
+// Original returns the original response as it is now (possibly still
 // loading), and false when there is none.
 func (in *Interaction) Original() (Message, bool) {
 	in.f.mu.Lock()
@@ -303,7 +303,7 @@ func (in *Interaction) Original() (Message, bool) {
 	return copyMessage(in.original), true
 }
 
-// WaitFollowups waits until at least n follow-ups exist and answers them.
+// WaitFollowups waits until at least n follow-ups exist and returns them.
 func (in *Interaction) WaitFollowups(ctx context.Context, n int) ([]Message, error) {
 	if in.err != nil {
 		return nil, in.err

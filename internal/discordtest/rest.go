@@ -206,7 +206,7 @@ type invalidKey struct{}
 
 type arrivedKey struct{}
 
-// arrivedAt answers when the fake received the request.
+// arrivedAt returns when the fake received the request.
 func arrivedAt(r *http.Request) time.Time {
 	if at, ok := r.Context().Value(arrivedKey{}).(time.Time); ok {
 		return at
@@ -214,7 +214,7 @@ func arrivedAt(r *http.Request) time.Time {
 	return time.Now()
 }
 
-// invalidReply answers the refusal checkRequest found for this request, or
+// invalidReply returns the refusal checkRequest found for this request, or
 // nil.
 func invalidReply(r *http.Request) *reply {
 	bad, _ := r.Context().Value(invalidKey{}).(*reply)

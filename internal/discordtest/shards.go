@@ -46,7 +46,7 @@ func WithIdentifyInterval(d time.Duration) Option { return func(c *config) { c.i
 // (default: one per 1000 guilds, at least 1).
 func WithRecommendedShards(n int) Option { return func(c *config) { c.recommendedShards = n } }
 
-// getGatewayBot answers the gateway URL, the recommended shard count and
+// getGatewayBot returns the gateway URL, the recommended shard count and
 // what is left of the identify budget.
 func (f *Fake) getGatewayBotRoute() reply {
 	f.mu.Lock()
@@ -67,7 +67,7 @@ func (f *Fake) getGatewayBotRoute() reply {
 	})
 }
 
-// SessionStartsRemaining answers what is left of the identify budget.
+// SessionStartsRemaining returns what is left of the identify budget.
 func (f *Fake) SessionStartsRemaining() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -76,7 +76,7 @@ func (f *Fake) SessionStartsRemaining() int {
 
 // identifyLimitsLocked applies the identify budget, the max_concurrency
 // rule and the shard size limit to an IDENTIFY that passed the token,
-// intents and shard checks. It answers a close code, or 0 to accept. A
+// intents and shard checks. It returns a close code, or 0 to accept. A
 // budget or rate violation is recorded: a bot that breaks them fails its
 // test, since Discord resets the token of a bot that exhausts the budget.
 func (f *Fake) identifyLimitsLocked(shard *[2]int, now time.Time) (int, string) {
@@ -112,7 +112,7 @@ func (f *Fake) identifyLimitsLocked(shard *[2]int, now time.Time) (int, string) 
 }
 
 // WaitConnectedShards waits until exactly the given shards have live
-// sessions (in any order) and answers them.
+// sessions (in any order) and returns them.
 func (f *Fake) WaitConnectedShards(ctx context.Context, want ...int) ([]int, error) {
 	want = slices.Clone(want)
 	slices.Sort(want)
@@ -135,11 +135,11 @@ func (f *Fake) WaitConnectedShards(ctx context.Context, want ...int) ([]int, err
 	return got, err
 }
 
-// ShardOf answers the shard of count that carries guildID, as Discord
+// ShardOf returns the shard of count that carries guildID, as Discord
 // routes it.
 func ShardOf(guildID string, count int) int { return shardOf(guildID, count) }
 
-// Resumes answers how many RESUMEs the fake accepted.
+// Resumes returns how many RESUMEs the fake accepted.
 func (f *Fake) Resumes() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -42,7 +42,7 @@ func (g *snowflakes) next() string {
 	return strconv.FormatUint(id, 10)
 }
 
-// randomHex answers n random bytes as hex, for session ids and tokens.
+// randomHex returns n random bytes as hex, for session ids and tokens.
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)

@@ -48,7 +48,7 @@ func NewSpec() *Spec { return &Spec{path: locateSpec()} }
 // NewSpecAt uses the description at path.
 func NewSpecAt(path string) *Spec { return &Spec{path: path} }
 
-// Path answers the file the Spec reads.
+// Path returns the file the Spec reads.
 func (s *Spec) Path() string { return s.path }
 
 // Available reports whether the file exists (without loading it).
@@ -166,7 +166,7 @@ func (s *Spec) checkBody(method, path string, body []byte) []fieldError {
 	return schemaFieldErrors(err)
 }
 
-// branchForType answers, for a union of object shapes told apart by their
+// branchForType returns, for a union of object shapes told apart by their
 // "type" (an interaction callback), the one branch whose type the body
 // names, so only that branch is compiled and checked: validating the whole
 // union costs several times more, on every callback. Otherwise it answers
@@ -252,7 +252,7 @@ func coerceInts(schemas []*openapi3.Schema, v any) any {
 	return v
 }
 
-// flatten answers schemas with every schema they combine (allOf, oneOf,
+// flatten returns schemas with every schema they combine (allOf, oneOf,
 // anyOf), each once.
 func flatten(schemas []*openapi3.Schema) []*openapi3.Schema {
 	var out []*openapi3.Schema
@@ -301,7 +301,7 @@ func schemaFieldErrors(err error) []fieldError {
 	return out
 }
 
-// schemaLeaves answers the innermost errors of err, choosing one branch at
+// schemaLeaves returns the innermost errors of err, choosing one branch at
 // each failed union.
 func schemaLeaves(err error) []*openapi3.SchemaError {
 	switch e := err.(type) {
@@ -445,7 +445,7 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s %s answered %d %s", v.Method, v.Path, v.Status, v.Answer)
 }
 
-// TakeViolations answers the requests refused so far and forgets them, so a
+// TakeViolations returns the requests refused so far and forgets them, so a
 // test that sends a bad request on purpose can assert the refusal without
 // failing at cleanup.
 func (f *Fake) TakeViolations() []Violation {
@@ -456,7 +456,7 @@ func (f *Fake) TakeViolations() []Violation {
 	return out
 }
 
-// Violations answers the requests refused so far, without forgetting them.
+// Violations returns the requests refused so far, without forgetting them.
 func (f *Fake) Violations() []Violation {
 	f.mu.Lock()
 	defer f.mu.Unlock()

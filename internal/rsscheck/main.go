@@ -154,7 +154,7 @@ var words = strings.Fields("plays bass in a jazz trio on thursdays prefers tea o
 	"for a trip to lisbon has two cats named pixel and byte runs the server's minecraft nights likes quiet " +
 	"voice channels after midnight studies marine biology and collects old maps of the harbour")
 
-// body answers a fact of 90 to 160 characters, different for every n.
+// body returns a fact of 90 to 160 characters, different for every n.
 func body(n int) string {
 	want := 90 + (n*37)%71
 	var sb strings.Builder
@@ -169,7 +169,7 @@ func body(n int) string {
 
 const idAlphabet = "abcdefghijkmnpqrstuvwxyz23456789"
 
-// factID answers an id of the store's form: "f" and seven characters.
+// factID returns an id of the store's form: "f" and seven characters.
 func factID(n int) string {
 	b := []byte("f0000000")
 	for i := 7; i >= 1; i-- {

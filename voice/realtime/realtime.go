@@ -486,7 +486,7 @@ func (s *Session) Brief(ctx context.Context, text string, refresh bool) error {
 	return nil
 }
 
-// endedLocked answers ErrRefused or ErrClosed once the session can send
+// endedLocked returns ErrRefused or ErrClosed once the session can send
 // nothing more. s.mu is held.
 func (s *Session) endedLocked() error {
 	if s.state.Phase == Refused {

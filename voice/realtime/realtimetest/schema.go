@@ -22,7 +22,7 @@ const specFile = "shared/openai-realtime-spec/openai-realtime.json"
 // worktree under /work/wt has no shared/ beside it).
 const fallbackSpec = "/work/shared/openai-realtime-spec/openai-realtime.json"
 
-// SpecPath answers the path of openai-realtime.json: <module root>/../shared/…
+// SpecPath returns the path of openai-realtime.json: <module root>/../shared/…
 // when present, else the absolute fallback.
 func SpecPath() (string, error) {
 	if root, err := moduleRoot(); err == nil {
@@ -177,7 +177,7 @@ func closeObjects(s any) {
 	}
 }
 
-// ClientEvent validates one frame a client sent. It answers nil when the
+// ClientEvent validates one frame a client sent. It returns nil when the
 // frame is a GA client event that validates strictly.
 func (v *Validator) ClientEvent(frame []byte) *Violation { return validate(v.client, frame) }
 

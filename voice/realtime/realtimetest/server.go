@@ -216,7 +216,7 @@ func (s *Server) URL() string { return "ws" + strings.TrimPrefix(s.srv.URL, "htt
 // Host is the endpoint's host:port.
 func (s *Server) Host() string { return strings.TrimPrefix(s.srv.URL, "http://") }
 
-// Validator answers the fake's validator (nil when the spec is missing
+// Validator returns the fake's validator (nil when the spec is missing
 // outside CI).
 func (s *Server) Validator() *Validator { return s.val }
 
@@ -607,14 +607,14 @@ func (s *Server) Close() {
 
 // ---- what the fake saw ----
 
-// AllFrames answers every client frame so far, in arrival order.
+// AllFrames returns every client frame so far, in arrival order.
 func (s *Server) AllFrames() []Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.frames)
 }
 
-// Items answers the text of every conversation item received so far.
+// Items returns the text of every conversation item received so far.
 func (s *Server) Items() []string {
 	var out []string
 	for _, f := range s.AllFrames() {
@@ -625,7 +625,7 @@ func (s *Server) Items() []string {
 	return out
 }
 
-// WaitFrames waits until at least n frames arrived and answers them all.
+// WaitFrames waits until at least n frames arrived and returns them all.
 func (s *Server) WaitFrames(n int) []Frame {
 	s.t.Helper()
 	var out []Frame
@@ -650,14 +650,14 @@ func (s *Server) WaitConnFrames(c, n int) []Frame {
 	return out
 }
 
-// WaitItems waits until at least n items arrived and answers their texts.
+// WaitItems waits until at least n items arrived and returns their texts.
 func (s *Server) WaitItems(n int) []string {
 	s.t.Helper()
 	Eventually(s.t, "the server receives briefing items", func() bool { return len(s.Items()) >= n })
 	return s.Items()
 }
 
-// Conn waits for connection n (1-based) and answers it.
+// Conn waits for connection n (1-based) and returns it.
 func (s *Server) Conn(n int) *Conn {
 	s.t.Helper()
 	var c *Conn
@@ -672,7 +672,7 @@ func (s *Server) Conn(n int) *Conn {
 	return c
 }
 
-// Conns answers how many connections were accepted and how many ended.
+// Conns returns how many connections were accepted and how many ended.
 func (s *Server) Conns() (accepted, ended int) {
 	s.mu.Lock()
 	conns := slices.Clone(s.conns)
@@ -687,14 +687,14 @@ func (s *Server) Conns() (accepted, ended int) {
 	return len(conns), ended
 }
 
-// CloseCode answers the close code the client sent on c (0: none yet).
+// CloseCode returns the close code the client sent on c (0: none yet).
 func (s *Server) CloseCode(c *Conn) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return c.closeCode
 }
 
-// Audio answers the PCM bytes appended on connection n so far.
+// Audio returns the PCM bytes appended on connection n so far.
 func (s *Server) Audio(n int) []byte {
 	c := s.Conn(n)
 	s.mu.Lock()
@@ -702,14 +702,14 @@ func (s *Server) Audio(n int) []byte {
 	return slices.Clone(c.audio)
 }
 
-// Attempts answers how many HTTP requests reached the endpoint.
+// Attempts returns how many HTTP requests reached the endpoint.
 func (s *Server) Attempts() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.attempts
 }
 
-// Pongs answers how many pongs the clients sent.
+// Pongs returns how many pongs the clients sent.
 func (s *Server) Pongs() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
