@@ -38,20 +38,26 @@ const (
 	MaxRecallQuery = 200
 )
 
-// Fact kinds: Kinds lists them, ValidKind is the rule.
+// Kind is what sort of thing a person fact says. Kinds lists them,
+// ValidKind is the rule.
+type Kind string
+
+// The fact kinds.
 const (
-	KindPersonFact       = "person-fact"
-	KindPreference       = "preference"
-	KindRelationshipNote = "relationship-note"
+	KindPersonFact       Kind = "person-fact"
+	KindPreference       Kind = "preference"
+	KindRelationshipNote Kind = "relationship-note"
 )
 
-// Visibility scopes of a person fact. Still plain strings: the slash
-// command compares them with its option strings and prints them, so typing
-// them waits for its rework (issue 15, phase 2, bot side).
+// Scope is who may see a person fact: every room of its guild, one
+// channel, or only the operator.
+type Scope string
+
+// The visibility scopes of a person fact.
 const (
-	ScopeGuild           = "guild"
-	ScopeChannel         = "channel"
-	ScopeOperatorPrivate = "operator_private"
+	ScopeGuild           Scope = "guild"
+	ScopeChannel         Scope = "channel"
+	ScopeOperatorPrivate Scope = "operator_private"
 )
 
 // Surface is the source surface a person fact's provenance records; the
@@ -89,7 +95,7 @@ type Subject struct {
 
 // Visibility says where a fact may be read.
 type Visibility struct {
-	Scope     string `json:"scope"`
+	Scope     Scope  `json:"scope"`
 	ChannelID string `json:"channelId,omitempty"`
 }
 
@@ -106,7 +112,7 @@ type Provenance struct {
 type Fact struct {
 	FactID           string     `json:"factId"`
 	Subject          Subject    `json:"subject"`
-	Kind             string     `json:"kind"`
+	Kind             Kind       `json:"kind"`
 	Body             string     `json:"body"`
 	Visibility       Visibility `json:"visibility"`
 	Confidence       float64    `json:"confidence"`
@@ -122,7 +128,7 @@ type Fact struct {
 // FactInput is the part of a fact a client proposes.
 type FactInput struct {
 	Subject          Subject    `json:"subject"`
-	Kind             string     `json:"kind"`
+	Kind             Kind       `json:"kind"`
 	Body             string     `json:"body"`
 	Visibility       Visibility `json:"visibility"`
 	Confidence       float64    `json:"confidence"`
@@ -174,7 +180,7 @@ type RecallResponse struct {
 // null (clear) and a time.
 type FactPatch struct {
 	Body       *string      `json:"body,omitempty"`
-	Kind       *string      `json:"kind,omitempty"`
+	Kind       *Kind        `json:"kind,omitempty"`
 	Visibility *Visibility  `json:"visibility,omitempty"`
 	Confidence *float64     `json:"confidence,omitempty"`
 	ExpiresAt  OptionalTime `json:"expiresAt,omitzero"`

@@ -100,3 +100,29 @@ func CleanFactBody(body string) (trimmed string, n int, problem BodyProblem) {
 	}
 	return body, n, BodyOK
 }
+
+// AboutOrProposedBy reports whether userID is the person f is about or the
+// member who proposed it: the member's part of the service's supersede and
+// forget rules (people.MaySupersede, people.MayForget), and what a
+// suggestion list keeps so it offers only ids that will work. The service
+// still decides.
+func AboutOrProposedBy(f Fact, userID string) bool {
+	return userID != "" && (f.Subject.UserID == userID || f.Provenance.ProposerUserID == userID)
+}
+
+// MatchesQuery is the recall query: every whitespace-separated term must
+// appear, case-insensitively, in the body or the kind. An empty query
+// matches every fact.
+func MatchesQuery(f Fact, query string) bool {
+	terms := strings.Fields(strings.ToLower(query))
+	if len(terms) == 0 {
+		return true
+	}
+	body, kind := strings.ToLower(f.Body), strings.ToLower(string(f.Kind))
+	for _, t := range terms {
+		if !strings.Contains(body, t) && !strings.Contains(kind, t) {
+			return false
+		}
+	}
+	return true
+}

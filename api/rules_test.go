@@ -87,3 +87,42 @@ func TestCleanFactBody(t *testing.T) {
 		}
 	}
 }
+
+func TestAboutOrProposedBy(t *testing.T) {
+	f := Fact{Subject: Subject{GuildID: "1", UserID: "about"}, Provenance: Provenance{ProposerUserID: "proposer"}}
+	operatorFact := Fact{Subject: Subject{GuildID: "1", UserID: "about"}} // no proposer
+	for _, tt := range []struct {
+		name string
+		f    Fact
+		user string
+		want bool
+	}{
+		{"the subject", f, "about", true},
+		{"the proposer", f, "proposer", true},
+		{"someone else", f, "other", false},
+		{"nobody", f, "", false},
+		{"nobody, on a fact without a proposer", operatorFact, "", false},
+	} {
+		if got := AboutOrProposedBy(tt.f, tt.user); got != tt.want {
+			t.Errorf("%s: AboutOrProposedBy(%q) = %v, want %v", tt.name, tt.user, got, tt.want)
+		}
+	}
+}
+
+func TestMatchesQuery(t *testing.T) {
+	f := Fact{Kind: KindPreference, Body: "Likes Green tea\nand cello"}
+	for _, tt := range []struct {
+		query string
+		want  bool
+	}{
+		{"", true}, {"   ", true},
+		{"green", true}, {"GREEN TEA", true}, {"tea green", true},
+		{"preference", true}, {"cello pref", true},
+		{"coffee", false}, {"green coffee", false},
+		{"tea\ncello", true},
+	} {
+		if got := MatchesQuery(f, tt.query); got != tt.want {
+			t.Errorf("MatchesQuery(%q) = %v, want %v", tt.query, got, tt.want)
+		}
+	}
+}

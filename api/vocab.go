@@ -112,12 +112,12 @@ func LaneList() string {
 }
 
 // Kinds returns the three fact kinds, in the order offered to people.
-func Kinds() []string {
-	return []string{KindPersonFact, KindPreference, KindRelationshipNote}
+func Kinds() []Kind {
+	return []Kind{KindPersonFact, KindPreference, KindRelationshipNote}
 }
 
 // ValidKind reports whether k is one of the three fact kinds. The service
 // enforces it; the slash command and the CLI ask it before sending.
-func ValidKind(k string) bool {
+func ValidKind(k Kind) bool {
 	return k == KindPersonFact || k == KindPreference || k == KindRelationshipNote
 }

@@ -12,7 +12,7 @@ func TestValidKind(t *testing.T) {
 			t.Errorf("ValidKind(%q) = false", k)
 		}
 	}
-	for _, k := range []string{"", "fact", "Person-Fact"} {
+	for _, k := range []api.Kind{"", "fact", "Person-Fact"} {
 		if api.ValidKind(k) {
 			t.Errorf("ValidKind(%q) = true", k)
 		}

@@ -66,7 +66,7 @@ type voiceEnv struct {
 	run  *running
 }
 
-func startVoice(t *testing.T, policy string, withRealtime bool, states ...discordtest.VoiceState) *voiceEnv {
+func startVoice(t *testing.T, policy config.ConsentPolicy, withRealtime bool, states ...discordtest.VoiceState) *voiceEnv {
 	t.Helper()
 	key := ""
 	if withRealtime {
@@ -77,7 +77,7 @@ func startVoice(t *testing.T, policy string, withRealtime bool, states ...discor
 
 // startVoiceWithKey runs the voice bridge; a non-empty key configures the
 // realtime fake, which accepts only realtimeKey.
-func startVoiceWithKey(t *testing.T, policy, key string, states ...discordtest.VoiceState) *voiceEnv {
+func startVoiceWithKey(t *testing.T, policy config.ConsentPolicy, key string, states ...discordtest.VoiceState) *voiceEnv {
 	t.Helper()
 	return startVoiceWith(t, policy, key, voiceSetup{}, states...)
 }
@@ -89,7 +89,7 @@ type voiceSetup struct {
 	bridge func(*VoiceBridge)
 }
 
-func startVoiceWith(t *testing.T, policy, key string, setup voiceSetup, states ...discordtest.VoiceState) *voiceEnv {
+func startVoiceWith(t *testing.T, policy config.ConsentPolicy, key string, setup voiceSetup, states ...discordtest.VoiceState) *voiceEnv {
 	t.Helper()
 	withRealtime := key != ""
 	e := &voiceEnv{t: t, l: newLogs()}
@@ -127,7 +127,7 @@ func startVoiceWith(t *testing.T, policy, key string, setup voiceSetup, states .
 }
 
 // seed stores a fact through the text bridge's bearer, as if proposed there.
-func (e *voiceEnv) seed(subject, proposer, channel, body string, scope string) {
+func (e *voiceEnv) seed(subject, proposer, channel, body string, scope api.Scope) {
 	e.t.Helper()
 	vis := api.Visibility{Scope: api.ScopeGuild}
 	if scope == api.ScopeChannel {

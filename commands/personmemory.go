@@ -231,13 +231,12 @@ func factBody(text string) (string, error) {
 }
 
 // factKind is the chosen kind, person-fact when none is chosen.
-func factKind(choice string) (string, error) {
-	switch choice {
-	case "":
+func factKind(choice string) (api.Kind, error) {
+	if choice == "" {
 		return api.KindPersonFact, nil
 	}
-	if api.ValidKind(choice) {
-		return choice, nil
+	if k := api.Kind(choice); api.ValidKind(k) {
+		return k, nil
 	}
 	return "", interaction.UserErrorf(sayStaleOption)
 }
@@ -245,7 +244,7 @@ func factKind(choice string) (string, error) {
 // factVisibility is every room of the server by default, or only the channel
 // the fact was proposed in.
 func factVisibility(choice, channelID string) (api.Visibility, error) {
-	switch choice {
+	switch api.Scope(choice) {
 	case "", api.ScopeGuild:
 		return api.Visibility{Scope: api.ScopeGuild}, nil
 	case api.ScopeChannel:

@@ -58,12 +58,13 @@ func (pm *personMemory) forgettable(ctx context.Context, inv interaction.Invocat
 }
 
 // changeableBy keeps the facts a member may correct or forget: those about
-// them and those they proposed. The service enforces the rule; this only
-// keeps suggestions to ones that will work.
+// them and those they proposed (api.AboutOrProposedBy, the rule the service
+// applies). The service enforces it; this only keeps suggestions to ones
+// that will work.
 func changeableBy(userID string, facts []api.Fact) []api.Fact {
 	out := make([]api.Fact, 0, len(facts))
 	for _, f := range facts {
-		if f.Subject.UserID == userID || f.Provenance.ProposerUserID == userID {
+		if api.AboutOrProposedBy(f, userID) {
 			out = append(out, f)
 		}
 	}
@@ -93,18 +94,9 @@ func choiceName(f api.Fact) string {
 }
 
 // matchesTyped reports whether a fact fits what has been typed so far: an id
-// prefix, or words that all appear in the body or the kind (as the service's
-// query does), ignoring case. Nothing typed matches everything.
+// prefix, or the service's recall query (api.MatchesQuery). Nothing typed
+// matches everything.
 func matchesTyped(f api.Fact, typed string) bool {
-	typed = strings.ToLower(strings.TrimSpace(typed))
-	if typed == "" || strings.HasPrefix(strings.ToLower(f.FactID), typed) {
-		return true
-	}
-	text := strings.ToLower(f.Body + " " + f.Kind)
-	for _, term := range strings.Fields(typed) {
-		if !strings.Contains(text, term) {
-			return false
-		}
-	}
-	return true
+	typed = strings.TrimSpace(typed)
+	return strings.HasPrefix(strings.ToLower(f.FactID), strings.ToLower(typed)) || api.MatchesQuery(f, typed)
 }

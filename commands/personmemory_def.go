@@ -118,10 +118,10 @@ func forgetDefinition() *discordgo.ApplicationCommandOption {
 }
 
 // choices offers each value under its own name.
-func choices(values ...string) []*discordgo.ApplicationCommandOptionChoice {
+func choices[S ~string](values ...S) []*discordgo.ApplicationCommandOptionChoice {
 	out := make([]*discordgo.ApplicationCommandOptionChoice, 0, len(values))
 	for _, v := range values {
-		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: v, Value: v})
+		out = append(out, &discordgo.ApplicationCommandOptionChoice{Name: string(v), Value: string(v)})
 	}
 	return out
 }

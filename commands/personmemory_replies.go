@@ -146,7 +146,7 @@ func visibilityPhrase(v api.Visibility) string {
 	case api.ScopeOperatorPrivate:
 		return "visible only to the operator"
 	}
-	return "visible as " + escapeMarkdown(flatten(v.Scope))
+	return "visible as " + escapeMarkdown(flatten(string(v.Scope)))
 }
 
 // proposerPhrase says who told Clankie a fact; a fact with no proposer was

@@ -72,7 +72,7 @@ func TestPersonMemoryThroughTheRouter(t *testing.T) {
 	}{
 		{"propose", discordInteraction(discordgo.InteractionApplicationCommand, testGuild, subPropose,
 			option(optPerson, user, testOther), option(optFact, str, "likes tea"), option(optExpires, str, "2w"),
-			option(optVisibility, str, api.ScopeChannel), option(optKind, str, api.KindPreference)),
+			option(optVisibility, str, string(api.ScopeChannel)), option(optKind, str, string(api.KindPreference))),
 			"Remembered `fnew2345` about <@" + testOther + "> (preference, medium confidence), visible only in <#" + testChannel + ">", 1},
 		{"a bot subject", discordInteraction(discordgo.InteractionApplicationCommand, testGuild, subPropose,
 			option(optPerson, user, "600000000000000006"), option(optFact, str, "beeps")), sayBotSubject, 0},

@@ -138,15 +138,15 @@ func TestProposeRequest(t *testing.T) {
 		},
 		{
 			name: "every option",
-			opts: map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "prefers tabs", optKind: api.KindPreference,
-				optVisibility: api.ScopeChannel, optExpires: "90m", optConfidence: confidenceLow, optSupersedes: " fabc2345 "},
+			opts: map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "prefers tabs", optKind: string(api.KindPreference),
+				optVisibility: string(api.ScopeChannel), optExpires: "90m", optConfidence: confidenceLow, optSupersedes: " fabc2345 "},
 			wantFact: api.FactInput{Subject: api.Subject{GuildID: testGuild, UserID: testInvoker}, Kind: api.KindPreference,
 				Body: "prefers tabs", Visibility: api.Visibility{Scope: api.ScopeChannel, ChannelID: testChannel}, Confidence: 0.3,
 				ExpiresAt: &in90m, SupersedesFactID: "fabc2345"},
 		},
 		{
 			name:   "medium about someone else, a date, a relationship note",
-			opts:   map[string]any{optPerson: interaction.User{ID: testOther}, optFact: "is my sister", optKind: api.KindRelationshipNote, optConfidence: confidenceMedium, optExpires: "2027-01-31", optVisibility: api.ScopeGuild},
+			opts:   map[string]any{optPerson: interaction.User{ID: testOther}, optFact: "is my sister", optKind: string(api.KindRelationshipNote), optConfidence: confidenceMedium, optExpires: "2027-01-31", optVisibility: string(api.ScopeGuild)},
 			manage: true,
 			wantFact: api.FactInput{Subject: api.Subject{GuildID: testGuild, UserID: testOther}, Kind: api.KindRelationshipNote,
 				Body: "is my sister", Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.6, ExpiresAt: day(2027, 2, 1)},

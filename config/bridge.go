@@ -221,14 +221,13 @@ func ResolveBearer(token, dir string, lane api.Lane) (string, error) {
 // ConsentPolicy is who counts as consented in a voice session
 // (DISCORD_VOICE_CONSENT_POLICY). It is a setting of the voice bridge, never
 // on the memory API's wire, so it is declared here with the variable rather
-// than in api. The constants are untyped for now, and VoiceBridge keeps the
-// field a string: voice takes the policy as a string until its own rework.
+// than in api; voice takes it as it is.
 type ConsentPolicy string
 
 // The consent policies.
 const (
-	ConsentExplicit = "explicit" // only /voice consent opt-ins count
-	ConsentPresence = "presence" // being in the channel counts; an opt-out still wins
+	ConsentExplicit ConsentPolicy = "explicit" // only /voice consent opt-ins count
+	ConsentPresence ConsentPolicy = "presence" // being in the channel counts; an opt-out still wins
 )
 
 // Valid reports whether p is one of the consent policies.
@@ -238,15 +237,15 @@ func (p ConsentPolicy) Valid() bool { return p == ConsentExplicit || p == Consen
 type VoiceBridge struct {
 	DiscordToken string `env:"DISCORD_VOICE_BOT_TOKEN" secret:"true" help:"The voice bridge's Discord bot token (a second application, not the text bridge's)."`
 	VoiceBridgeToken
-	VoiceRoleIDs   []string `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
-	VoiceUserIDs   []string `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
-	ConsentPolicy  string   `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`
-	RealtimeURL    string   `env:"CLANKIE_REALTIME_URL" help:"WebSocket URL of a voice model speaking the OpenAI Realtime GA protocol (wss://api.openai.com/v1/realtime, or Azure's wss://RESOURCE.openai.azure.com/openai/v1/realtime); empty: sessions run and pull briefings without one."`
-	RealtimeAPIKey string   `env:"CLANKIE_REALTIME_API_KEY" secret:"true" help:"API key for the realtime endpoint, sent as CLANKIE_REALTIME_AUTH says."`
-	RealtimeAuth   string   `env:"CLANKIE_REALTIME_AUTH" envDefault:"bearer" help:"How the key is sent: bearer (Authorization: Bearer, OpenAI) or api-key (an api-key header, Azure OpenAI)."`
-	RealtimeModel  string   `env:"CLANKIE_REALTIME_MODEL" envDefault:"gpt-realtime" help:"Model (OpenAI) or deployment name (Azure), sent as ?model= on the URL; GA fixes the model there."`
-	RealtimeVoice  string   `env:"CLANKIE_REALTIME_VOICE" help:"Voice the model speaks with (e.g. marin, cedar, alloy); empty: the endpoint's default."`
-	RealtimeTurns  string   `env:"CLANKIE_REALTIME_TURN_DETECTION" envDefault:"server_vad" help:"How the model detects turns in what it hears: server_vad (silence) or semantic_vad (meaning)."`
+	VoiceRoleIDs   []string      `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
+	VoiceUserIDs   []string      `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
+	ConsentPolicy  ConsentPolicy `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`
+	RealtimeURL    string        `env:"CLANKIE_REALTIME_URL" help:"WebSocket URL of a voice model speaking the OpenAI Realtime GA protocol (wss://api.openai.com/v1/realtime, or Azure's wss://RESOURCE.openai.azure.com/openai/v1/realtime); empty: sessions run and pull briefings without one."`
+	RealtimeAPIKey string        `env:"CLANKIE_REALTIME_API_KEY" secret:"true" help:"API key for the realtime endpoint, sent as CLANKIE_REALTIME_AUTH says."`
+	RealtimeAuth   string        `env:"CLANKIE_REALTIME_AUTH" envDefault:"bearer" help:"How the key is sent: bearer (Authorization: Bearer, OpenAI) or api-key (an api-key header, Azure OpenAI)."`
+	RealtimeModel  string        `env:"CLANKIE_REALTIME_MODEL" envDefault:"gpt-realtime" help:"Model (OpenAI) or deployment name (Azure), sent as ?model= on the URL; GA fixes the model there."`
+	RealtimeVoice  string        `env:"CLANKIE_REALTIME_VOICE" help:"Voice the model speaks with (e.g. marin, cedar, alloy); empty: the endpoint's default."`
+	RealtimeTurns  string        `env:"CLANKIE_REALTIME_TURN_DETECTION" envDefault:"server_vad" help:"How the model detects turns in what it hears: server_vad (silence) or semantic_vad (meaning)."`
 	Memory         MemoryClient
 	Discord        Discord
 	Log            Log
@@ -258,7 +257,7 @@ func (v VoiceBridge) Validate() error {
 	if strings.TrimSpace(v.DiscordToken) == "" {
 		return fmt.Errorf("DISCORD_VOICE_BOT_TOKEN is required: the voice bridge's Discord bot token")
 	}
-	if !ConsentPolicy(v.ConsentPolicy).Valid() {
+	if !v.ConsentPolicy.Valid() {
 		return errors.New("DISCORD_VOICE_CONSENT_POLICY must be explicit or presence")
 	}
 	if err := snowflakes("DISCORD_VOICE_ROLE_IDS", v.VoiceRoleIDs); err != nil {

@@ -6,14 +6,14 @@ import "github.com/clankie/clankie/config"
 // leaving the channel, moving channel, a restart or revocation drops it, and
 // nothing of it is ever written to disk.
 type consent struct {
-	policy string
+	policy config.ConsentPolicy
 	// optedIn keeps the order people opted in, so the 25-speaker cap keeps
 	// the earliest.
 	optedIn  []string
 	optedOut map[string]bool
 }
 
-func newConsent(policy string) *consent {
+func newConsent(policy config.ConsentPolicy) *consent {
 	return &consent{policy: policy, optedOut: map[string]bool{}}
 }
 

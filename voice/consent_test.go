@@ -13,7 +13,7 @@ func TestConsentRule(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		policy  string
+		policy  config.ConsentPolicy
 		steps   []step
 		present []string
 		max     int

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
@@ -42,7 +43,7 @@ type ModelOpener func(ctx context.Context, out realtime.Listener) (Model, error)
 // follows gateway events into the roster, tells the bot's own moves from
 // moves by others, and starts and ends sessions.
 type Manager struct {
-	policy string
+	policy config.ConsentPolicy
 	memory Briefer
 	gw     Gateway
 	model  ModelOpener
@@ -75,7 +76,7 @@ type Manager struct {
 }
 
 // NewManager builds the session manager. model may be nil.
-func NewManager(policy string, memory Briefer, gw Gateway, model ModelOpener, log *zap.Logger) *Manager {
+func NewManager(policy config.ConsentPolicy, memory Briefer, gw Gateway, model ModelOpener, log *zap.Logger) *Manager {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -187,7 +188,7 @@ func (m *Manager) permittedLocked(s *Session) []string {
 	return permitted
 }
 
-// Session answers the server's live session, or nil: the audio path
+// Session returns the server's live session, or nil: the audio path
 // attaches to it.
 func (m *Manager) Session(guildID string) *Session {
 	m.mu.Lock()
@@ -196,7 +197,7 @@ func (m *Manager) Session(guildID string) *Session {
 }
 
 // Join starts the session in the invoker's voice channel and counts the
-// invoker as consented. It answers the channel joined.
+// invoker as consented. It returns the channel joined.
 func (m *Manager) Join(ctx context.Context, guildID, userID string) (string, error) {
 	channelID := m.roster.channelOf(guildID, userID)
 	if channelID == "" {
@@ -286,7 +287,7 @@ func (m *Manager) Consent(ctx context.Context, guildID, userID string, optIn boo
 	return nil
 }
 
-// Status answers the consent-safe state of the server's session.
+// Status returns the consent-safe state of the server's session.
 func (m *Manager) Status(guildID string) (Status, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -79,7 +79,7 @@ func voiceUpdate(user, channel string) *discordgo.VoiceStateUpdate {
 
 // newTestManager runs a manager whose bot is botUser, with states loaded
 // as the first GUILD_CREATE would.
-func newTestManager(t *testing.T, policy string, states ...*discordgo.VoiceState) (*Manager, *brieferRec, *gatewayRec) {
+func newTestManager(t *testing.T, policy config.ConsentPolicy, states ...*discordgo.VoiceState) (*Manager, *brieferRec, *gatewayRec) {
 	t.Helper()
 	b, g := &brieferRec{}, &gatewayRec{}
 	m := NewManager(policy, b, g, nil, nil)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memoryclient"
 	"github.com/clankie/clankie/voice/realtime"
 )
@@ -57,7 +58,7 @@ type audioBox struct{ a AudioModel }
 
 type outputBox struct{ l realtime.Listener }
 
-func newSession(guildID, channelID, policy string) *Session {
+func newSession(guildID, channelID string, policy config.ConsentPolicy) *Session {
 	s := &Session{guildID: guildID, channelID: channelID, consent: newConsent(policy),
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 	s.consented.Store(&map[string]struct{}{})
@@ -101,7 +102,7 @@ type AudioModel interface {
 	Truncate(itemID string, contentIndex, audioEndMs int) bool
 }
 
-// Audio answers the session's model connection for audio, or nil while it
+// Audio returns the session's model connection for audio, or nil while it
 // is not open (no endpoint, not opened yet, or it cannot carry audio).
 func (s *Session) Audio() AudioModel {
 	if b := s.audio.Load(); b != nil {

@@ -3,6 +3,7 @@ package voice
 import (
 	"fmt"
 
+	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
@@ -10,7 +11,7 @@ import (
 // speakers, never who they are, and where its model connection stands.
 type Status struct {
 	ChannelID string
-	Policy    string
+	Policy    config.ConsentPolicy
 	Consented int
 	// Model is one plain sentence about the model connection.
 	Model string

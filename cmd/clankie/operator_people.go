@@ -154,10 +154,11 @@ It prints the fact as stored; --json prints the service's answer.`,
 				p.Body = &body
 			}
 			if f.Changed("kind") {
-				if !api.ValidKind(kind) {
+				k := api.Kind(kind)
+				if !api.ValidKind(k) {
 					return usagef(cmd, "--kind must be %s, %s or %s (got %q)", api.KindPersonFact, api.KindPreference, api.KindRelationshipNote, oneLine(kind))
 				}
-				p.Kind = &kind
+				p.Kind = &k
 			}
 			if f.Changed("visibility") {
 				v, err := parseFactVisibility(visibility)
@@ -212,13 +213,14 @@ It prints the fact as stored; --json prints the service's answer.`,
 
 // parseFactVisibility reads guild, channel:<id> or operator_private.
 func parseFactVisibility(s string) (api.Visibility, error) {
+	channel := string(api.ScopeChannel) + ":"
 	switch {
-	case s == api.ScopeGuild:
+	case api.Scope(s) == api.ScopeGuild:
 		return api.Visibility{Scope: api.ScopeGuild}, nil
-	case s == api.ScopeOperatorPrivate:
+	case api.Scope(s) == api.ScopeOperatorPrivate:
 		return api.Visibility{Scope: api.ScopeOperatorPrivate}, nil
-	case strings.HasPrefix(s, api.ScopeChannel+":") && len(s) > len(api.ScopeChannel)+1:
-		return api.Visibility{Scope: api.ScopeChannel, ChannelID: strings.TrimPrefix(s, api.ScopeChannel+":")}, nil
+	case strings.HasPrefix(s, channel) && len(s) > len(channel):
+		return api.Visibility{Scope: api.ScopeChannel, ChannelID: strings.TrimPrefix(s, channel)}, nil
 	}
 	return api.Visibility{}, fmt.Errorf("--visibility must be guild, channel:<id> or operator_private (got %q)", oneLine(s))
 }

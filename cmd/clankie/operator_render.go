@@ -193,7 +193,7 @@ func renderFacts(w io.Writer, facts []api.Fact) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\n",
-			oneLine(f.FactID), oneLine(f.Kind), visibilityString(f.Visibility), f.Confidence,
+			oneLine(f.FactID), oneLine(string(f.Kind)), visibilityString(f.Visibility), f.Confidence,
 			expires, f.CreatedAt.UTC().Format(tableTime), cut(oneLine(f.Body), bodyWidth))
 	}
 	return tw.Flush()
@@ -205,7 +205,7 @@ func visibilityString(v api.Visibility) string {
 	if v.Scope == api.ScopeChannel {
 		return "channel:" + oneLine(v.ChannelID)
 	}
-	return oneLine(v.Scope)
+	return oneLine(string(v.Scope))
 }
 
 func renderCard(w io.Writer, c api.Card, searching bool) error {

@@ -298,7 +298,7 @@ func (r *crashRun) recorder(ctx context.Context, srv *server, w int, rng *rand.R
 	}
 }
 
-var kinds = []string{api.KindPersonFact, api.KindPreference, api.KindRelationshipNote}
+var kinds = []api.Kind{api.KindPersonFact, api.KindPreference, api.KindRelationshipNote}
 
 // nextProposal picks a person under the gate and makes a new fact or a
 // supersede of one of its acknowledged facts, from the operator or the text
@@ -561,7 +561,7 @@ func (r *crashRun) verify(srv *server, exact bool) {
 }
 
 // checkPeople checks every person file against the record, and for the
-// people written this cycle also the operator export. It answers the people
+// people written this cycle also the operator export. It returns the people
 // and facts on disk for the catalog check.
 func (r *crashRun) checkPeople(srv *server, d *diskState, exact bool) (nPeople, nFacts int) {
 	for name, pf := range d.people {
@@ -695,7 +695,7 @@ func epLess(a, b api.Episode) int {
 
 // checkEpisodes derives what the store presents from the lane files (every
 // retained note, the newest 128 unretained) and checks it against the
-// record. It answers the ring size, the retained count and the presented
+// record. It returns the ring size, the retained count and the presented
 // episodes per lane, for the catalog check.
 func (r *crashRun) checkEpisodes(d *diskState, exact bool) (ring, kept int, perLane map[api.Lane]int) {
 	var list []api.Episode

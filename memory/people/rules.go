@@ -2,7 +2,6 @@ package people
 
 import (
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/clankie/clankie/api"
@@ -57,7 +56,7 @@ func MaySupersede(who api.Principal, old api.Fact, proposerUserID, channelID str
 	if !Visible(old, who, channelID, now) {
 		return false, "the fact named in supersedesFactId is not visible in this channel, so nothing was replaced"
 	}
-	if old.Provenance.ProposerUserID != proposerUserID && old.Subject.UserID != proposerUserID {
+	if !api.AboutOrProposedBy(old, proposerUserID) {
 		return false, "only the person a fact is about or the member who proposed it may supersede it, so nothing was replaced"
 	}
 	return true, ""
@@ -66,8 +65,7 @@ func MaySupersede(who api.Principal, old api.Fact, proposerUserID, channelID str
 // MayForget is the subject's and proposer's right to remove a fact without
 // an operator. operator_private facts are invisible to Discord and so absent.
 func MayForget(f api.Fact, requesterUserID string) bool {
-	return requesterUserID != "" && f.Visibility.Scope != api.ScopeOperatorPrivate &&
-		(f.Subject.UserID == requesterUserID || f.Provenance.ProposerUserID == requesterUserID)
+	return f.Visibility.Scope != api.ScopeOperatorPrivate && api.AboutOrProposedBy(f, requesterUserID)
 }
 
 // Evict keeps a person at the bound: while there are more than max facts it
@@ -130,20 +128,4 @@ func newerFirst(a, b *api.Fact) bool {
 		return a.CreatedAt.After(b.CreatedAt)
 	}
 	return a.FactID > b.FactID
-}
-
-// MatchesQuery is the recall query: every whitespace-separated term must
-// appear, case-insensitively, in the body or the kind.
-func MatchesQuery(f api.Fact, query string) bool {
-	terms := strings.Fields(strings.ToLower(query))
-	if len(terms) == 0 {
-		return true
-	}
-	body, kind := strings.ToLower(f.Body), strings.ToLower(f.Kind)
-	for _, t := range terms {
-		if !strings.Contains(body, t) && !strings.Contains(kind, t) {
-			return false
-		}
-	}
-	return true
 }

@@ -64,7 +64,7 @@ func cleanBody(body string) (string, error) {
 	return body, nil
 }
 
-func validKind(k string) error {
+func validKind(k api.Kind) error {
 	if api.ValidKind(k) {
 		return nil
 	}
