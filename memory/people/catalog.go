@@ -38,7 +38,13 @@ type catalogHead struct {
 	Generation    uint64 `json:"generation"`
 	People        int    `json:"people"`
 	Facts         int    `json:"facts"`
+	// Journal names the checksum of the generation's journal records;
+	// empty in a catalog written before records carried one.
+	Journal string `json:"journal,omitempty"`
 }
+
+// journalSeal is catalogHead.Journal for sealed records.
+const journalSeal = "crc32c"
 
 // Open loads the store. With a catalog it reads the catalog and replays the
 // journal's lines of the catalog's generation (the changes since the last
@@ -94,12 +100,15 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		}
 		return s, nil
 	}
-	lines, high, err := s.j.read(s.gen)
+	lines, skipped, high, err := s.j.read(s.gen, s.sealed)
 	if err != nil {
 		return fail(err)
 	}
 	s.j.high = high
-	if len(lines) == 0 {
+	if skipped > 0 {
+		log.Warn("skipped corrupt people journal records; the records after them were replayed", zap.Int("count", skipped))
+	}
+	if len(lines) == 0 && s.sealed {
 		if high > 0 { // lines of an older generation: zero them
 			if err := s.j.reset(s.gen, true); err != nil {
 				return fail(err)
@@ -111,8 +120,12 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	if err := s.replay(lines); err != nil {
 		return fail(fmt.Errorf("replay the people journal: %w", err))
 	}
-	log.Info("replayed the people journal", zap.Int("changes", len(lines)))
-	if err := s.checkpointLocked(); err != nil {
+	if len(lines) > 0 {
+		log.Info("replayed the people journal", zap.Int("changes", len(lines)))
+	}
+	// Zero the journal too: a replayed forget or edit leaves nothing of
+	// what it removed in the records before it.
+	if err := s.checkpoint(true); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -190,6 +203,7 @@ func (s *Store) readCatalog() (found bool, err error) {
 		return bad("its totals do not match its lines")
 	}
 	s.gen = h.Generation
+	s.sealed = h.Journal == journalSeal
 	return true, nil
 }
 
@@ -202,7 +216,7 @@ func (s *Store) writeCatalog(gen uint64) error {
 	sort.Strings(names)
 	var buf bytes.Buffer
 	buf.Grow(48 * (len(names) + 1))
-	head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: len(s.index), Facts: s.facts})
+	head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: len(s.index), Facts: s.facts, Journal: journalSeal})
 	buf.Write(head)
 	buf.WriteByte('\n')
 	for _, n := range names {
@@ -259,7 +273,7 @@ func (s *Store) checkpoint(zero bool) error {
 	if err := s.j.reset(next, zero); err != nil {
 		return err
 	}
-	s.gen = next
+	s.gen, s.sealed = next, true
 	s.dirty, s.created = map[string]bool{}, false
 	s.checkpoints.Add(1)
 	return nil
@@ -422,13 +436,13 @@ func (s *Store) removeCorruptCopies(names ...string) error {
 	return nil
 }
 
-// encodeJournal renders one journal line with its newline.
+// encodeJournal renders one sealed journal record with its newline.
 func encodeJournal(l journalLine) ([]byte, error) {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	return sealRecord(b[:len(b)-1]), nil
 }
 
 // legacyFile is the schema-1 person file: one JSON document.

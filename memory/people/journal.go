@@ -2,11 +2,15 @@ package people
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,12 +36,16 @@ import (
 // log until compaction, but nothing of a forgotten one does.
 //
 // The file is preallocated with zeros, so an append writes into blocks the
-// file already has and its fdatasync has no size to commit. A line is
+// file already has and its fdatasync has no size to commit. A record is
+// one line,
 //
-//	{"g":3,"person":"p-…jsonl","subject":{…},"facts":5,"change":{…a person log change…}}
+//	{"g":3,"person":"p-…jsonl","subject":{…},"facts":5,"change":{…a person log change…},"crc32c":"1a2b3c4d"}
 //
-// and replay stops at the first line that is not whole, does not parse or
-// belongs to another generation (a line left from before a checkpoint).
+// sealed by the CRC-32C of the bytes before its checksum field. Replay
+// skips a record that fails its checksum (it costs only itself; the
+// records after it are replayed) and ends at the first whole record of
+// another generation (a line left from before a checkpoint) or where the
+// file holds only zeros; a last line without its newline is a torn tail.
 // When a change takes a person's log past twice its live size, its journal
 // line carries the compacted state instead ({"seq":n,"reset":[header, fact
 // and proposal lines]}), and the log is rewritten from it without a sync of
@@ -107,46 +115,150 @@ func openJournal(root *os.Root) (*journal, error) {
 	return &journal{f: f, open: newBatch()}, nil
 }
 
-// read answers the lines of generation gen from the start of the journal,
-// and how far from 0 the file holds anything but zeros (the part a
-// checkpoint must zero).
-func (j *journal) read(gen uint64) ([]journalLine, int64, error) {
-	// Lines are written from offset 0 up, each generation over the last,
-	// so everything but zeros lies before the first zero byte: read up to
-	// it (after a clean stop, that is the first chunk).
+// read answers the records of generation gen from the start of the
+// journal, how many of them were skipped as corrupt, and how far from 0 the
+// file holds anything but zeros (the part a checkpoint must zero).
+//
+// With sealed (the catalog says its generation's records carry a
+// checksum), a record whose checksum does not match costs only itself:
+// replay resyncs at the next newline and goes on; the first whole record
+// of another generation (a line left from before a checkpoint) ends the
+// generation's records. Bad records after the last good one are a torn
+// tail or what is left of an older generation, and are not counted.
+// Without sealed (a journal written before records carried checksums),
+// replay stops at the first line that does not parse.
+func (j *journal) read(gen uint64, sealed bool) (lines []journalLine, skipped int, high int64, err error) {
+	// Records are written from offset 0 up, each generation over the
+	// last, so everything but zeros lies before the first chunk that is
+	// all zeros (after a clean stop that is the first chunk). A zero byte
+	// before it is damage inside a record, which then fails its checksum.
 	var b []byte
 	chunk := make([]byte, 64<<10)
 	for off := int64(0); ; {
 		n, err := j.f.ReadAt(chunk, off)
-		if i := bytes.IndexByte(chunk[:n], 0); i >= 0 {
-			b = append(b, chunk[:i]...)
+		if allZero(chunk[:n]) {
 			break
 		}
 		b = append(b, chunk[:n]...)
 		off += int64(n)
-		if err == io.EOF || n == 0 {
+		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("read the people journal: %w", err)
+			return nil, 0, 0, fmt.Errorf("read the people journal: %w", err)
 		}
 	}
-	high := int64(len(b))
-	var lines []journalLine
-	rest := b
-	for len(rest) > 0 {
-		line, after, whole := bytes.Cut(rest, []byte("\n"))
+	b = b[:len(bytes.TrimRight(b, "\x00"))]
+	high = int64(len(b))
+	if !sealed {
+		if i := bytes.IndexByte(b, 0); i >= 0 {
+			b = b[:i]
+		}
+	}
+	pending := 0 // bad records since the last good one
+	for rest := b; len(rest) > 0; {
+		rec, after, whole := bytes.Cut(rest, []byte("\n"))
 		if !whole {
-			break
+			break // a torn tail
+		}
+		rest = after
+		if !sealed {
+			var l journalLine
+			if json.Unmarshal(rec, &l) != nil || l.Gen != gen || (l.Change == nil && !l.ForgetPerson) {
+				break
+			}
+			lines = append(lines, l)
+			continue
+		}
+		if len(bytes.Trim(rec, " ")) == 0 {
+			continue // a record blanked by a forget
+		}
+		body, ok := unsealRecord(rec)
+		if !ok {
+			pending++
+			continue
+		}
+		if g, ok := recordGen(body); ok && g != gen {
+			break // an older generation's record: this one ends before it
 		}
 		var l journalLine
-		if json.Unmarshal(line, &l) != nil || l.Gen != gen || (l.Change == nil && !l.ForgetPerson) {
-			break
+		if json.Unmarshal(rec, &l) != nil || l.Gen != gen || (l.Change == nil && !l.ForgetPerson) {
+			pending++
+			continue
 		}
 		lines = append(lines, l)
-		rest = after
+		skipped += pending
+		pending = 0
 	}
-	return lines, high, nil
+	return lines, skipped, high, nil
+}
+
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// A sealed record is a JSON object whose last field is its checksum: the
+// CRC-32C (Castagnoli) of every byte before that field, in eight hex
+// digits, so the line stays plain JSON that jq reads, and a record damaged
+// anywhere (a flipped bit, a zeroed sector, a torn write) fails its check:
+//
+//	{"g":3,"person":"p-….jsonl",…,"change":{…},"crc32c":"1a2b3c4d"}
+const sealField = `,"crc32c":"`
+
+// sealLen is the bytes the seal adds after the record's fields.
+const sealLen = len(sealField) + 8 + len(`"}`)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sealRecord finishes a journal record: open is a JSON object without its
+// closing brace; the answer appends the checksum field, the brace and the
+// newline (reusing open's array when it has room).
+func sealRecord(open []byte) []byte {
+	sum := crc32.Checksum(open, castagnoli)
+	out := append(open, sealField...)
+	out = append(out, "00000000"...)
+	hex.Encode(out[len(out)-8:], binary.BigEndian.AppendUint32(nil, sum))
+	return append(out, "\"}\n"...)
+}
+
+// unsealRecord checks a record (without its newline) against its checksum
+// and answers the bytes it covers.
+func unsealRecord(rec []byte) ([]byte, bool) {
+	n := len(rec) - sealLen
+	if n < 1 || !bytes.HasPrefix(rec[n:], []byte(sealField)) || !bytes.HasSuffix(rec, []byte(`"}`)) {
+		return nil, false
+	}
+	var want [8]byte
+	hex.Encode(want[:], binary.BigEndian.AppendUint32(nil, crc32.Checksum(rec[:n], castagnoli)))
+	if !bytes.Equal(rec[n+len(sealField):len(rec)-2], want[:]) {
+		return nil, false
+	}
+	return rec[:n], true
+}
+
+// recordGen reads the generation a record begins with ({"g":n,…}).
+func recordGen(body []byte) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(body, []byte(`{"g":`))
+	if !ok {
+		return 0, false
+	}
+	i := bytes.IndexByte(rest, ',')
+	if i < 0 {
+		return 0, false
+	}
+	g, err := strconv.ParseUint(string(rest[:i]), 10, 64)
+	return g, err == nil
 }
 
 // commit appends line (ending in '\n') and returns once it is on disk. Lines

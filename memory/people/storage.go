@@ -97,6 +97,7 @@ type Store struct {
 	dirty   map[string]bool // person logs written since the last checkpoint
 	created bool            // a person log was created since the last checkpoint
 	gen     uint64          // the catalog's generation; journal lines carry it
+	sealed  bool            // the catalog says its generation's journal records are sealed
 
 	cache *fileCache
 
@@ -243,7 +244,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 	}
 	// The same fields as journalLine, in its order, around the change's
 	// bytes: names are ASCII letters, digits and "%_.-", quoted as they are.
-	line := make([]byte, 0, len(change)+len(name)+len(subject)+64)
+	line := make([]byte, 0, len(change)+len(name)+len(subject)+64+sealLen)
 	line = append(line, `{"g":`...)
 	line = strconv.AppendUint(line, s.gen, 10)
 	line = append(line, `,"person":"`...)
@@ -254,8 +255,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 	line = strconv.AppendInt(line, int64(len(after.Facts)), 10)
 	line = append(line, `,"change":`...)
 	line = append(line, change[:len(change)-1]...)
-	line = append(line, "}\n"...)
-	return s.j.commit(line)
+	return s.j.commit(sealRecord(line))
 }
 
 // change applies ch to pf, the caller's copy of a person's state, which the
