@@ -1,12 +1,14 @@
 package people
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -56,7 +58,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{root: root, log: log, now: now, index: map[string]int32{}, hashed: map[string]api.Subject{},
+	s := &Store{root: root, log: log, now: now, hashed: map[string]api.Subject{},
 		dirty: map[string]bool{}, cache: newFileCache()}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
@@ -147,59 +149,90 @@ func (s *Store) Close() error {
 }
 
 // readCatalog loads the counts and the generation; found is false when
-// there is no catalog.
+// there is no catalog. It reads the file a buffer at a time into the
+// front-coded index, so loading 100,000 people holds no copy of the file
+// and no string per person.
 func (s *Store) readCatalog() (found bool, err error) {
-	b, err := s.root.ReadFile(path.Join(Dir, CatalogName))
+	f, err := s.root.Open(path.Join(Dir, CatalogName))
 	if err != nil {
 		if durable.IsNotExist(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("read the people catalog: %w", err)
 	}
+	defer f.Close()
 	bad := func(why string) (bool, error) {
 		return false, fmt.Errorf("the people catalog %s is unreadable (%s); remove it and the service rebuilds it from the person logs", path.Join(Dir, CatalogName), why)
 	}
-	first, rest, _ := bytes.Cut(b, []byte("\n"))
+	r := bufio.NewReaderSize(f, 64<<10)
+	first, err := r.ReadSlice('\n')
+	if err != nil && err != io.EOF {
+		if err == bufio.ErrBufferFull {
+			return bad("no header")
+		}
+		return false, fmt.Errorf("read the people catalog: %w", err)
+	}
 	var h catalogHead
-	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion {
+	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion || h.People < 0 {
 		return bad("no header")
 	}
-	if h.People < 0 || h.People > len(rest) {
-		return bad("its totals do not match its lines")
+	type late struct {
+		name    string
+		subject api.Subject
+		n       int
 	}
-	s.index = make(map[string]int32, h.People)
-	for len(rest) > 0 {
-		var line []byte
-		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		var f []string
-		if sp := bytes.IndexByte(line, ' '); sp > 0 && bytes.IndexByte(line[sp+1:], ' ') < 0 {
-			f = []string{string(line[:sp]), string(line[sp+1:])} // the common case, readable names
-		} else {
-			f = strings.Fields(string(line))
-		}
-		if len(f) != 2 && len(f) != 4 {
+	var (
+		b        frontCodedBuilder
+		unsorted []late // lines out of name order (a hand-edited catalog)
+		people   int
+	)
+	s.facts = 0
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
 			return bad("a line is not a name and a count")
 		}
-		n, err := strconv.Atoi(f[1])
-		if err != nil || n < 1 || n > api.MaxFactsPerPerson || !IsPersonFile(f[0]) {
-			return bad("a line is not a name and a count")
+		if err != nil && err != io.EOF {
+			return false, fmt.Errorf("read the people catalog: %w", err)
 		}
-		subject := api.Subject{}
-		hashed := strings.HasPrefix(f[0], hashedTag)
-		if hashed != (len(f) == 4) {
-			return bad("a hashed name without its ids, or ids after a readable name")
-		}
-		if hashed {
-			g, err1 := unescape(f[2])
-			u, err2 := unescape(f[3])
-			if err1 != nil || err2 != nil || FileName(api.Subject{GuildID: g, UserID: u}) != f[0] {
-				return bad("a line's ids do not decode to its name")
+		if line = bytes.TrimSuffix(line, []byte("\n")); len(line) > 0 {
+			name, rest, _ := bytes.Cut(line, []byte(" "))
+			count, ids, _ := bytes.Cut(rest, []byte(" "))
+			n, aerr := strconv.Atoi(string(count))
+			if aerr != nil || n < 1 || n > api.MaxFactsPerPerson || !isPersonFileBytes(name) {
+				return bad("a line is not a name and a count")
 			}
-			subject = api.Subject{GuildID: g, UserID: u}
+			subject := api.Subject{}
+			hashed := bytes.HasPrefix(name, []byte(hashedTag))
+			if hashed != (len(ids) > 0) {
+				return bad("a hashed name without its ids, or ids after a readable name")
+			}
+			if hashed {
+				gid, uid, _ := bytes.Cut(ids, []byte(" "))
+				g, err1 := unescape(string(gid))
+				u, err2 := unescape(string(uid))
+				subject = api.Subject{GuildID: g, UserID: u}
+				if err1 != nil || err2 != nil || FileName(subject) != string(name) {
+					return bad("a line's ids do not decode to its name")
+				}
+				s.hashed[string(name)] = subject
+			}
+			if !b.add(name[:len(name)-len("jsonl")], byte(n)) {
+				unsorted = append(unsorted, late{string(name), subject, n})
+			} else {
+				people++
+				s.facts += n
+			}
 		}
-		s.setCountLocked(f[0], subject, n)
+		if err == io.EOF {
+			break
+		}
 	}
-	if len(s.index) != h.People || s.facts != h.Facts {
+	s.idx = peopleIndex{base: b.finish(), n: people}
+	for _, l := range unsorted {
+		s.setCountLocked(l.name, l.subject, l.n)
+	}
+	if s.idx.len() != h.People || s.facts != h.Facts {
 		return bad("its totals do not match its lines")
 	}
 	s.gen = h.Generation
@@ -207,31 +240,48 @@ func (s *Store) readCatalog() (found bool, err error) {
 	return true, nil
 }
 
-// writeCatalog writes the counts under gen, durably.
+// isPersonFileBytes is IsPersonFile of a name still in a read buffer.
+func isPersonFileBytes(name []byte) bool {
+	return (bytes.HasPrefix(name, []byte(readableTag)) || bytes.HasPrefix(name, []byte(hashedTag))) &&
+		bytes.HasSuffix(name, []byte(fileSuffix)) && bytes.Count(name, []byte(".")) == 1
+}
+
+// writeCatalog writes the counts under gen, durably, streaming the index
+// to the file, and folds the people added since the last one into the
+// index's compact part. The caller holds cp (write), so no change is
+// running: the index is only read meanwhile, and mu is taken to rebuild it.
 func (s *Store) writeCatalog(gen uint64) error {
-	names := make([]string, 0, len(s.index))
-	for n := range s.index {
-		names = append(names, n)
+	err := writeStreamVia(s.root, TmpDir, path.Join(Dir, CatalogName), func(w *bufio.Writer) error {
+		head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: s.idx.len(), Facts: s.facts, Journal: journalSeal})
+		w.Write(head)
+		w.WriteByte('\n')
+		var num []byte
+		s.idx.each("", func(key []byte, count int) bool {
+			w.Write(key)
+			w.WriteString("jsonl ")
+			num = strconv.AppendInt(num[:0], int64(count), 10)
+			w.Write(num)
+			if bytes.HasPrefix(key, []byte(hashedTag)) {
+				subj := s.hashed[nameOf(key)]
+				w.WriteByte(' ')
+				w.WriteString(escape(subj.GuildID))
+				w.WriteByte(' ')
+				w.WriteString(escape(subj.UserID))
+			}
+			w.WriteByte('\n')
+			return true
+		})
+		return nil
+	}, syncAll)
+	if err != nil {
+		return err
 	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	buf.Grow(48 * (len(names) + 1))
-	head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: len(s.index), Facts: s.facts, Journal: journalSeal})
-	buf.Write(head)
-	buf.WriteByte('\n')
-	for _, n := range names {
-		buf.WriteString(n)
-		buf.WriteByte(' ')
-		buf.WriteString(strconv.Itoa(int(s.index[n])))
-		if subj, ok := s.hashed[n]; ok {
-			buf.WriteByte(' ')
-			buf.WriteString(escape(subj.GuildID))
-			buf.WriteByte(' ')
-			buf.WriteString(escape(subj.UserID))
-		}
-		buf.WriteByte('\n')
+	if len(s.idx.extra) > 0 || s.idx.base.tombstones > 0 {
+		s.mu.Lock()
+		s.idx.rebuild()
+		s.mu.Unlock()
 	}
-	return writeVia(s.root, TmpDir, path.Join(Dir, CatalogName), buf.Bytes(), syncAll)
+	return nil
 }
 
 // checkpointLocked makes every person log written since the last checkpoint
@@ -471,12 +521,30 @@ const (
 // directory of the same file system): write, fdatasync, rename, fsync the
 // target's directory; with noSync only write and rename.
 func writeVia(root *os.Root, tmp, name string, data []byte, mode syncMode) error {
+	return writeFileVia(root, tmp, name, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	}, mode)
+}
+
+// writeStreamVia is writeVia of what write writes through a buffer.
+func writeStreamVia(root *os.Root, tmp, name string, write func(*bufio.Writer) error, mode syncMode) error {
+	return writeFileVia(root, tmp, name, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 64<<10)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	}, mode)
+}
+
+func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error, mode syncMode) error {
 	t := path.Join(tmp, durable.TempPrefix+randomName())
 	f, err := root.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err != nil {
 		return fmt.Errorf("create temp file: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)

@@ -91,8 +91,8 @@ type Store struct {
 	j     *journal
 
 	mu      sync.Mutex
-	index   map[string]int32       // file name → fact count, people with facts only
-	hashed  map[string]api.Subject // subjects of hashed file names in index
+	idx     peopleIndex            // file name → fact count, people with facts only
+	hashed  map[string]api.Subject // subjects of hashed file names in idx
 	facts   int
 	dirty   map[string]bool // person logs written since the last checkpoint
 	created bool            // a person log was created since the last checkpoint
@@ -430,13 +430,11 @@ func (s *Store) setCount(name string, subject api.Subject, n int) {
 }
 
 func (s *Store) setCountLocked(name string, subject api.Subject, n int) {
-	s.facts += n - int(s.index[name])
+	s.facts += n - s.idx.set(name, n)
 	if n == 0 {
-		delete(s.index, name)
 		delete(s.hashed, name)
 		return
 	}
-	s.index[name] = int32(n)
 	if strings.HasPrefix(name, hashedTag) {
 		s.hashed[name] = subject
 	}
@@ -457,7 +455,7 @@ type Stats struct{ People, Facts int }
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{People: len(s.index), Facts: s.facts}
+	return Stats{People: s.idx.len(), Facts: s.facts}
 }
 
 // Metrics are the store's running totals since Open, for a metrics

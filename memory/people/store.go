@@ -667,23 +667,18 @@ func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
 		return api.PeopleResponse{}, err
 	}
 	s.mu.Lock()
-	names := make([]string, 0, len(s.index))
-	for n := range s.index {
-		if n > cursor {
-			names = append(names, n)
+	defer s.mu.Unlock()
+	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, Total: s.idx.len(), People: []api.PersonSummary{}}
+	last := ""
+	s.idx.each(cursor, func(key []byte, count int) bool {
+		if len(resp.People) == limit {
+			resp.NextCursor = last
+			return false
 		}
-	}
-	total := len(s.index)
-	sort.Strings(names)
-	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, Total: total, People: []api.PersonSummary{}}
-	for i, n := range names {
-		if i == limit {
-			resp.NextCursor = names[i-1]
-			break
-		}
-		resp.People = append(resp.People, api.PersonSummary{Subject: s.subjectOf(n), Facts: int(s.index[n])})
-	}
-	s.mu.Unlock()
+		last = nameOf(key)
+		resp.People = append(resp.People, api.PersonSummary{Subject: s.subjectOf(last), Facts: count})
+		return true
+	})
 	return resp, nil
 }
 
