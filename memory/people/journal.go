@@ -30,10 +30,11 @@ import (
 // A checkpoint syncs the person logs written since the last one, writes the
 // catalog (every person's fact count) under a new generation, and starts
 // the journal again from offset 0, so start-up reads the catalog and the
-// short journal and no person file. A checkpoint after a forget, an edit or
-// a forget-person also zeroes the journal's used part: until then a line
-// of a superseded or evicted fact may stay there, as it may in the person's
-// log until compaction, but nothing of a forgotten one does.
+// short journal and no person file. A clean stop's checkpoint also zeroes
+// the journal's used part. A line of a superseded or evicted fact may stay
+// there, as it may in the person's log until compaction, but nothing of a
+// forgotten one does: a forget, an edit or a forget-person blanks the
+// person's older lines (see blank) before it answers.
 //
 // The file is preallocated with zeros, so an append writes into blocks the
 // file already has and its fdatasync has no size to commit. A record is
@@ -162,6 +163,9 @@ func (j *journal) read(gen uint64, sealed bool) (lines []journalLine, skipped in
 			break // a torn tail
 		}
 		rest = after
+		if len(bytes.Trim(rec, " ")) == 0 {
+			continue // a record blanked by a forget
+		}
 		if !sealed {
 			var l journalLine
 			if json.Unmarshal(rec, &l) != nil || l.Gen != gen || (l.Change == nil && !l.ForgetPerson) {
@@ -169,9 +173,6 @@ func (j *journal) read(gen uint64, sealed bool) (lines []journalLine, skipped in
 			}
 			lines = append(lines, l)
 			continue
-		}
-		if len(bytes.Trim(rec, " ")) == 0 {
-			continue // a record blanked by a forget
 		}
 		body, ok := unsealRecord(rec)
 		if !ok {
@@ -245,6 +246,20 @@ func unsealRecord(rec []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return rec[:n], true
+}
+
+// recordNames reports whether a record begins {"g":n,"person":"<person>"
+// (needle is the part from the comma).
+func recordNames(rec, needle []byte) bool {
+	rest, ok := bytes.CutPrefix(rec, []byte(`{"g":`))
+	if !ok {
+		return false
+	}
+	i := 0
+	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+		i++
+	}
+	return bytes.HasPrefix(rest[i:], needle)
 }
 
 // recordGen reads the generation a record begins with ({"g":n,…}).
@@ -351,6 +366,81 @@ func (j *journal) reset(gen uint64, zero bool) error {
 		j.high = 0
 	}
 	return nil
+}
+
+// blank overwrites with spaces (keeping each newline) every record that
+// names person, but the newest of the current generation when keepLast is
+// set, and the remnant of an older generation's record where the current
+// generation ends; then it fdatasyncs, and answers how many it blanked.
+// A forget, an edit or a forget-person calls it after rewriting the
+// person's log durably: the person's older records are then redundant, and
+// blanking them leaves nothing of a forgotten body in the journal without
+// a checkpoint (a catalog write that grows with the number of people). The
+// newest record stays: it holds no forgotten content, and it brings the
+// catalog's count level at a replay. Replay skips a line of spaces. Older
+// generations' records are obsolete (their checkpoint synced the logs), so
+// blanking one loses nothing. The caller holds the store's checkpoint lock,
+// so no commit runs.
+func (j *journal) blank(person string, keepLast bool) (int, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	cur, end := j.off, max(j.high, j.off)
+	needle := []byte(`,"person":"` + person + `"`)
+	type span struct{ start, end int64 }
+	var spans []span
+	newest := -1 // the index in spans of the newest record of the current generation
+	buf := make([]byte, 256<<10)
+	for off := int64(0); off < end; {
+		n, err := j.f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+		if n == 0 && err != nil {
+			return 0, fmt.Errorf("read the people journal: %w", err)
+		}
+		last := bytes.LastIndexByte(buf[:n], '\n')
+		if last < 0 {
+			if off+int64(n) >= end {
+				break // a tail without a newline: no record
+			}
+			buf = make([]byte, 2*len(buf)) // a record longer than the buffer
+			continue
+		}
+		chunk := buf[:last+1] // whole lines only
+		if cur >= off && cur < off+int64(len(chunk)) && cur < j.high {
+			i := cur - off
+			spans = append(spans, span{cur, cur + int64(bytes.IndexByte(chunk[i:], '\n'))})
+		}
+		for start := 0; start < len(chunk); {
+			stop := start + bytes.IndexByte(chunk[start:], '\n')
+			if recordNames(chunk[start:stop], needle) {
+				spans = append(spans, span{off + int64(start), off + int64(stop)})
+				if off+int64(stop) < cur {
+					newest = len(spans) - 1
+				}
+			}
+			start = stop + 1
+		}
+		off += int64(len(chunk))
+	}
+	blanked := 0
+	var spaces []byte
+	for i, sp := range spans {
+		if (keepLast && i == newest) || sp.end <= sp.start {
+			continue
+		}
+		n := int(sp.end - sp.start)
+		for len(spaces) < n {
+			spaces = append(spaces, ' ')
+		}
+		if _, err := j.f.WriteAt(spaces[:n], sp.start); err != nil {
+			return blanked, fmt.Errorf("blank a people journal record: %w", err)
+		}
+		blanked++
+	}
+	if blanked > 0 {
+		if err := fdatasync(j.f); err != nil {
+			return blanked, fmt.Errorf("fdatasync the people journal: %w", err)
+		}
+	}
+	return blanked, nil
 }
 
 func (j *journal) close() error { return j.f.Close() }

@@ -191,3 +191,57 @@ func TestJournalWithoutChecksumsStillReplays(t *testing.T) {
 		t.Fatalf("the restart's catalog does not say its records are sealed")
 	}
 }
+
+// TestForgetBlanksOlderGenerationsToo forgets a fact whose journal record
+// a checkpoint left behind (a checkpoint starts the journal over without
+// zeroing it) and that the new generation has half overwritten, so what is
+// left of it no longer names its person; and checks the records of others
+// survive a restart after the forget.
+func TestForgetBlanksOlderGenerationsToo(t *testing.T) {
+	s, root, c := newStore(t)
+	u := api.Subject{GuildID: "g", UserID: "u"}
+	v := api.Subject{GuildID: "g", UserID: "v"}
+	tick := func() { c.t = c.t.Add(time.Second) }
+	for i := range 3 {
+		mustPropose(t, s, text, proposal(fmt.Sprintf("v%d", i), "g", "v", "v", "c", fmt.Sprintf("v filler %d", i)))
+		tick()
+	}
+	secret := strings.Repeat("topsecret ", 190)
+	r := mustPropose(t, s, text, proposal("s", "g", "u", "u", "c", secret))
+	tick()
+	mustPropose(t, s, text, proposal("u-later", "g", "u", "u", "c", "u later"))
+	tick()
+	jb := readFile(t, root, JournalName)
+	start := int64(bytes.Index(jb, []byte("topsecret")))
+	if err := s.checkpointIfFullForTest(); err != nil {
+		t.Fatal(err)
+	}
+	want := 3
+	for i := 0; s.j.used() <= start; i++ {
+		mustPropose(t, s, text, proposal(fmt.Sprintf("w%d", i), "g", "v", "v", "c", fmt.Sprintf("v after the checkpoint %d", i)))
+		tick()
+		want++
+	}
+	jb = readFile(t, root, JournalName)
+	if bytes.Contains(jb[:s.j.used()], []byte("topsecret")) || !bytes.Contains(jb[s.j.used():], []byte("topsecret")) {
+		t.Fatalf("the test did not leave part of the secret's record after the new generation's end")
+	}
+	if _, err := s.Forget(text, u, r.Fact.FactID, "u"); err != nil {
+		t.Fatal(err)
+	}
+	walk(t, root, Dir, func(name string, b []byte) {
+		if bytes.Contains(b, []byte("topsecret")) {
+			t.Errorf("%s still holds the forgotten body", name)
+		}
+	})
+	s2 := reopen(t, root, c)
+	if got, _ := s2.Export(v); got.Total != want {
+		t.Errorf("after restart v holds %d facts, want %d", got.Total, want)
+	}
+	if got, _ := s2.Export(u); bodies(got.Facts) != "u later" {
+		t.Errorf("after restart u holds %q", bodies(got.Facts))
+	}
+	if st := s2.Stats(); st.People != 2 || st.Facts != want+1 {
+		t.Errorf("counts after restart: %+v", st)
+	}
+}
