@@ -12,12 +12,16 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
@@ -392,53 +396,146 @@ func (s *Store) replay(lines []journalLine) error {
 // scan reads every file of the directory once: person logs are counted
 // (a torn tail cut off), schema-1 files are migrated to logs, and
 // unreadable files are moved aside. The caller holds cp (write).
+//
+// It lists the directory scanBatch names at a time (100,000 names are never
+// held at once) and reads each batch with one worker per core. A batch's
+// migrations are written without a sync each: then one syncfs makes the new
+// logs' data durable, one directory fsync their names, and only then are
+// the batch's schema-1 files removed (and the directory synced again), so
+// a schema-1 file goes only once its log is durable, as on access. Progress
+// is logged every few seconds, as counts only.
 func (s *Store) scan() error {
 	d, err := s.root.Open(Dir)
 	if err != nil {
 		return err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return err
-	}
-	legacy := map[string]bool{}
-	for _, n := range names {
-		if isLegacyFile(n) {
-			legacy[n] = true
-		}
-	}
-	migrated := 0
-	for _, name := range names {
-		var pf *personFile
-		switch {
-		case IsPersonFile(name):
-			// A schema-1 file still present wins: it is removed only
-			// once its log is durable, before any change to that log.
-			if legacy[strings.TrimSuffix(name, fileSuffix)+legacySuffix] {
-				continue
-			}
-			if pf, err = s.readLog(name); err != nil {
+	defer d.Close()
+	start, lastLog := time.Now(), time.Now()
+	var st scanStats
+	for {
+		names, rerr := d.Readdirnames(scanBatch)
+		if len(names) > 0 {
+			if err := s.scanNames(d, names, &st); err != nil {
 				return err
 			}
-		case isLegacyFile(name):
-			log := strings.TrimSuffix(name, legacySuffix) + fileSuffix
-			if pf, err = s.migrateLegacy(name, log); err != nil {
-				return err
-			}
-			name = log
-			migrated++
-		default:
-			continue
 		}
-		if pf != nil && len(pf.Facts) > 0 {
-			s.setCountLocked(name, pf.Subject, len(pf.Facts))
+		if rerr == io.EOF || (rerr == nil && len(names) == 0) {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("list the people directory: %w", rerr)
+		}
+		if time.Since(lastLog) >= scanLogEvery {
+			lastLog = time.Now()
+			s.log.Info("reading person files (no catalog)", zap.Int64("files", st.files.Load()),
+				zap.Int64("migrated", st.migrated.Load()), zap.Duration("elapsed", time.Since(start).Round(time.Millisecond)))
 		}
 	}
-	if migrated > 0 {
-		s.log.Info("migrated person files to logs", zap.Int("count", migrated))
+	if st.migrated.Load() > 0 {
+		s.log.Info("migrated person files to logs", zap.Int64("count", st.migrated.Load()),
+			zap.Duration("elapsed", time.Since(start).Round(time.Millisecond)))
 	}
 	return nil
+}
+
+const (
+	scanBatch    = 1024
+	scanLogEvery = 2 * time.Second
+)
+
+type scanStats struct{ files, migrated atomic.Int64 }
+
+// scanNames reads one batch of the directory's names in parallel.
+func (s *Store) scanNames(d *os.File, names []string, st *scanStats) error {
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		firstEr error
+		done    []string // schema-1 files migrated, to remove once their logs are durable
+		wg      sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstEr == nil {
+			firstEr = err
+		}
+		mu.Unlock()
+	}
+	for range min(runtime.GOMAXPROCS(0), len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				name := names[i]
+				var pf *personFile
+				var err error
+				switch {
+				case IsPersonFile(name):
+					st.files.Add(1)
+					// A schema-1 file still present wins: it is removed
+					// only once its log is durable, before any change to
+					// that log. It is migrated when its name comes.
+					if _, err := s.pdir.Lstat(strings.TrimSuffix(name, fileSuffix) + legacySuffix); err == nil {
+						continue
+					}
+					pf, err = s.readLog(name)
+				case isLegacyFile(name):
+					st.files.Add(1)
+					log := strings.TrimSuffix(name, legacySuffix) + fileSuffix
+					if pf, err = s.migrateUnsynced(name, log); pf != nil {
+						mu.Lock()
+						done = append(done, name)
+						mu.Unlock()
+						st.migrated.Add(1)
+					}
+					name = log
+				default:
+					continue
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				if pf != nil && len(pf.Facts) > 0 {
+					s.setCount(name, pf.Subject, len(pf.Facts))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstEr != nil {
+		return firstEr
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	if err := syncfs(d); err != nil {
+		return fmt.Errorf("sync the migrated person logs: %w", err)
+	}
+	if err := durable.SyncDir(s.root, Dir); err != nil {
+		return err
+	}
+	for _, legacy := range done {
+		if err := s.pdir.Remove(legacy); err != nil && !durable.IsNotExist(err) {
+			return fmt.Errorf("remove the migrated person file: %w", err)
+		}
+	}
+	return durable.SyncDir(s.root, Dir)
+}
+
+// syncfs makes every file written on d's file system durable: one call
+// for a batch of new person logs instead of an fdatasync each.
+func syncfs(d *os.File) error {
+	for {
+		err := unix.Syncfs(int(d.Fd()))
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // removePersonFiles removes a person's log, schema-1 file and every copy

@@ -7,8 +7,12 @@ import (
 	"path"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/clankie/clankie/api"
 )
@@ -188,5 +192,52 @@ func TestListAndEachPageThroughManyPeople(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestUpgradeMigratesManyPeopleInBatches starts on a root of schema-1 files
+// spanning several of the scan's batches, one of them with a log cut short
+// beside it (a migration a crash interrupted before the schema-1 file was
+// removed): every person is migrated from their schema-1 file, none is
+// left, and the log says how many, never who or what.
+func TestUpgradeMigratesManyPeopleInBatches(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	n := 2*scanBatch + 100
+	subjects := seedPeople(t, root, n, 3, true)
+	torn := subjects[7]
+	if err := root.WriteFile(path.Join(Dir, FileName(torn)), []byte(`{"schemaVersion":2,"subject":{"guildId":"1","userId":"1007"},"seq":0}`+"\n"+`{"fact":{"factId":"fx","body":"half`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	s, err := Open(root, zap.New(core), c.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.People != n || st.Facts != 3*n {
+		t.Fatalf("counts after the upgrade: %+v, want %d people", st, n)
+	}
+	if names := dirNames(t, root); strings.Contains(names, ".json ") || strings.HasSuffix(names, ".json") {
+		t.Fatalf("schema-1 files survived the upgrade")
+	}
+	if got, _ := s.Export(torn); got.Total != 3 || !strings.Contains(bodies(got.Facts), "fact 2 of person 7") {
+		t.Fatalf("the person whose log was cut short holds %q", bodies(got.Facts))
+	}
+	var counted bool
+	for _, e := range logs.All() {
+		text := fmt.Sprint(e.Message, e.Context)
+		if strings.Contains(text, "fact ") || strings.Contains(text, "p-") || strings.Contains(text, "1007") {
+			t.Errorf("a log line names a person or a fact: %s", text)
+		}
+		if e.Message == "migrated person files to logs" && e.ContextMap()["count"] == int64(n) {
+			counted = true
+		}
+	}
+	if !counted {
+		t.Errorf("no log line counts the %d migrated files: %v", n, logs.All())
 	}
 }

@@ -216,6 +216,47 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 	return pf, nil
 }
 
+// migrateUnsynced is migrateLegacy for the start-up scan, which batches
+// the syncs: the log is written in place without a sync, and the schema-1
+// file is left for the caller to remove once it has made the log durable.
+// No temp file is needed: until the schema-1 file is gone it wins over the
+// log at every start (and every start scans until a catalog is written),
+// so a log cut short by a crash is only migrated again.
+func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
+	b, err := s.pdir.ReadFile(legacy)
+	if err != nil {
+		if durable.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read person file: %w", err)
+	}
+	subject, facts, proposals, err := decodeLegacy(b)
+	if err != nil || FileName(subject) != name {
+		return nil, s.moveAside(legacy)
+	}
+	pf := &personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Proposals: proposals}
+	if pf.Facts == nil {
+		pf.Facts = []api.Fact{}
+	}
+	snap, err := encodeSnapshot(pf)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.pdir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("create person log: %w", err)
+	}
+	_, err = f.Write(snap)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write person log: %w", err)
+	}
+	pf.size, pf.live = int64(len(snap)), int64(len(snap))
+	return pf, nil
+}
+
 // read loads under the caller's locks and answers an empty person for
 // nobody.
 func (s *Store) read(subject api.Subject) (string, *personFile, error) {
