@@ -565,22 +565,27 @@ func (s *Store) removeCorruptCopies(names ...string) error {
 	if err != nil {
 		return fmt.Errorf("list the people directory: %w", err)
 	}
-	entries, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("list the people directory: %w", err)
-	}
-	for _, e := range entries {
-		for _, name := range names {
-			if !strings.HasPrefix(e, name+corruptSuffix) {
-				continue
-			}
-			if err := s.root.Remove(path.Join(Dir, e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("remove a corrupt copy of a person file: %w", err)
+	defer d.Close()
+	// A batch of names at a time: the directory holds a log per person.
+	for {
+		entries, err := d.Readdirnames(scanBatch)
+		for _, e := range entries {
+			for _, name := range names {
+				if !strings.HasPrefix(e, name+corruptSuffix) {
+					continue
+				}
+				if err := s.root.Remove(path.Join(Dir, e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("remove a corrupt copy of a person file: %w", err)
+				}
 			}
 		}
+		if err == io.EOF || (err == nil && len(entries) == 0) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list the people directory: %w", err)
+		}
 	}
-	return nil
 }
 
 // encodeJournal renders one sealed journal record with its newline.
