@@ -137,6 +137,9 @@ func (j *journal) read(gen uint64, sealed bool) (lines []journalLine, skipped in
 	chunk := make([]byte, 64<<10)
 	for off := int64(0); ; {
 		n, err := j.f.ReadAt(chunk, off)
+		if err != nil && err != io.EOF {
+			return nil, 0, 0, fmt.Errorf("read the people journal: %w", err)
+		}
 		if allZero(chunk[:n]) {
 			break
 		}
@@ -144,9 +147,6 @@ func (j *journal) read(gen uint64, sealed bool) (lines []journalLine, skipped in
 		off += int64(n)
 		if err == io.EOF {
 			break
-		}
-		if err != nil {
-			return nil, 0, 0, fmt.Errorf("read the people journal: %w", err)
 		}
 	}
 	b = b[:len(bytes.TrimRight(b, "\x00"))]
