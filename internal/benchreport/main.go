@@ -102,7 +102,9 @@ func run(ctx context.Context, c config) int {
 			"BenchmarkProposalRoundTrip", "BenchmarkProposalBaselineWrite", "BenchmarkRecall128", "BenchmarkRecall128BaselineDecode",
 			"BenchmarkConcurrentProposals", "BenchmarkConcurrentBaselineWrite"}},
 		{name: "people store", pkg: "./memory/people/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
-			"BenchmarkProposeInProcess"}},
+			"BenchmarkProposeInProcess", "BenchmarkForgetWithPeople"}},
+		{name: "people store (first start)", pkg: "./memory/people/", benchtime: "1x", rounds: 1, benches: []string{
+			"BenchmarkFirstStart"}},
 		{name: "episodes", pkg: "./memory/episodes/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
 			"BenchmarkRecordFullStore", "BenchmarkRewriteLaneFiles", "BenchmarkSearchFullStore"}},
 		{name: "bridges (interactions)", pkg: "./bridges/", benchtime: fmt.Sprintf("%dx", c.bridgeN), rounds: 1, benches: []string{
@@ -538,6 +540,23 @@ func rows(res results, rss map[string]float64, c config) []row {
 	out = append(out, row{"memory", "proposal, durable, in process (no HTTP), 16 facts, superseding; median",
 		dur(ip*1e3, okI), fmt.Sprintf("the journal's mean fdatasync within it: %s; the original in-process, non-durable: %s", dur(is*1e3, okIS), dur(originalProposeMicros[16]*1e3, true)),
 		ratioText(ip/originalProposeMicros[16], okI), "—", "—"})
+
+	// A forget leaves nothing of the fact on disk before it answers; its
+	// cost must not grow with the number of people in the catalog.
+	for _, n := range []string{"10000", "100000"} {
+		name := "BenchmarkForgetWithPeople/people=" + n
+		f, okF := res.get(name, "forget-p50-µs")
+		p, okP := res.get(name, "propose-p50-µs")
+		out = append(out, row{"memory", fmt.Sprintf("forget one fact, %s people in the catalog, in process; median", n),
+			dur(f*1e3, okF), "a proposal to the same person, same run: " + dur(p*1e3, okP), ratioText(f/p, okF && okP), "—", "—"})
+	}
+	// The first start after an upgrade migrates every schema-1 file.
+	for _, n := range []string{"10000"} {
+		m, okM := res.get("BenchmarkFirstStart/schema-1/people="+n, "ns/op")
+		l, okL := res.get("BenchmarkFirstStart/logs/people="+n, "ns/op")
+		out = append(out, row{"start-up", fmt.Sprintf("first start after an upgrade: %s schema-1 files × 10 facts, no catalog, in process", n),
+			dur(m, okM), "the same people as logs (a deleted catalog: read, not migrated): " + dur(l, okL), ratioText(m/l, okM && okL), "—", "—"})
+	}
 
 	// 64 writers, own person each: throughput against the whole-file floor.
 	cw, okCW := res.get("BenchmarkConcurrentProposals", "writes/s")

@@ -1,21 +1,27 @@
 package people
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
@@ -38,7 +44,13 @@ type catalogHead struct {
 	Generation    uint64 `json:"generation"`
 	People        int    `json:"people"`
 	Facts         int    `json:"facts"`
+	// Journal names the checksum of the generation's journal records;
+	// empty in a catalog written before records carried one.
+	Journal string `json:"journal,omitempty"`
 }
+
+// journalSeal is catalogHead.Journal for sealed records.
+const journalSeal = "crc32c"
 
 // Open loads the store. With a catalog it reads the catalog and replays the
 // journal's lines of the catalog's generation (the changes since the last
@@ -50,7 +62,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{root: root, log: log, now: now, index: map[string]int32{}, hashed: map[string]api.Subject{},
+	s := &Store{root: root, log: log, now: now, hashed: map[string]api.Subject{},
 		dirty: map[string]bool{}, cache: newFileCache()}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
@@ -94,12 +106,15 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		}
 		return s, nil
 	}
-	lines, high, err := s.j.read(s.gen)
+	lines, skipped, high, err := s.j.read(s.gen, s.sealed)
 	if err != nil {
 		return fail(err)
 	}
 	s.j.high = high
-	if len(lines) == 0 {
+	if skipped > 0 {
+		log.Warn("skipped corrupt people journal records; the records after them were replayed", zap.Int("count", skipped))
+	}
+	if len(lines) == 0 && s.sealed {
 		if high > 0 { // lines of an older generation: zero them
 			if err := s.j.reset(s.gen, true); err != nil {
 				return fail(err)
@@ -111,8 +126,12 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	if err := s.replay(lines); err != nil {
 		return fail(fmt.Errorf("replay the people journal: %w", err))
 	}
-	log.Info("replayed the people journal", zap.Int("changes", len(lines)))
-	if err := s.checkpointLocked(); err != nil {
+	if len(lines) > 0 {
+		log.Info("replayed the people journal", zap.Int("changes", len(lines)))
+	}
+	// Zero the journal too: a replayed forget or edit leaves nothing of
+	// what it removed in the records before it.
+	if err := s.checkpoint(true); err != nil {
 		return fail(err)
 	}
 	return s, nil
@@ -134,90 +153,139 @@ func (s *Store) Close() error {
 }
 
 // readCatalog loads the counts and the generation; found is false when
-// there is no catalog.
+// there is no catalog. It reads the file a buffer at a time into the
+// front-coded index, so loading 100,000 people holds no copy of the file
+// and no string per person.
 func (s *Store) readCatalog() (found bool, err error) {
-	b, err := s.root.ReadFile(path.Join(Dir, CatalogName))
+	f, err := s.root.Open(path.Join(Dir, CatalogName))
 	if err != nil {
 		if durable.IsNotExist(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("read the people catalog: %w", err)
 	}
+	defer f.Close()
 	bad := func(why string) (bool, error) {
 		return false, fmt.Errorf("the people catalog %s is unreadable (%s); remove it and the service rebuilds it from the person logs", path.Join(Dir, CatalogName), why)
 	}
-	first, rest, _ := bytes.Cut(b, []byte("\n"))
+	r := bufio.NewReaderSize(f, 64<<10)
+	first, err := r.ReadSlice('\n')
+	if err != nil && err != io.EOF {
+		if err == bufio.ErrBufferFull {
+			return bad("no header")
+		}
+		return false, fmt.Errorf("read the people catalog: %w", err)
+	}
 	var h catalogHead
-	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion {
+	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion || h.People < 0 {
 		return bad("no header")
 	}
-	if h.People < 0 || h.People > len(rest) {
-		return bad("its totals do not match its lines")
+	type late struct {
+		name    string
+		subject api.Subject
+		n       int
 	}
-	s.index = make(map[string]int32, h.People)
-	for len(rest) > 0 {
-		var line []byte
-		line, rest, _ = bytes.Cut(rest, []byte("\n"))
-		var f []string
-		if sp := bytes.IndexByte(line, ' '); sp > 0 && bytes.IndexByte(line[sp+1:], ' ') < 0 {
-			f = []string{string(line[:sp]), string(line[sp+1:])} // the common case, readable names
-		} else {
-			f = strings.Fields(string(line))
-		}
-		if len(f) != 2 && len(f) != 4 {
+	var (
+		b        frontCodedBuilder
+		unsorted []late // lines out of name order (a hand-edited catalog)
+		people   int
+	)
+	s.facts = 0
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
 			return bad("a line is not a name and a count")
 		}
-		n, err := strconv.Atoi(f[1])
-		if err != nil || n < 1 || n > api.MaxFactsPerPerson || !IsPersonFile(f[0]) {
-			return bad("a line is not a name and a count")
+		if err != nil && err != io.EOF {
+			return false, fmt.Errorf("read the people catalog: %w", err)
 		}
-		subject := api.Subject{}
-		hashed := strings.HasPrefix(f[0], hashedTag)
-		if hashed != (len(f) == 4) {
-			return bad("a hashed name without its ids, or ids after a readable name")
-		}
-		if hashed {
-			g, err1 := unescape(f[2])
-			u, err2 := unescape(f[3])
-			if err1 != nil || err2 != nil || FileName(api.Subject{GuildID: g, UserID: u}) != f[0] {
-				return bad("a line's ids do not decode to its name")
+		if line = bytes.TrimSuffix(line, []byte("\n")); len(line) > 0 {
+			name, rest, _ := bytes.Cut(line, []byte(" "))
+			count, ids, _ := bytes.Cut(rest, []byte(" "))
+			n, aerr := strconv.Atoi(string(count))
+			if aerr != nil || n < 1 || n > api.MaxFactsPerPerson || !isPersonFileBytes(name) {
+				return bad("a line is not a name and a count")
 			}
-			subject = api.Subject{GuildID: g, UserID: u}
+			subject := api.Subject{}
+			hashed := bytes.HasPrefix(name, []byte(hashedTag))
+			if hashed != (len(ids) > 0) {
+				return bad("a hashed name without its ids, or ids after a readable name")
+			}
+			if hashed {
+				gid, uid, _ := bytes.Cut(ids, []byte(" "))
+				g, err1 := unescape(string(gid))
+				u, err2 := unescape(string(uid))
+				subject = api.Subject{GuildID: g, UserID: u}
+				if err1 != nil || err2 != nil || FileName(subject) != string(name) {
+					return bad("a line's ids do not decode to its name")
+				}
+				s.hashed[string(name)] = subject
+			}
+			if !b.add(name[:len(name)-len("jsonl")], byte(n)) {
+				unsorted = append(unsorted, late{string(name), subject, n})
+			} else {
+				people++
+				s.facts += n
+			}
 		}
-		s.setCountLocked(f[0], subject, n)
+		if err == io.EOF {
+			break
+		}
 	}
-	if len(s.index) != h.People || s.facts != h.Facts {
+	s.idx = peopleIndex{base: b.finish(), n: people}
+	for _, l := range unsorted {
+		s.setCountLocked(l.name, l.subject, l.n)
+	}
+	if s.idx.len() != h.People || s.facts != h.Facts {
 		return bad("its totals do not match its lines")
 	}
 	s.gen = h.Generation
+	s.sealed = h.Journal == journalSeal
 	return true, nil
 }
 
-// writeCatalog writes the counts under gen, durably.
+// isPersonFileBytes is IsPersonFile of a name still in a read buffer.
+func isPersonFileBytes(name []byte) bool {
+	return (bytes.HasPrefix(name, []byte(readableTag)) || bytes.HasPrefix(name, []byte(hashedTag))) &&
+		bytes.HasSuffix(name, []byte(fileSuffix)) && bytes.Count(name, []byte(".")) == 1
+}
+
+// writeCatalog writes the counts under gen, durably, streaming the index
+// to the file, and folds the people added since the last one into the
+// index's compact part. The caller holds cp (write), so no change is
+// running: the index is only read meanwhile, and mu is taken to rebuild it.
 func (s *Store) writeCatalog(gen uint64) error {
-	names := make([]string, 0, len(s.index))
-	for n := range s.index {
-		names = append(names, n)
+	err := writeStreamVia(s.root, TmpDir, path.Join(Dir, CatalogName), func(w *bufio.Writer) error {
+		head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: s.idx.len(), Facts: s.facts, Journal: journalSeal})
+		w.Write(head)
+		w.WriteByte('\n')
+		var num []byte
+		s.idx.each("", func(key []byte, count int) bool {
+			w.Write(key)
+			w.WriteString("jsonl ")
+			num = strconv.AppendInt(num[:0], int64(count), 10)
+			w.Write(num)
+			if bytes.HasPrefix(key, []byte(hashedTag)) {
+				subj := s.hashed[nameOf(key)]
+				w.WriteByte(' ')
+				w.WriteString(escape(subj.GuildID))
+				w.WriteByte(' ')
+				w.WriteString(escape(subj.UserID))
+			}
+			w.WriteByte('\n')
+			return true
+		})
+		return nil
+	}, syncAll)
+	if err != nil {
+		return err
 	}
-	sort.Strings(names)
-	var buf bytes.Buffer
-	buf.Grow(48 * (len(names) + 1))
-	head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: len(s.index), Facts: s.facts})
-	buf.Write(head)
-	buf.WriteByte('\n')
-	for _, n := range names {
-		buf.WriteString(n)
-		buf.WriteByte(' ')
-		buf.WriteString(strconv.Itoa(int(s.index[n])))
-		if subj, ok := s.hashed[n]; ok {
-			buf.WriteByte(' ')
-			buf.WriteString(escape(subj.GuildID))
-			buf.WriteByte(' ')
-			buf.WriteString(escape(subj.UserID))
-		}
-		buf.WriteByte('\n')
+	if len(s.idx.extra) > 0 || s.idx.base.tombstones > 0 {
+		s.mu.Lock()
+		s.idx.rebuild()
+		s.mu.Unlock()
 	}
-	return writeVia(s.root, TmpDir, path.Join(Dir, CatalogName), buf.Bytes(), syncAll)
+	return nil
 }
 
 // checkpointLocked makes every person log written since the last checkpoint
@@ -259,7 +327,7 @@ func (s *Store) checkpoint(zero bool) error {
 	if err := s.j.reset(next, zero); err != nil {
 		return err
 	}
-	s.gen = next
+	s.gen, s.sealed = next, true
 	s.dirty, s.created = map[string]bool{}, false
 	s.checkpoints.Add(1)
 	return nil
@@ -328,53 +396,146 @@ func (s *Store) replay(lines []journalLine) error {
 // scan reads every file of the directory once: person logs are counted
 // (a torn tail cut off), schema-1 files are migrated to logs, and
 // unreadable files are moved aside. The caller holds cp (write).
+//
+// It lists the directory scanBatch names at a time (100,000 names are never
+// held at once) and reads each batch with one worker per core. A batch's
+// migrations are written without a sync each: then one syncfs makes the new
+// logs' data durable, one directory fsync their names, and only then are
+// the batch's schema-1 files removed (and the directory synced again), so
+// a schema-1 file goes only once its log is durable, as on access. Progress
+// is logged every few seconds, as counts only.
 func (s *Store) scan() error {
 	d, err := s.root.Open(Dir)
 	if err != nil {
 		return err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return err
-	}
-	legacy := map[string]bool{}
-	for _, n := range names {
-		if isLegacyFile(n) {
-			legacy[n] = true
-		}
-	}
-	migrated := 0
-	for _, name := range names {
-		var pf *personFile
-		switch {
-		case IsPersonFile(name):
-			// A schema-1 file still present wins: it is removed only
-			// once its log is durable, before any change to that log.
-			if legacy[strings.TrimSuffix(name, fileSuffix)+legacySuffix] {
-				continue
-			}
-			if pf, err = s.readLog(name); err != nil {
+	defer d.Close()
+	start, lastLog := time.Now(), time.Now()
+	var st scanStats
+	for {
+		names, rerr := d.Readdirnames(scanBatch)
+		if len(names) > 0 {
+			if err := s.scanNames(d, names, &st); err != nil {
 				return err
 			}
-		case isLegacyFile(name):
-			log := strings.TrimSuffix(name, legacySuffix) + fileSuffix
-			if pf, err = s.migrateLegacy(name, log); err != nil {
-				return err
-			}
-			name = log
-			migrated++
-		default:
-			continue
 		}
-		if pf != nil && len(pf.Facts) > 0 {
-			s.setCountLocked(name, pf.Subject, len(pf.Facts))
+		if rerr == io.EOF || (rerr == nil && len(names) == 0) {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("list the people directory: %w", rerr)
+		}
+		if time.Since(lastLog) >= scanLogEvery {
+			lastLog = time.Now()
+			s.log.Info("reading person files (no catalog)", zap.Int64("files", st.files.Load()),
+				zap.Int64("migrated", st.migrated.Load()), zap.Duration("elapsed", time.Since(start).Round(time.Millisecond)))
 		}
 	}
-	if migrated > 0 {
-		s.log.Info("migrated person files to logs", zap.Int("count", migrated))
+	if st.migrated.Load() > 0 {
+		s.log.Info("migrated person files to logs", zap.Int64("count", st.migrated.Load()),
+			zap.Duration("elapsed", time.Since(start).Round(time.Millisecond)))
 	}
 	return nil
+}
+
+const (
+	scanBatch    = 1024
+	scanLogEvery = 2 * time.Second
+)
+
+type scanStats struct{ files, migrated atomic.Int64 }
+
+// scanNames reads one batch of the directory's names in parallel.
+func (s *Store) scanNames(d *os.File, names []string, st *scanStats) error {
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		firstEr error
+		done    []string // schema-1 files migrated, to remove once their logs are durable
+		wg      sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstEr == nil {
+			firstEr = err
+		}
+		mu.Unlock()
+	}
+	for range min(runtime.GOMAXPROCS(0), len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				name := names[i]
+				var pf *personFile
+				var err error
+				switch {
+				case IsPersonFile(name):
+					st.files.Add(1)
+					// A schema-1 file still present wins: it is removed
+					// only once its log is durable, before any change to
+					// that log. It is migrated when its name comes.
+					if _, err := s.pdir.Lstat(strings.TrimSuffix(name, fileSuffix) + legacySuffix); err == nil {
+						continue
+					}
+					pf, err = s.readLog(name)
+				case isLegacyFile(name):
+					st.files.Add(1)
+					log := strings.TrimSuffix(name, legacySuffix) + fileSuffix
+					if pf, err = s.migrateUnsynced(name, log); pf != nil {
+						mu.Lock()
+						done = append(done, name)
+						mu.Unlock()
+						st.migrated.Add(1)
+					}
+					name = log
+				default:
+					continue
+				}
+				if err != nil {
+					fail(err)
+					return
+				}
+				if pf != nil && len(pf.Facts) > 0 {
+					s.setCount(name, pf.Subject, len(pf.Facts))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstEr != nil {
+		return firstEr
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	if err := syncfs(d); err != nil {
+		return fmt.Errorf("sync the migrated person logs: %w", err)
+	}
+	if err := durable.SyncDir(s.root, Dir); err != nil {
+		return err
+	}
+	for _, legacy := range done {
+		if err := s.pdir.Remove(legacy); err != nil && !durable.IsNotExist(err) {
+			return fmt.Errorf("remove the migrated person file: %w", err)
+		}
+	}
+	return durable.SyncDir(s.root, Dir)
+}
+
+// syncfs makes every file written on d's file system durable: one call
+// for a batch of new person logs instead of an fdatasync each.
+func syncfs(d *os.File) error {
+	for {
+		err := unix.Syncfs(int(d.Fd()))
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // removePersonFiles removes a person's log, schema-1 file and every copy
@@ -404,31 +565,36 @@ func (s *Store) removeCorruptCopies(names ...string) error {
 	if err != nil {
 		return fmt.Errorf("list the people directory: %w", err)
 	}
-	entries, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("list the people directory: %w", err)
-	}
-	for _, e := range entries {
-		for _, name := range names {
-			if !strings.HasPrefix(e, name+corruptSuffix) {
-				continue
-			}
-			if err := s.root.Remove(path.Join(Dir, e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("remove a corrupt copy of a person file: %w", err)
+	defer d.Close()
+	// A batch of names at a time: the directory holds a log per person.
+	for {
+		entries, err := d.Readdirnames(scanBatch)
+		for _, e := range entries {
+			for _, name := range names {
+				if !strings.HasPrefix(e, name+corruptSuffix) {
+					continue
+				}
+				if err := s.root.Remove(path.Join(Dir, e)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return fmt.Errorf("remove a corrupt copy of a person file: %w", err)
+				}
 			}
 		}
+		if err == io.EOF || (err == nil && len(entries) == 0) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list the people directory: %w", err)
+		}
 	}
-	return nil
 }
 
-// encodeJournal renders one journal line with its newline.
+// encodeJournal renders one sealed journal record with its newline.
 func encodeJournal(l journalLine) ([]byte, error) {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return nil, err
 	}
-	return append(b, '\n'), nil
+	return sealRecord(b[:len(b)-1]), nil
 }
 
 // legacyFile is the schema-1 person file: one JSON document.
@@ -457,12 +623,30 @@ const (
 // directory of the same file system): write, fdatasync, rename, fsync the
 // target's directory; with noSync only write and rename.
 func writeVia(root *os.Root, tmp, name string, data []byte, mode syncMode) error {
+	return writeFileVia(root, tmp, name, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	}, mode)
+}
+
+// writeStreamVia is writeVia of what write writes through a buffer.
+func writeStreamVia(root *os.Root, tmp, name string, write func(*bufio.Writer) error, mode syncMode) error {
+	return writeFileVia(root, tmp, name, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, 64<<10)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	}, mode)
+}
+
+func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error, mode syncMode) error {
 	t := path.Join(tmp, durable.TempPrefix+randomName())
 	f, err := root.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err != nil {
 		return fmt.Errorf("create temp file: %w", err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)

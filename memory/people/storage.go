@@ -91,12 +91,13 @@ type Store struct {
 	j     *journal
 
 	mu      sync.Mutex
-	index   map[string]int32       // file name → fact count, people with facts only
-	hashed  map[string]api.Subject // subjects of hashed file names in index
+	idx     peopleIndex            // file name → fact count, people with facts only
+	hashed  map[string]api.Subject // subjects of hashed file names in idx
 	facts   int
 	dirty   map[string]bool // person logs written since the last checkpoint
 	created bool            // a person log was created since the last checkpoint
 	gen     uint64          // the catalog's generation; journal lines carry it
+	sealed  bool            // the catalog says its generation's journal records are sealed
 
 	cache *fileCache
 
@@ -215,6 +216,47 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 	return pf, nil
 }
 
+// migrateUnsynced is migrateLegacy for the start-up scan, which batches
+// the syncs: the log is written in place without a sync, and the schema-1
+// file is left for the caller to remove once it has made the log durable.
+// No temp file is needed: until the schema-1 file is gone it wins over the
+// log at every start (and every start scans until a catalog is written),
+// so a log cut short by a crash is only migrated again.
+func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
+	b, err := s.pdir.ReadFile(legacy)
+	if err != nil {
+		if durable.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read person file: %w", err)
+	}
+	subject, facts, proposals, err := decodeLegacy(b)
+	if err != nil || FileName(subject) != name {
+		return nil, s.moveAside(legacy)
+	}
+	pf := &personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Proposals: proposals}
+	if pf.Facts == nil {
+		pf.Facts = []api.Fact{}
+	}
+	snap, err := encodeSnapshot(pf)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.pdir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
+	if err != nil {
+		return nil, fmt.Errorf("create person log: %w", err)
+	}
+	_, err = f.Write(snap)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write person log: %w", err)
+	}
+	pf.size, pf.live = int64(len(snap)), int64(len(snap))
+	return pf, nil
+}
+
 // read loads under the caller's locks and returns an empty person for
 // nobody.
 func (s *Store) read(subject api.Subject) (string, *personFile, error) {
@@ -243,7 +285,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 	}
 	// The same fields as journalLine, in its order, around the change's
 	// bytes: names are ASCII letters, digits and "%_.-", quoted as they are.
-	line := make([]byte, 0, len(change)+len(name)+len(subject)+64)
+	line := make([]byte, 0, len(change)+len(name)+len(subject)+64+sealLen)
 	line = append(line, `{"g":`...)
 	line = strconv.AppendUint(line, s.gen, 10)
 	line = append(line, `,"person":"`...)
@@ -254,8 +296,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 	line = strconv.AppendInt(line, int64(len(after.Facts)), 10)
 	line = append(line, `,"change":`...)
 	line = append(line, change[:len(change)-1]...)
-	line = append(line, "}\n"...)
-	return s.j.commit(line)
+	return s.j.commit(sealRecord(line))
 }
 
 // change applies ch to pf, the caller's copy of a person's state, which the
@@ -430,13 +471,11 @@ func (s *Store) setCount(name string, subject api.Subject, n int) {
 }
 
 func (s *Store) setCountLocked(name string, subject api.Subject, n int) {
-	s.facts += n - int(s.index[name])
+	s.facts += n - s.idx.set(name, n)
 	if n == 0 {
-		delete(s.index, name)
 		delete(s.hashed, name)
 		return
 	}
-	s.index[name] = int32(n)
 	if strings.HasPrefix(name, hashedTag) {
 		s.hashed[name] = subject
 	}
@@ -457,7 +496,7 @@ type Stats struct{ People, Facts int }
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{People: len(s.index), Facts: s.facts}
+	return Stats{People: s.idx.len(), Facts: s.facts}
 }
 
 // Metrics are the store's running totals since Open, for a metrics

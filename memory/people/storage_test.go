@@ -120,7 +120,7 @@ func TestRestartAfterKillReplaysTheJournal(t *testing.T) {
 				t.Fatalf("the log after replay holds %d facts (%v)", len(facts), err)
 			}
 			// The journal was checkpointed: a third start replays nothing.
-			if lines, _, _ := s2.j.read(s2.gen); len(lines) != 0 {
+			if lines, _, _, _ := s2.j.read(s2.gen, true); len(lines) != 0 {
 				t.Fatalf("the journal still holds %d lines after the restart's checkpoint", len(lines))
 			}
 		})

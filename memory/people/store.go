@@ -493,9 +493,10 @@ func forgetOn(pf *personFile, who api.Principal, factID, requesterUserID string)
 
 // purge applies a change that must leave nothing of what it removes or
 // replaces on disk (a forget, an edit): after the journal line, the person's
-// log is rewritten from the new state, and a checkpoint zeroes the journal
-// lines that still hold the old content. The caller holds cp (write) and
-// the person's lock.
+// log is rewritten durably from the new state, and the person's older
+// journal records, which still hold the old content, are blanked. No
+// checkpoint: its catalog write grows with the number of people. The caller
+// holds cp (write) and the person's lock.
 func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 	pf := clonePerson(old)
 	pf.apply(ch)
@@ -518,7 +519,15 @@ func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 	} else {
 		s.cache.drop(name)
 	}
-	return s.checkpoint(true)
+	return s.redact(name)
+}
+
+// redact blanks a person's journal records but the newest (see
+// journal.blank), once their log is durable without the content those
+// records hold. The caller holds cp (write) and the person's lock.
+func (s *Store) redact(name string) error {
+	_, err := s.j.blank(name, true)
+	return err
 }
 
 // Edit is the operator's change of a fact's body, kind, visibility,
@@ -610,7 +619,7 @@ func editOn(pf *personFile, factID string, p api.FactPatch, now time.Time) (api.
 }
 
 // readExclusive reads subject's person for a change that rewrites the
-// person's log and then checkpoints (forget, edit, forget-person, a
+// person's log and then blanks its journal records (forget, edit, forget-person, a
 // migration's put): it holds the checkpoint lock, then the person's own lock,
 // the one order every such change takes them in. On success the caller must
 // call release, which unlocks in reverse; on error nothing is held.
@@ -645,8 +654,8 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 		ids = append(ids, f.FactID)
 	}
 	// The journal line comes first, so a crash before the files are gone
-	// finishes the forgetting at the next start; the checkpoint then
-	// zeroes every journal line that still holds the person's facts.
+	// finishes the forgetting at the next start; once they are gone, every
+	// older journal record of the person is blanked.
 	line, err := encodeJournal(journalLine{Gen: s.gen, Person: name, Subject: subject, ForgetPerson: true})
 	if err != nil {
 		return nil, err
@@ -661,7 +670,7 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	s.mu.Lock()
 	delete(s.dirty, name)
 	s.mu.Unlock()
-	if err := s.checkpoint(true); err != nil {
+	if err := s.redact(name); err != nil {
 		return nil, err
 	}
 	return ids, nil
@@ -674,23 +683,18 @@ func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
 		return api.PeopleResponse{}, err
 	}
 	s.mu.Lock()
-	names := make([]string, 0, len(s.index))
-	for n := range s.index {
-		if n > cursor {
-			names = append(names, n)
+	defer s.mu.Unlock()
+	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, Total: s.idx.len(), People: []api.PersonSummary{}}
+	last := ""
+	s.idx.each(cursor, func(key []byte, count int) bool {
+		if len(resp.People) == limit {
+			resp.NextCursor = last
+			return false
 		}
-	}
-	total := len(s.index)
-	sort.Strings(names)
-	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, Total: total, People: []api.PersonSummary{}}
-	for i, n := range names {
-		if i == limit {
-			resp.NextCursor = names[i-1]
-			break
-		}
-		resp.People = append(resp.People, api.PersonSummary{Subject: s.subjectOf(n), Facts: int(s.index[n])})
-	}
-	s.mu.Unlock()
+		last = nameOf(key)
+		resp.People = append(resp.People, api.PersonSummary{Subject: s.subjectOf(last), Facts: count})
+		return true
+	})
 	return resp, nil
 }
 

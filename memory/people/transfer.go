@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"sort"
 
 	"github.com/clankie/clankie/api"
 )
@@ -12,29 +11,37 @@ import (
 // Each calls fn with a copy of every person who has facts, in name order:
 // what a migration to another store copies.
 func (s *Store) Each(fn func(*Person) error) error {
-	s.mu.Lock()
-	names := make([]string, 0, len(s.index))
-	for n := range s.index {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	s.mu.Unlock()
-	for _, name := range names {
+	// A page of names at a time, so a migration of 100,000 people holds
+	// no list of them all.
+	for cursor := ""; ; {
+		var names []string
 		s.mu.Lock()
-		subject := s.subjectOf(name)
+		s.idx.each(cursor, func(key []byte, _ int) bool {
+			names = append(names, nameOf(key))
+			return len(names) < 512
+		})
+		subjects := make([]api.Subject, len(names))
+		for i, n := range names {
+			subjects[i] = s.subjectOf(n)
+		}
 		s.mu.Unlock()
-		p, err := s.person(name, subject)
-		if err != nil {
-			return err
+		if len(names) == 0 {
+			return nil
 		}
-		if p.Len() == 0 {
-			continue
+		for i, name := range names {
+			p, err := s.person(name, subjects[i])
+			if err != nil {
+				return err
+			}
+			if p.Len() == 0 {
+				continue
+			}
+			if err := fn(p); err != nil {
+				return err
+			}
 		}
-		if err := fn(p); err != nil {
-			return err
-		}
+		cursor = names[len(names)-1]
 	}
-	return nil
 }
 
 func (s *Store) person(name string, subject api.Subject) (*Person, error) {
