@@ -27,17 +27,6 @@ func indexKey(name string) string { return strings.TrimSuffix(name, "jsonl") }
 
 func nameOf(key []byte) string { return string(key) + "jsonl" }
 
-// count answers a person's fact count (0: none).
-func (x *peopleIndex) count(name string) int {
-	if n, ok := x.extra[name]; ok {
-		return int(n)
-	}
-	if at := x.base.find(indexKey(name)); at >= 0 {
-		return int(x.base.data[at])
-	}
-	return 0
-}
-
 // set records a person's fact count (0 removes them), between 0 and 255,
 // and answers the count it replaces.
 func (x *peopleIndex) set(name string, n int) (before int) {
