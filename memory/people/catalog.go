@@ -63,7 +63,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		now = time.Now
 	}
 	s := &Store{root: root, log: log, now: now, hashed: map[string]api.Subject{},
-		dirty: map[string]bool{}, cache: newFileCache()}
+		dirty: map[string]bool{}, cache: newFileCache(), logs: newLogFiles()}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
 	}
@@ -88,6 +88,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	}
 	fail := func(err error) (*Store, error) {
 		s.j.close()
+		s.logs.closeAll()
 		s.pdir.Close()
 		return nil, err
 	}
@@ -144,6 +145,9 @@ func (s *Store) Close() error {
 	defer s.cp.Unlock()
 	err := s.checkpoint(true)
 	if cerr := s.j.close(); err == nil {
+		err = cerr
+	}
+	if cerr := s.logs.closeAll(); err == nil {
 		err = cerr
 	}
 	if cerr := s.pdir.Close(); err == nil {
@@ -276,7 +280,7 @@ func (s *Store) writeCatalog(gen uint64) error {
 			return true
 		})
 		return nil
-	}, syncAll)
+	})
 	if err != nil {
 		return err
 	}
@@ -302,7 +306,7 @@ func (s *Store) checkpoint(zero bool) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		f, err := s.pdir.Open(n)
+		f, release, err := s.logs.acquire(s.pdir, n, false)
 		if durable.IsNotExist(err) {
 			continue
 		}
@@ -310,7 +314,7 @@ func (s *Store) checkpoint(zero bool) error {
 			return fmt.Errorf("open a person log to sync it: %w", err)
 		}
 		err = fdatasync(f)
-		f.Close()
+		release()
 		if err != nil {
 			return fmt.Errorf("fdatasync a person log: %w", err)
 		}
@@ -542,6 +546,7 @@ func syncfs(d *os.File) error {
 // moved aside as corrupt. The caller holds the person's lock or cp (write).
 func (s *Store) removePersonFiles(name string, subject api.Subject) error {
 	s.cache.drop(name)
+	s.logs.drop(name)
 	for _, n := range []string{name, LegacyFileName(subject)} {
 		if err := s.root.Remove(path.Join(Dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove a person file: %w", err)
@@ -611,36 +616,28 @@ func decodeLegacy(b []byte) (api.Subject, []api.Fact, []proposalRecord, error) {
 	return lf.Subject, lf.Facts, lf.Proposals, err
 }
 
-// syncMode says how durable writeVia makes a file.
-type syncMode int
-
-const (
-	syncAll syncMode = iota // fdatasync the data, rename, fsync the directory
-	noSync                  // write and rename only: the caller's journal covers it
-)
-
-// writeVia replaces name with data by way of a temp file in tmp (a
+// writeVia replaces name with data durably by way of a temp file in tmp (a
 // directory of the same file system): write, fdatasync, rename, fsync the
-// target's directory; with noSync only write and rename.
-func writeVia(root *os.Root, tmp, name string, data []byte, mode syncMode) error {
+// target's directory.
+func writeVia(root *os.Root, tmp, name string, data []byte) error {
 	return writeFileVia(root, tmp, name, func(f *os.File) error {
 		_, err := f.Write(data)
 		return err
-	}, mode)
+	})
 }
 
 // writeStreamVia is writeVia of what write writes through a buffer.
-func writeStreamVia(root *os.Root, tmp, name string, write func(*bufio.Writer) error, mode syncMode) error {
+func writeStreamVia(root *os.Root, tmp, name string, write func(*bufio.Writer) error) error {
 	return writeFileVia(root, tmp, name, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 64<<10)
 		if err := write(w); err != nil {
 			return err
 		}
 		return w.Flush()
-	}, mode)
+	})
 }
 
-func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error, mode syncMode) error {
+func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error) error {
 	t := path.Join(tmp, durable.TempPrefix+randomName())
 	f, err := root.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err != nil {
@@ -651,12 +648,10 @@ func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error, m
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if mode == syncAll {
-		if err := fdatasync(f); err != nil {
-			f.Close()
-			_ = root.Remove(t)
-			return fmt.Errorf("fdatasync temp file: %w", err)
-		}
+	if err := fdatasync(f); err != nil {
+		f.Close()
+		_ = root.Remove(t)
+		return fmt.Errorf("fdatasync temp file: %w", err)
 	}
 	if err := f.Close(); err != nil {
 		_ = root.Remove(t)
@@ -666,23 +661,7 @@ func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error, m
 		_ = root.Remove(t)
 		return fmt.Errorf("rename into place: %w", err)
 	}
-	if mode == noSync {
-		return nil
-	}
 	return durable.SyncDir(root, path.Dir(name))
-}
-
-// truncate cuts a file to size.
-func truncate(root *os.Root, name string, size int64) error {
-	f, err := root.OpenFile(name, os.O_WRONLY, 0)
-	if err != nil {
-		return fmt.Errorf("open person log: %w", err)
-	}
-	defer f.Close()
-	if err := f.Truncate(size); err != nil {
-		return fmt.Errorf("cut a torn tail off a person log: %w", err)
-	}
-	return nil
 }
 
 func randomName() string {

@@ -87,8 +87,12 @@ func (pf *personFile) apply(l *logLine) {
 		return // a stray header
 	}
 	if len(l.Reset) > 0 {
-		if l.Seq <= pf.seq {
-			return // the log holds this state already
+		// A reset is the whole state at its seq. It is applied over a log
+		// at the same seq too: a compaction rewrites the log in place, and
+		// one a crash cut short may hold a header of that seq over the
+		// remains of the lines before.
+		if l.Seq < pf.seq {
+			return // the log holds a later state
 		}
 		st := personFile{SchemaVersion: pf.SchemaVersion, Subject: pf.Subject, Facts: []api.Fact{}, size: pf.size, live: pf.live}
 		for i := 1; i < len(l.Reset); i++ {

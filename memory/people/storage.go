@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"os"
 	"path"
 	"slices"
@@ -83,7 +84,8 @@ const TmpDir = Dir + "/tmp"
 // between changes, never inside one.
 type Store struct {
 	root  *os.Root
-	pdir  *os.Root // Dir, so a person's file is one openat away
+	pdir  *os.Root  // Dir, so a person's file is one openat away
+	logs  *logFiles // person logs kept open between changes
 	log   *zap.Logger
 	now   func() time.Time
 	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
@@ -145,39 +147,66 @@ func (s *Store) load(name string, subject api.Subject) (*personFile, error) {
 }
 
 // readLog reads and replays one person log, cutting off a torn tail. A
-// missing log is nil, nil.
+// missing log is nil, nil. The log stays open for the change that usually
+// follows a read.
 func (s *Store) readLog(name string) (*personFile, error) {
-	b, err := s.pdir.ReadFile(name)
+	f, release, err := s.logs.acquire(s.pdir, name, false)
 	if err != nil {
 		if durable.IsNotExist(err) {
 			return nil, nil
 		}
+		return nil, fmt.Errorf("open person log: %w", err)
+	}
+	b, err := readAll(f)
+	if err != nil {
+		release()
 		return nil, fmt.Errorf("read person log: %w", err)
 	}
 	if len(b) == 0 {
-		// An empty log holds nothing to lose: a compaction whose rename
-		// outlived its unsynced data in a power cut (the journal holds
-		// that state), or a creation cut short. The person starts from
-		// the journal, or empty.
+		// An empty log holds nothing to lose: a creation cut short (the
+		// journal holds its change), or a compaction whose data a power
+		// cut lost. The person starts from the journal, or empty.
+		release()
 		return nil, nil
 	}
 	pf, good, err := decodeLog(b)
 	if err != nil || FileName(pf.Subject) != name {
+		release()
 		return nil, s.moveAside(name)
 	}
 	if good < len(b) {
 		// A torn tail is a write the crash cut short; it was never
 		// acknowledged. Cut it off so the next append follows a whole line.
-		if err := truncate(s.pdir, name, int64(good)); err != nil {
-			return nil, err
+		err = f.Truncate(int64(good))
+		release()
+		if err != nil {
+			return nil, fmt.Errorf("cut a torn tail off a person log: %w", err)
 		}
 		s.markDirty(name, false)
+		return pf, nil
 	}
+	release()
 	return pf, nil
+}
+
+// readAll reads a whole file from offset 0 with one read for a file whose
+// size does not change meanwhile (the caller holds the person's lock).
+func readAll(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	n, err := f.ReadAt(b, 0)
+	if err == io.EOF {
+		err = nil
+	}
+	return b[:n], err
 }
 
 // moveAside renames an unreadable file to <name>.corrupt-<unix seconds>.
 func (s *Store) moveAside(name string) error {
+	s.logs.drop(name)
 	aside := name + corruptSuffix + strconv.FormatInt(s.now().Unix(), 10)
 	if err := durable.Rename(s.root, path.Join(Dir, name), path.Join(Dir, aside)); err != nil {
 		return fmt.Errorf("move unreadable person file aside: %w", err)
@@ -340,43 +369,35 @@ func (s *Store) change(name string, pf *personFile, ch *logLine) error {
 	return nil
 }
 
-// appendLog appends ch to pf's log (creating it when pf had none) and
-// compacts the log once it passes twice its live size.
+// appendLog appends ch to pf's log (creating it when pf had none): one
+// pwrite into the open log, no sync (the journal holds the change).
 func (s *Store) appendLog(name string, pf *personFile, line []byte) error {
-	if pf.size == 0 {
+	created := pf.size == 0
+	if created {
 		subject := pf.Subject
 		head, err := encodeLine(&logLine{SchemaVersion: logVersion, Subject: &subject})
 		if err != nil {
 			return err
 		}
-		f, err := s.pdir.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, durable.FileMode)
-		if err != nil {
-			return fmt.Errorf("create person log: %w", err)
-		}
-		_, err = f.Write(append(head, line...))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		line = append(head, line...)
+	}
+	f, release, err := s.logs.acquire(s.pdir, name, created)
+	if err != nil {
+		return fmt.Errorf("open person log: %w", err)
+	}
+	defer release()
+	if _, err := f.WriteAt(line, pf.size); err != nil {
+		return fmt.Errorf("append to person log: %w", err)
+	}
+	if created {
+		// A log pf did not know of was empty or missing (readLog); cut
+		// whatever a crash left past the new lines.
+		if err := f.Truncate(int64(len(line))); err != nil {
 			return fmt.Errorf("write person log: %w", err)
 		}
-		pf.size = int64(len(head) + len(line))
-		s.markDirty(name, true)
-	} else {
-		f, err := s.pdir.OpenFile(name, os.O_WRONLY, 0)
-		if err != nil {
-			return fmt.Errorf("open person log: %w", err)
-		}
-		_, err = f.WriteAt(line, pf.size)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("append to person log: %w", err)
-		}
-		pf.size += int64(len(line))
-		s.markDirty(name, false)
 	}
+	pf.size += int64(len(line))
+	s.markDirty(name, created)
 	return nil
 }
 
@@ -409,16 +430,27 @@ func compactedLine(pf *personFile, line []byte) (snap, reset []byte, err error) 
 	return snap, reset, nil
 }
 
-// compact replaces pf's log with snap, its compacted state, which the
-// journal holds: no sync here; the next checkpoint syncs the log and the
-// directory before the journal lets go of the state.
+// compact replaces pf's log with snap, its compacted state, in place: the
+// snapshot over the log's first bytes, then the log cut to its length. No
+// new file and no sync here: the journal holds the state (a reset line), so
+// a crash anywhere in between is repaired by replay, which applies a reset
+// over whatever the log holds; the next checkpoint syncs the log before the
+// journal lets go of the state.
 func (s *Store) compact(name string, pf *personFile, snap []byte) error {
-	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, noSync); err != nil {
-		return err
+	f, release, err := s.logs.acquire(s.pdir, name, false)
+	if err != nil {
+		return fmt.Errorf("open person log: %w", err)
+	}
+	defer release()
+	if _, err := f.WriteAt(snap, 0); err != nil {
+		return fmt.Errorf("compact a person log: %w", err)
+	}
+	if err := f.Truncate(int64(len(snap))); err != nil {
+		return fmt.Errorf("compact a person log: %w", err)
 	}
 	pf.size, pf.live = int64(len(snap)), int64(len(snap))
 	s.compactions.Add(1)
-	s.markDirty(name, true)
+	s.markDirty(name, false)
 	return nil
 }
 
@@ -427,6 +459,7 @@ func (s *Store) compact(name string, pf *personFile, snap []byte) error {
 // longer holds. The caller holds the person's lock.
 func (s *Store) rewrite(name string, pf *personFile) error {
 	if len(pf.Facts) == 0 && len(pf.Proposals) == 0 {
+		s.logs.drop(name)
 		if err := durable.Remove(s.root, path.Join(Dir, name)); err != nil && !durable.IsNotExist(err) {
 			return err
 		}
@@ -441,7 +474,8 @@ func (s *Store) rewrite(name string, pf *personFile) error {
 }
 
 func (s *Store) writeSnapshot(name string, pf *personFile, snap []byte) error {
-	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap, syncAll); err != nil {
+	s.logs.drop(name) // the rename replaces the open file
+	if err := writeVia(s.root, TmpDir, path.Join(Dir, name), snap); err != nil {
 		return err
 	}
 	pf.size, pf.live = int64(len(snap)), int64(len(snap))

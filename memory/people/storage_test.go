@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -530,7 +531,22 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 }
 
 func TestCompactionIsCoveredByTheJournal(t *testing.T) {
-	for _, lost := range []string{"emptied", "the old log back"} {
+	// A compaction rewrites the log in place with no sync of its own; a
+	// power cut may keep any mix of the old and the new bytes, or none.
+	cases := map[string]func(old, compacted []byte) []byte{
+		"emptied":          func(old, compacted []byte) []byte { return []byte{} },
+		"the old log back": func(old, compacted []byte) []byte { return old },
+		"written but not cut": func(old, compacted []byte) []byte {
+			return append(slices.Clone(compacted), old[len(compacted):]...)
+		},
+		"first sector lost": func(old, compacted []byte) []byte {
+			return append(append(slices.Clone(old[:512]), compacted[512:]...), old[len(compacted):]...)
+		},
+		"only the first sector written": func(old, compacted []byte) []byte {
+			return append(slices.Clone(compacted[:512]), old[512:]...)
+		},
+	}
+	for lost, damage := range cases {
 		t.Run(lost, func(t *testing.T) {
 			s, root, c := newStore(t)
 			u := api.Subject{GuildID: "g", UserID: "u"}
@@ -543,12 +559,17 @@ func TestCompactionIsCoveredByTheJournal(t *testing.T) {
 			if err := s.checkpointIfFullForTest(); err != nil {
 				t.Fatal(err)
 			}
-			before := readFile(t, root, FileName(u))
+			var old []byte
 			for i := 0; s.Metrics().Compactions == 0; i++ {
+				old = readFile(t, root, FileName(u))
 				req := proposal(fmt.Sprintf("sup%d", i), "g", "u", "u", "c", strings.Repeat("y", 200)+fmt.Sprint(i))
 				req.Fact.SupersedesFactID = last
 				last = mustPropose(t, s, text, req).Fact.FactID
 				c.t = c.t.Add(time.Second)
+			}
+			compacted := readFile(t, root, FileName(u))
+			if len(compacted) >= len(old) || len(compacted) < 1024 {
+				t.Fatalf("the compaction made %d bytes of %d", len(compacted), len(old))
 			}
 			// Two more changes after the compaction, appended to it.
 			for i := range 2 {
@@ -556,13 +577,9 @@ func TestCompactionIsCoveredByTheJournal(t *testing.T) {
 				c.t = c.t.Add(time.Second)
 			}
 			want, _ := s.Export(u)
-			// A power cut loses what was not synced: the compacted log's
-			// data (no sync of its own) or its rename.
-			damaged := []byte{}
-			if lost != "emptied" {
-				damaged = before
-			}
-			if err := root.WriteFile(path.Join(Dir, FileName(u)), damaged, 0o600); err != nil {
+			// A power cut loses what was not synced: some or all of the
+			// compacted log's bytes, and the appends after them.
+			if err := root.WriteFile(path.Join(Dir, FileName(u)), damage(old, compacted), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			s2 := reopen(t, root, c)
