@@ -37,9 +37,14 @@ const (
 // FileName returns the file name of a person. It never fails for ids that
 // pass api.CheckID; callers validate first.
 func FileName(s api.Subject) string {
-	name := readableTag + escape(s.GuildID) + "_" + escape(s.UserID) + fileSuffix
-	if len(name) <= maxReadable {
-		return name
+	b := make([]byte, 0, len(readableTag)+len(s.GuildID)+1+len(s.UserID)+len(fileSuffix))
+	b = append(b, readableTag...)
+	b = appendEscaped(b, s.GuildID)
+	b = append(b, '_')
+	b = appendEscaped(b, s.UserID)
+	b = append(b, fileSuffix...)
+	if len(b) <= maxReadable {
+		return string(b)
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%d|%s%s", len(s.GuildID), s.GuildID, s.UserID)
@@ -92,17 +97,21 @@ func IsPersonFile(name string) bool {
 		strings.HasSuffix(name, fileSuffix) && strings.Count(name, ".") == 1
 }
 
-func escape(id string) string {
-	var b strings.Builder
+func escape(id string) string { return string(appendEscaped(nil, id)) }
+
+// appendEscaped appends esc(id): ASCII letters, digits and '-' as they are,
+// every other byte as %XX.
+func appendEscaped(b []byte, id string) []byte {
+	const hexDigits = "0123456789ABCDEF"
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' {
-			b.WriteByte(c)
+			b = append(b, c)
 			continue
 		}
-		fmt.Fprintf(&b, "%%%02X", c)
+		b = append(b, '%', hexDigits[c>>4], hexDigits[c&0xf])
 	}
-	return b.String()
+	return b
 }
 
 func unescape(s string) (string, error) {

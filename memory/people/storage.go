@@ -286,13 +286,12 @@ func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
 	return pf, nil
 }
 
-// read loads under the caller's locks and returns an empty person for
-// nobody.
-func (s *Store) read(subject api.Subject) (string, *personFile, error) {
-	name := FileName(subject)
+// read loads the person named name (FileName(subject)) under the caller's
+// locks and returns an empty person for nobody.
+func (s *Store) read(name string, subject api.Subject) (*personFile, error) {
 	pf, err := s.load(name, subject)
 	if err != nil {
-		return name, nil, err
+		return nil, err
 	}
 	if pf == nil {
 		s.setCount(name, subject, 0)
@@ -301,7 +300,7 @@ func (s *Store) read(subject api.Subject) (string, *personFile, error) {
 	if pf.Facts == nil {
 		pf.Facts = []api.Fact{} // answers say "facts":[], never null
 	}
-	return name, pf, nil
+	return pf, nil
 }
 
 // commit makes one change durable in the journal; change is the change's

@@ -59,7 +59,7 @@ func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.Proposa
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	_, pf, err := s.read(req.Fact.Subject)
+	pf, err := s.read(name, req.Fact.Subject)
 	if err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
@@ -319,7 +319,7 @@ func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
 	pf, ok := s.cache.borrow(name)
 	if ok {
 		s.cacheHits.Add(1)
-	} else if _, pf, err = s.read(subject); err != nil {
+	} else if pf, err = s.read(name, subject); err != nil {
 		return nil, err
 	}
 	out := make([]*api.Fact, 0, len(pf.Facts))
@@ -366,7 +366,7 @@ func (s *Store) snapshot(subject api.Subject) ([]api.Fact, error) {
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	_, pf, err := s.read(subject)
+	pf, err := s.read(name, subject)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +631,7 @@ func (s *Store) readExclusive(subject api.Subject) (name string, pf *personFile,
 		unlock()
 		s.cp.Unlock()
 	}
-	if _, pf, err = s.read(subject); err != nil {
+	if pf, err = s.read(name, subject); err != nil {
 		release()
 		return "", nil, nil, err
 	}

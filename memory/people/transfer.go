@@ -48,7 +48,7 @@ func (s *Store) person(name string, subject api.Subject) (*Person, error) {
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	_, pf, err := s.read(subject)
+	pf, err := s.read(name, subject)
 	if err != nil {
 		return nil, err
 	}
