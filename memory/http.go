@@ -206,11 +206,7 @@ func decode(r *request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fault.New(fault.Invalid, "invalid_json", "%s", jsonSentence(err))
 	}
-	if dec.More() {
-		return fault.New(fault.Invalid, "invalid_json", "The request body must hold exactly one JSON object.")
-	}
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); err != io.EOF {
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
 		return fault.New(fault.Invalid, "invalid_json", "The request body must hold exactly one JSON object.")
 	}
 	return nil

@@ -581,3 +581,38 @@ func TestFilesAre0700And0600(t *testing.T) {
 		t.Fatalf("only %d paths checked", n)
 	}
 }
+
+// TestBodyHoldsExactlyOneObject: whitespace may follow the request's one
+// JSON object; anything else is refused and nothing is stored.
+func TestBodyHoldsExactlyOneObject(t *testing.T) {
+	h := newHarness(t)
+	one, err := json.Marshal(fact("once-1", "10", "20", "20", "30", "plays bass"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, tail string
+		status     int
+	}{
+		{"whitespace", " \n\t\r\n", 201},
+		{"a second object", `{"proposalId":"x"}`, 400},
+		{"a second object after a newline", "\n{}", 400},
+		{"a stray brace", "}", 400},
+		{"garbage", " x", 400},
+		{"null", "null", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := bytes.Replace(one, []byte(`"once-1"`), []byte(fmt.Sprintf("%q", "once-"+strings.ReplaceAll(tc.name, " ", "-"))), 1)
+			r := h.do(txt, "POST", "/v1/memory/discord-people/proposals", append(body, tc.tail...))
+			if r.status != tc.status {
+				t.Fatalf("%q after the object: %d %s", tc.tail, r.status, r.body)
+			}
+			if tc.status == 400 && !strings.Contains(string(r.body), "exactly one JSON object") {
+				t.Fatalf("%q after the object: %s", tc.tail, r.body)
+			}
+		})
+	}
+	if got := h.recall(txt, "10", "20", "?channelId=30"); got.Total != 1 {
+		t.Fatalf("%d facts stored, want the one with whitespace after it", got.Total)
+	}
+}
