@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,10 +239,14 @@ var proposalSizes = []int{16, api.MaxFactsPerPerson}
 // people who each hold facts=N facts. The people keep their size however
 // long the benchmark runs: at facts=128 each proposal evicts the oldest fact
 // (the cap), below it each corrects (supersedes) the person's oldest fact.
-// After each proposal, interleaved so both see the same disk and load:
-// the whole-file durable write of that person's schema-1 file (what a
-// proposal cost before the logs: baseline-p50-µs) and a bare append of one
-// journal record's bytes plus fdatasync (append-p50-µs). Reports the mean
+// After each proposal, interleaved so all see the same disk and load: the
+// whole-file durable write of that person's schema-1 file (what a
+// proposal cost before the logs: baseline-p50-µs), a bare append of one
+// journal record's bytes plus fdatasync (append-p50-µs), and the same
+// request to the floor of any durable HTTP write (floor-p50-µs): a bare
+// net/http handler on loopback, through the same kind of client, that reads
+// the body, writes one record's bytes into a preallocated file, fdatasyncs
+// it and answers as many bytes as the proposal's answer. Reports the mean
 // person log size at the end as file-bytes, the schema-1 file's as
 // legacy-bytes, the journal record as record-bytes.
 func BenchmarkProposalRoundTrip(b *testing.B) {
@@ -268,8 +274,9 @@ func newProposer(subjects []api.Subject, facts int) *proposer {
 	return pr
 }
 
-// propose sends proposal i to person p; only one goroutine may use p.
-func (pr *proposer) propose(b *testing.B, svc *benchService, p, i int) {
+// propose sends proposal i to person p and returns the request's body and
+// the length of the answer's; only one goroutine may use p.
+func (pr *proposer) propose(b *testing.B, svc *benchService, p, i int) (body []byte, answerLen int) {
 	s := pr.subjects[p]
 	req := fact(fmt.Sprintf("bench-proposal-%d", i), s.GuildID, s.UserID, s.UserID, benchChannel, benchBody(i))
 	if !pr.full {
@@ -286,6 +293,7 @@ func (pr *proposer) propose(b *testing.B, svc *benchService, p, i int) {
 		b.Fatalf("proposal %d: %d %s", i, status, answer)
 	}
 	pr.oldest[p] = append(pr.oldest[p][1:], resp.Fact.FactID)
+	return body, len(answer)
 }
 
 func benchProposals(b *testing.B, facts int) {
@@ -294,21 +302,29 @@ func benchProposals(b *testing.B, facts int) {
 	svc := startBenchService(b, dir)
 	svc.checkCatalog(b, benchPeople, benchPeople*facts)
 	pr := newProposer(subjects, facts)
-	// One proposal before the clock starts, to measure the journal record.
-	pr.propose(b, svc, 0, 1<<30)
+	// One proposal before the clock starts, to measure the journal record
+	// and the answer.
+	_, answerLen := pr.propose(b, svc, 0, 1<<30)
 	record := journalRecordBytes(b, dir)
 	base, appendFile := interleavedBaseline(b, dir)
 	recordData := bytes.Repeat([]byte("r"), record-1)
 	recordData = append(recordData, '\n')
+	floor := startFloorService(b, filepath.Dir(dir), record, answerLen)
 	samples := make([]time.Duration, 0, 1024)
 	baseSamples := make([]time.Duration, 0, 1024)
 	appendSamples := make([]time.Duration, 0, 1024)
+	floorSamples := make([]time.Duration, 0, 1024)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		p := i % len(subjects)
 		start := time.Now()
-		pr.propose(b, svc, p, i)
+		body, _ := pr.propose(b, svc, p, i)
 		samples = append(samples, time.Since(start))
+		start = time.Now()
+		if status, _ := floor.call(b, txt, "POST", "/floor", body); status != http.StatusCreated {
+			b.Fatalf("the floor service answered %d", status)
+		}
+		floorSamples = append(floorSamples, time.Since(start))
 		start = time.Now()
 		if err := durable.WriteFile(base, fmt.Sprintf("p-%d.json", p), legacy[p]); err != nil {
 			b.Fatal(err)
@@ -334,6 +350,66 @@ func benchProposals(b *testing.B, facts int) {
 	reportPercentiles(b, samples)
 	reportMedian(b, baseSamples, "baseline-p50-µs")
 	reportMedian(b, appendSamples, "append-p50-µs")
+	reportMedian(b, floorSamples, "floor-p50-µs")
+}
+
+// startFloorService serves, on loopback, the least any HTTP service must
+// do to acknowledge a write durably: read the body, write record bytes
+// into a preallocated file (in a sibling directory of the store's, on the
+// same disk), fdatasync it, and answer answerBytes bytes of JSON with 201.
+// Its client is like the benchmark's.
+func startFloorService(b *testing.B, dir string, record, answerBytes int) *benchService {
+	b.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "floor.log"), os.O_RDWR|os.O_CREATE|os.O_EXCL, durable.FileMode)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const size = 64 << 20
+	if _, err := f.WriteAt(make([]byte, size), 0); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	line := bytes.Repeat([]byte("r"), record)
+	answer := append(append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), max(answerBytes-9, 0))...), `"}`+"\n"...)
+	var mu sync.Mutex
+	off := int64(0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		_, err := f.WriteAt(line, off)
+		if err == nil {
+			err = syscall.Fdatasync(int(f.Fd()))
+		}
+		off = (off + int64(len(line))) % (size - int64(len(line)))
+		mu.Unlock()
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write(answer)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	b.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Close()
+		<-done
+		f.Close()
+	})
+	return &benchService{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
 func reportMedian(b *testing.B, samples []time.Duration, unit string) {
@@ -413,7 +489,8 @@ const benchWriters = 64
 // BenchmarkConcurrentProposals runs 64 writers at once over loopback HTTP,
 // each with its own connection and its own person of 16 facts (each
 // proposal supersedes the oldest, so sizes hold). Reports writes/s (b.N
-// over the wall time) and the p50 and p99 of a proposal's round trip.
+// over the wall time) and the p50, p99, p99.9 and maximum of a proposal's
+// round trip (a checkpoint stalls every writer for as long as it syncs).
 func BenchmarkConcurrentProposals(b *testing.B) {
 	const facts = 16
 	dir := filepath.Join(b.TempDir(), "memory")
@@ -424,6 +501,16 @@ func BenchmarkConcurrentProposals(b *testing.B) {
 	pr := newProposer(subjects, facts)
 	samples := runWriters(b, func(w, i int) { pr.propose(b, svc, w, w*1_000_000+i) })
 	reportPercentiles(b, samples)
+	reportTail(b, samples)
+}
+
+// reportTail adds the 99.9th percentile and the maximum of sorted samples.
+func reportTail(b *testing.B, sorted []time.Duration) {
+	if len(sorted) == 0 {
+		return
+	}
+	b.ReportMetric(float64(sorted[int(0.999*float64(len(sorted)-1)+0.5)].Nanoseconds())/1e3, "p999-µs")
+	b.ReportMetric(float64(sorted[len(sorted)-1].Nanoseconds())/1e3, "max-µs")
 }
 
 // BenchmarkConcurrentBaselineWrite is the write floor of the store before
@@ -443,6 +530,7 @@ func BenchmarkConcurrentBaselineWrite(b *testing.B) {
 		}
 	})
 	reportPercentiles(b, samples)
+	reportTail(b, samples)
 }
 
 // runWriters shares b.N writes among 64 goroutines (writer w's i-th write
