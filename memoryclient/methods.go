@@ -189,7 +189,7 @@ func (cl *Client) Export(ctx context.Context, guildID, userID string) (api.Recal
 }
 
 // EditFact applies the operator's edit to one fact (PATCH
-// …/{guildId}/{userId}/{factId}) and answers the fact as stored. Not retried:
+// …/{guildId}/{userId}/{factId}) and returns the fact as stored. Not retried:
 // an edit is sent once, and a caller that saw KindUnavailable re-reads first.
 func (cl *Client) EditFact(ctx context.Context, guildID, userID, factID string, patch api.FactPatch) (api.Fact, error) {
 	const op = "edit_fact"
@@ -206,7 +206,7 @@ func (cl *Client) EditFact(ctx context.Context, guildID, userID, factID string, 
 }
 
 // ForgetPerson removes every fact about a person (DELETE
-// …/{guildId}/{userId}; operator only) and answers the ids removed. Not
+// …/{guildId}/{userId}; operator only) and returns the ids removed. Not
 // retried.
 func (cl *Client) ForgetPerson(ctx context.Context, guildID, userID string) (api.ForgetPersonResponse, error) {
 	const op = "forget_person"

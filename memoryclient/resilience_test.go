@@ -21,7 +21,7 @@ import (
 
 func fmtWrap(err error) error { return fmt.Errorf("bridge: %w", err) }
 
-// closedURL answers the URL of a listener that is already closed, so a dial
+// closedURL returns the URL of a listener that is already closed, so a dial
 // is refused at once.
 func closedURL(t *testing.T) string {
 	t.Helper()

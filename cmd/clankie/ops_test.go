@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// runBin runs the built binary with env and answers its exit code and output.
+// runBin runs the built binary with env and returns its exit code and output.
 func runBin(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
