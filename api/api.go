@@ -33,8 +33,8 @@ const (
 	MaxEpisodeSummary    = 512
 	EpisodeCardSize      = 8
 	MaxEpisodeSearch     = 32
-	// MaxRecallQuery bounds a recall query, in characters; the text bridge
-	// asks for at most the same.
+	// MaxRecallQuery bounds a recall query, in characters: the service's
+	// check and the slash command's query option (its maxLength and check).
 	MaxRecallQuery = 200
 )
 

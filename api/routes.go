@@ -1,12 +1,18 @@
 package api
 
-import "net/http"
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
 
 // Route is one operation of the contract: its method and path pattern (in
 // net/http's ServeMux syntax, as api/openapi.yaml writes it), who may call
 // it, the success status and, for a mutation or a briefing, the receipt the
 // service writes. The service binds a handler to each; the client builds its
-// paths from Path; the contract test checks the table against the document.
+// paths with Expand; the contract test checks the table against the
+// document.
 type Route struct {
 	Method string
 	Path   string
@@ -20,20 +26,49 @@ type Route struct {
 // Pattern returns the route's ServeMux pattern, "METHOD /path".
 func (r Route) Pattern() string { return r.Method + " " + r.Path }
 
+// Expand returns the route's path with its wildcards ({guildId}, …) filled
+// in order by values, each escaped as one path segment. A count that does
+// not match the pattern's wildcards is a programming error and panics.
+func (r Route) Expand(values ...string) string {
+	var b strings.Builder
+	rest, n := r.Path, 0
+	for {
+		open := strings.IndexByte(rest, '{')
+		if open < 0 {
+			break
+		}
+		end := strings.IndexByte(rest[open:], '}')
+		if end < 0 {
+			break
+		}
+		if n == len(values) {
+			panic(fmt.Sprintf("api: %s needs more than %d path values", r.Pattern(), len(values)))
+		}
+		b.WriteString(rest[:open])
+		b.WriteString(url.PathEscape(values[n]))
+		rest, n = rest[open+end+1:], n+1
+	}
+	if n != len(values) {
+		panic(fmt.Sprintf("api: %s takes %d path values, not %d", r.Pattern(), n, len(values)))
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
 const (
 	pathCatalog   = "/v1/memory"
-	PathPeople    = "/v1/memory/discord-people"
-	pathPerson    = PathPeople + "/{guildId}/{userId}"
-	PathEpisodes  = "/v1/memory/captain-episodes"
-	pathEpisode   = PathEpisodes + "/{episodeId}"
-	pathProposals = PathPeople + "/proposals"
+	pathPeople    = "/v1/memory/discord-people"
+	pathPerson    = pathPeople + "/{guildId}/{userId}"
+	pathEpisodes  = "/v1/memory/captain-episodes"
+	pathEpisode   = pathEpisodes + "/{episodeId}"
+	pathProposals = pathPeople + "/proposals"
 )
 
 // The routes of the memory service.
 var (
 	RouteCatalog       = Route{http.MethodGet, pathCatalog, OperatorOnly, http.StatusOK, ""}
-	RoutePeople        = Route{http.MethodGet, PathPeople, OperatorOnly, http.StatusOK, ""}
-	RouteCorrupt       = Route{http.MethodGet, PathPeople + "/corrupt", OperatorOnly, http.StatusOK, ""}
+	RoutePeople        = Route{http.MethodGet, pathPeople, OperatorOnly, http.StatusOK, ""}
+	RouteCorrupt       = Route{http.MethodGet, pathPeople + "/corrupt", OperatorOnly, http.StatusOK, ""}
 	RoutePropose       = Route{http.MethodPost, pathProposals, DiscordLanes, http.StatusCreated, "person_fact.propose"}
 	RouteRecall        = Route{http.MethodGet, pathPerson, DiscordLanes, http.StatusOK, ""}
 	RouteMine          = Route{http.MethodGet, pathPerson + "/mine", DiscordLanes, http.StatusOK, ""}
@@ -42,8 +77,8 @@ var (
 	RouteForgetFact    = Route{http.MethodDelete, pathPerson + "/{factId}", DiscordLanes, http.StatusNoContent, "person_fact.forget"}
 	RouteForgetPerson  = Route{http.MethodDelete, pathPerson, OperatorOnly, http.StatusOK, "person.forget"}
 	RouteBriefing      = Route{http.MethodPost, "/v1/discord/voice-briefing", VoiceOnly, http.StatusOK, "voice.briefing"}
-	RouteRecordEpisode = Route{http.MethodPost, PathEpisodes, AnyLane, http.StatusCreated, "episode.record"}
-	RouteEpisodes      = Route{http.MethodGet, PathEpisodes, AnyLane, http.StatusOK, ""}
+	RouteRecordEpisode = Route{http.MethodPost, pathEpisodes, AnyLane, http.StatusCreated, "episode.record"}
+	RouteEpisodes      = Route{http.MethodGet, pathEpisodes, AnyLane, http.StatusOK, ""}
 	RouteEditEpisode   = Route{http.MethodPatch, pathEpisode, OperatorOnly, http.StatusOK, "episode.edit"}
 	RouteForgetEpisode = Route{http.MethodDelete, pathEpisode, OperatorOnly, http.StatusNoContent, "episode.forget"}
 )

@@ -81,9 +81,10 @@ func (p Principal) Surface() Surface {
 type Access []Lane
 
 // Who may call which route; the operator is listed where it may, and the
-// voice briefing deliberately lists only the voice bridge.
+// voice briefing deliberately lists only the voice bridge. AnyLane is the
+// lane table itself, so a lane added there may call every AnyLane route.
 var (
-	AnyLane      = Access{LaneOperator, LaneDiscordPresence, LaneDiscordVoice, LaneGameplay}
+	AnyLane      = Access(AllLanes())
 	DiscordLanes = Access{LaneOperator, LaneDiscordPresence, LaneDiscordVoice}
 	OperatorOnly = Access{LaneOperator}
 	VoiceOnly    = Access{LaneDiscordVoice}
@@ -111,13 +112,21 @@ func LaneList() string {
 	return s
 }
 
-// Kinds returns the three fact kinds, in the order offered to people.
-func Kinds() []Kind {
-	return []Kind{KindPersonFact, KindPreference, KindRelationshipNote}
-}
+// kinds are the three fact kinds, in the order offered to people: the one
+// list Kinds and ValidKind read.
+var kinds = [...]Kind{KindPersonFact, KindPreference, KindRelationshipNote}
+
+// Kinds returns the three fact kinds, in the order offered to people; the
+// copy keeps the list read-only.
+func Kinds() []Kind { return append([]Kind(nil), kinds[:]...) }
 
 // ValidKind reports whether k is one of the three fact kinds. The service
 // enforces it; the slash command and the CLI ask it before sending.
 func ValidKind(k Kind) bool {
-	return k == KindPersonFact || k == KindPreference || k == KindRelationshipNote
+	for _, x := range kinds {
+		if x == k {
+			return true
+		}
+	}
+	return false
 }

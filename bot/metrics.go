@@ -22,14 +22,18 @@ type Metrics struct {
 	connected     sync.Map // *discordgo.Session → true once it connected
 }
 
+// Outcome is how an interaction ended: the outcome label of
+// clankie_bridge_interactions_total.
+type Outcome string
+
 // Interaction outcomes.
 const (
-	OutcomeOK        = "ok"         // answered with the handler's reply
-	OutcomeRefused   = "refused"    // a sentence for the user (bad input, not allowed)
-	OutcomeFailed    = "failed"     // the generic failure sentence
-	OutcomePanicked  = "panicked"   // a handler panicked; the user got the failure sentence
-	OutcomeStale     = "stale"      // the command or its options are not what the router knows
-	OutcomeNotServed = "not_served" // a server outside DISCORD_GUILD_IDS
+	OutcomeOK        Outcome = "ok"         // answered with the handler's reply
+	OutcomeRefused   Outcome = "refused"    // a sentence for the user (bad input, not allowed)
+	OutcomeFailed    Outcome = "failed"     // the generic failure sentence
+	OutcomePanicked  Outcome = "panicked"   // a handler panicked; the user got the failure sentence
+	OutcomeStale     Outcome = "stale"      // the command or its options are not what the router knows
+	OutcomeNotServed Outcome = "not_served" // a server outside DISCORD_GUILD_IDS
 )
 
 // NewMetrics registers a bridge's metrics in reg under the label
@@ -58,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer, bridge string) *Metrics {
 }
 
 // interaction counts one answered interaction; nil-safe.
-func (m *Metrics) interaction(command string, autocomplete bool, outcome string) {
+func (m *Metrics) interaction(command string, autocomplete bool, outcome Outcome) {
 	if m == nil {
 		return
 	}
@@ -66,7 +70,7 @@ func (m *Metrics) interaction(command string, autocomplete bool, outcome string)
 	if autocomplete {
 		kind = "autocomplete"
 	}
-	m.interactions.WithLabelValues(command, kind, outcome).Inc()
+	m.interactions.WithLabelValues(command, kind, string(outcome)).Inc()
 }
 
 // callback records the time to an interaction's first callback; nil-safe.

@@ -287,8 +287,8 @@ type ack struct {
 
 	start   time.Time // when the interaction arrived
 	metrics *Metrics
-	command string // the metrics label
-	outcome string // set by the router's goroutine only
+	command string  // the metrics label
+	outcome Outcome // set by the router's goroutine only
 }
 
 // respond sends a callback; the caller holds mu, or is the only one

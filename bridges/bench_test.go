@@ -51,7 +51,7 @@ func benchSeed(tb testing.TB, memURL, userID string, n int) {
 	}
 }
 
-// percentile answers the q-quantile of sorted samples (nearest rank).
+// percentile returns the q-quantile of sorted samples (nearest rank).
 func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[int(q*float64(len(sorted)-1)+0.5)]
 }

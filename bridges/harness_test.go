@@ -248,7 +248,7 @@ func str(name, v string) discordtest.OptionValue {
 	return discordtest.StringOption(name, v)
 }
 
-// reply runs an interaction and answers the reply the invoker sees, checking
+// reply runs an interaction and returns the reply the invoker sees, checking
 // that it is ephemeral and mentions nobody.
 func reply(t *testing.T, fake *discordtest.Fake, spec discordtest.InteractionSpec) string {
 	t.Helper()

@@ -28,7 +28,7 @@ func httpTextConfig(fake *discordtest.Fake, memURL string) config.TextBridge {
 	return cfg
 }
 
-// startHTTPText runs a text bridge in HTTP interactions mode and answers its
+// startHTTPText runs a text bridge in HTTP interactions mode and returns its
 // endpoint URL once it listens.
 func startHTTPText(t *testing.T, cfg config.TextBridge, l *logs, syncCommands bool) (*Text, string) {
 	t.Helper()
@@ -52,7 +52,7 @@ func startHTTPText(t *testing.T, cfg config.TextBridge, l *logs, syncCommands bo
 	return tb, "http://" + addr + "/interactions"
 }
 
-// httpReply delivers an interaction over HTTP and answers what the invoker
+// httpReply delivers an interaction over HTTP and returns what the invoker
 // sees, checked like reply.
 func httpReply(t *testing.T, fake *discordtest.Fake, endpoint string, spec discordtest.InteractionSpec) (string, *discordtest.Interaction) {
 	t.Helper()

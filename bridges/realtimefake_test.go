@@ -40,10 +40,10 @@ func (f *fakeRealtime) snapshot() (events []realtimeEvent, conns, closed int) {
 	return events, conns, closed
 }
 
-// items answers the briefing texts received so far.
+// items returns the briefing texts received so far.
 func (f *fakeRealtime) items() []string { return f.Items() }
 
-// waitItems waits for at least n briefing items and answers them all.
+// waitItems waits for at least n briefing items and returns them all.
 func (f *fakeRealtime) waitItems(t *testing.T, n int) []string {
 	t.Helper()
 	waitFor(t, 10*time.Second, "realtime briefing items", func() bool { return len(f.Items()) >= n })

@@ -24,7 +24,7 @@ import (
 // not wait 5 s per bucket; the rule itself is the same.
 const shardTestInterval = 25 * time.Millisecond
 
-// serverOnShard answers the n-th server id that Discord routes to shard of
+// serverOnShard returns the n-th server id that Discord routes to shard of
 // count, with a text channel.
 func serverOnShard(shard, count, n int) discordtest.Guild {
 	id := uint64(3_000_000+n*count+shard) << 22

@@ -223,7 +223,7 @@ func opusRuntime(t *testing.T) *opus.Runtime {
 	return rt
 }
 
-// toneOf decodes Opus frames with the pure-Go decoder and answers the
+// toneOf decodes Opus frames with the pure-Go decoder and returns the
 // dominant frequency of their mono mix, the first skip frames left out.
 func toneOf(t *testing.T, frames [][]byte, skip int) float64 {
 	t.Helper()
@@ -262,7 +262,7 @@ func answerPCM(freq float64, d time.Duration) []byte {
 	return pcm.AppendLE(nil, pcm.NewTone(freq, realtime.SampleRate, 8000).Append(nil, n))
 }
 
-// framesOf answers the frames of connection n (1-based) of type typ.
+// framesOf returns the frames of connection n (1-based) of type typ.
 func framesOf(rt *fakeRealtime, n int, typ string) []realtimetest.Frame {
 	var out []realtimetest.Frame
 	for _, f := range rt.AllFrames() {
@@ -523,7 +523,7 @@ func startNodePeer(t *testing.T, caFile, mode string, cfg any) *nodePeer {
 	return p
 }
 
-// await answers the next stdout object whose event is ev.
+// await returns the next stdout object whose event is ev.
 func (p *nodePeer) await(t *testing.T, ev string, d time.Duration) map[string]any {
 	t.Helper()
 	deadline := time.After(d)

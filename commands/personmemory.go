@@ -106,8 +106,8 @@ func (pm *personMemory) propose(ctx context.Context, inv interaction.Invocation)
 func (pm *personMemory) recall(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 	subject := personOrInvoker(inv)
 	query := strings.TrimSpace(optionString(inv, optQuery))
-	if utf8.RuneCountInString(query) > maxQueryText {
-		return interaction.Reply{}, interaction.UserErrorf(sayLongQuery, maxQueryText)
+	if utf8.RuneCountInString(query) > api.MaxRecallQuery {
+		return interaction.Reply{}, interaction.UserErrorf(sayLongQuery, api.MaxRecallQuery)
 	}
 	resp, err := pm.mem.Recall(ctx, inv.GuildID, subject,
 		api.RecallQuery{ChannelID: inv.ChannelID, Query: query, Limit: recallLimit})

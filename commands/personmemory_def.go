@@ -30,7 +30,6 @@ const (
 	confidenceLow    = "low"
 
 	maxExpiresText = 32
-	maxQueryText   = 200
 )
 
 // personMemoryDefinition is what is registered. It is built from literals
@@ -89,7 +88,7 @@ func recallDefinition() *discordgo.ApplicationCommandOption {
 		Options: []*discordgo.ApplicationCommandOption{
 			{Type: discordgo.ApplicationCommandOptionUser, Name: optPerson,
 				Description: "Whose facts (default: you)"},
-			{Type: discordgo.ApplicationCommandOptionString, Name: optQuery, MaxLength: maxQueryText,
+			{Type: discordgo.ApplicationCommandOptionString, Name: optQuery, MaxLength: api.MaxRecallQuery,
 				Description: "Only facts that contain every word of this"},
 		},
 	}

@@ -51,10 +51,11 @@ func (noVoice) Leave(context.Context, string) error                  { return vo
 func (noVoice) Consent(context.Context, string, string, bool) error  { return voice.ErrNoSession }
 func (noVoice) Status(string) (voice.Status, bool)                   { return voice.Status{}, false }
 
-// TestCommandsDoNotImportTheTransport: handlers see package interaction
-// only; the discordgo transport (bot) is the router's, so a command is
-// tested without it. Memory is reached through PeopleMemory and its errors
-// through memoryFailure, in api terms: the client is not imported either.
+// TestCommandsDoNotImportTheTransportOrTheClient: handlers see package
+// interaction only; the discordgo transport (bot) is the router's, so a
+// command is tested without it. Memory is reached through PeopleMemory and
+// its errors through memoryFailure, in api terms: the client is not
+// imported either.
 func TestCommandsDoNotImportTheTransportOrTheClient(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {

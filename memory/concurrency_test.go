@@ -364,7 +364,8 @@ func concurrentEpisodes(t *testing.T, services int) {
 	checkNewest(t, fresh, total, id, newest)
 }
 
-// checkNewest says whether a store opened afresh holds exactly the newest.
+// checkNewest fails the test unless a store opened afresh holds exactly
+// the newest.
 func checkNewest(t *testing.T, fresh interface {
 	Stats() episodes.Stats
 	Get(string) (api.Episode, bool)

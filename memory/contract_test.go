@@ -164,7 +164,7 @@ func (c *contractClient) newRequest(ex contractExchange, raw []byte, chunked boo
 }
 
 // do sends one exchange to the real server, checks its status and validates
-// the request and the response against the document. It answers the body.
+// the request and the response against the document. It returns the body.
 func (c *contractClient) do(ex contractExchange) []byte {
 	c.t.Helper()
 	var raw []byte

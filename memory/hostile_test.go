@@ -66,7 +66,7 @@ func startHostile(t *testing.T) *hostileServer {
 	return h
 }
 
-// normal makes one ordinary authenticated request and answers how long it
+// normal makes one ordinary authenticated request and returns how long it
 // took; it fails the test unless the answer is a prompt 200.
 func (h *hostileServer) normal() time.Duration {
 	h.t.Helper()
@@ -103,7 +103,7 @@ func (h *hostileServer) dial() net.Conn {
 
 // rawStatus writes head on a fresh connection, then body from a goroutine
 // (which stops at the first write error, as when the server hangs up), and
-// reads the response. It answers the response, how long it took to arrive,
+// reads the response. It returns the response, how long it took to arrive,
 // and how many body bytes were written by the time it did.
 func (h *hostileServer) rawStatus(head string, body func(w io.Writer) int64) (*http.Response, []byte, time.Duration, int64) {
 	h.t.Helper()

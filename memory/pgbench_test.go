@@ -30,7 +30,7 @@ type storeCase struct {
 var storeCases = []storeCase{{"file", 1, false}, {"postgres", 1, true}, {"postgres-2svc", 2, true}}
 
 // startStoreServices seeds n people of facts facts and starts the
-// services of c, answering them in the order writers use them.
+// services of c, returning them in the order writers use them.
 func startStoreServices(b *testing.B, c storeCase, n, facts int) ([]*benchService, *proposer) {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "memory")

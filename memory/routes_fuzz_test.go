@@ -51,7 +51,7 @@ func newRouteFixture(tb testing.TB, dir string) *routeFixture {
 	return fx
 }
 
-// stats answers both stores' counts, current (the PostgreSQL store's are
+// stats returns both stores' counts, current (the PostgreSQL store's are
 // as of a refresh).
 func (fx *routeFixture) stats(tb testing.TB) (people.Stats, episodes.Stats) {
 	tb.Helper()

@@ -55,7 +55,7 @@ type testService struct {
 		EpisodeStore
 		Get(id string) (api.Episode, bool)
 	}
-	// dump answers the PostgreSQL rows (nil on files).
+	// dump returns the PostgreSQL rows (nil on files).
 	dump func() map[string]string
 }
 

@@ -204,8 +204,8 @@ func (nopLogger) Debugf(string, ...any) {}
 // call describes one method's request.
 type call struct {
 	op    string    // method name for errors and logs
-	route api.Route // method, and the path template for logs
-	path  string    // escaped path
+	route api.Route // method, path pattern (also what logs name)
+	args  []string  // the pattern's path values in order, escaped by Route.Expand
 	query url.Values
 	body  any  // marshaled once, re-sent byte-identical on retry; nil: no body
 	retry bool // safe to repeat (read, or idempotent by contract)
@@ -303,7 +303,7 @@ func (cl *Client) attempt(callCtx context.Context, c call, body []byte, out any)
 	if body != nil {
 		req.SetHeader("Content-Type", "application/json").SetBody(body)
 	}
-	resp, err := req.Execute(c.route.Method, c.path)
+	resp, err := req.Execute(c.route.Method, c.route.Expand(c.args...))
 	if err != nil {
 		return 0, cl.transportError(c.op, callCtx, actx, err)
 	}

@@ -446,13 +446,13 @@ func TestCustomHTTPClientIsNotModified(t *testing.T) {
 func TestHelpers(t *testing.T) {
 	base := &Error{Op: "recall", Kind: KindTimeout, Message: "m"}
 	wrapped := fmtWrap(base)
-	if !IsKind(wrapped, KindTimeout) || KindOf(wrapped) != KindTimeout || !Unreachable(wrapped) {
+	if !IsKind(wrapped, KindTimeout) || KindOf(wrapped) != KindTimeout || !downOrSlow(wrapped) {
 		t.Errorf("helpers do not look through wrapping")
 	}
-	if IsKind(nil, KindUnknown) || KindOf(nil) != KindUnknown || Unreachable(nil) {
+	if IsKind(nil, KindUnknown) || KindOf(nil) != KindUnknown || downOrSlow(nil) {
 		t.Errorf("nil error misclassified")
 	}
-	if Unreachable(&Error{Kind: KindForbidden}) {
+	if downOrSlow(&Error{Kind: KindForbidden}) {
 		t.Errorf("forbidden is not unreachable")
 	}
 	for k := KindUnknown; k <= KindUnexpected; k++ {

@@ -5,10 +5,10 @@ package memoryclient
 // IsKind reports whether err is an *Error of kind k, looking through wrapping.
 func IsKind(err error, k Kind) bool { return err != nil && KindOf(err) == k }
 
-// Unreachable reports whether err means the service is down or slow
-// (KindUnavailable or KindTimeout): the case in which a bridge answers
-// "memory is unavailable right now; nothing was saved".
-func Unreachable(err error) bool {
+// downOrSlow reports whether err means the service is down or slow
+// (KindUnavailable or KindTimeout). Unlike (*Error).Unreachable, which
+// callers use, it leaves out a cancellation: the tests tell the two apart.
+func downOrSlow(err error) bool {
 	k := KindOf(err)
 	return k == KindUnavailable || k == KindTimeout
 }

@@ -28,10 +28,6 @@ func checkIDs(op string, pairs ...string) error {
 	return nil
 }
 
-func personPath(guildID, userID string) string {
-	return api.PathPeople + "/" + url.PathEscape(guildID) + "/" + url.PathEscape(userID)
-}
-
 // query builds a query from name/value pairs, leaving out empty values so an
 // unset option means the service's default, never an empty filter.
 func query(pairs ...string) url.Values {
@@ -72,7 +68,7 @@ func (cl *Client) Propose(ctx context.Context, req api.ProposalRequest) (api.Pro
 	}
 	var out api.ProposalResponse
 	_, err := cl.do(ctx, call{op: "propose", route: api.RoutePropose,
-		path: api.RoutePropose.Path, body: req, retry: true, content: []string{req.Fact.Body}}, &out)
+		body: req, retry: true, content: []string{req.Fact.Body}}, &out)
 	if err != nil {
 		return api.ProposalResponse{}, err
 	}
@@ -88,7 +84,7 @@ func (cl *Client) Recall(ctx context.Context, guildID, userID string, q api.Reca
 	}
 	var out api.RecallResponse
 	if _, err := cl.do(ctx, call{op: op, route: api.RouteRecall,
-		path:    personPath(guildID, userID),
+		args:    []string{guildID, userID},
 		query:   query("channelId", q.ChannelID, "query", q.Query, "limit", limitString(q.Limit)),
 		retry:   true,
 		content: terms(q.Query)}, &out); err != nil {
@@ -107,7 +103,7 @@ func (cl *Client) Mine(ctx context.Context, guildID, userID, requesterUserID str
 	}
 	var out api.RecallResponse
 	if _, err := cl.do(ctx, call{op: op, route: api.RouteMine,
-		path:  personPath(guildID, userID) + "/mine",
+		args:  []string{guildID, userID},
 		query: query("requesterUserId", requesterUserID),
 		retry: true}, &out); err != nil {
 		return api.RecallResponse{}, err
@@ -125,7 +121,7 @@ func (cl *Client) Forget(ctx context.Context, guildID, userID, factID, requester
 		return err
 	}
 	_, err := cl.do(ctx, call{op: op, route: api.RouteForgetFact,
-		path:  personPath(guildID, userID) + "/" + url.PathEscape(factID),
+		args:  []string{guildID, userID, factID},
 		query: query("requesterUserId", requesterUserID)}, nil)
 	return err
 }
@@ -144,7 +140,7 @@ func (cl *Client) VoiceBriefing(ctx context.Context, req api.BriefingRequest) (a
 	}
 	var out api.BriefingResponse
 	if _, err := cl.do(ctx, call{op: "voice_briefing", route: api.RouteBriefing,
-		path: api.RouteBriefing.Path, body: req, retry: true}, &out); err != nil {
+		body: req, retry: true}, &out); err != nil {
 		return api.BriefingResponse{}, err
 	}
 	return out, nil
@@ -154,7 +150,7 @@ func (cl *Client) VoiceBriefing(ctx context.Context, req api.BriefingRequest) (a
 func (cl *Client) Catalog(ctx context.Context) (api.Catalog, error) {
 	var out api.Catalog
 	if _, err := cl.do(ctx, call{op: "catalog", route: api.RouteCatalog,
-		path: api.RouteCatalog.Path, retry: true}, &out); err != nil {
+		retry: true}, &out); err != nil {
 		return api.Catalog{}, err
 	}
 	return out, nil
@@ -166,7 +162,7 @@ func (cl *Client) Catalog(ctx context.Context) (api.Catalog, error) {
 func (cl *Client) People(ctx context.Context, cursor string, limit int) (api.PeopleResponse, error) {
 	var out api.PeopleResponse
 	if _, err := cl.do(ctx, call{op: "people", route: api.RoutePeople,
-		path: api.PathPeople, query: query("cursor", cursor, "limit", limitString(limit)),
+		query: query("cursor", cursor, "limit", limitString(limit)),
 		retry: true}, &out); err != nil {
 		return api.PeopleResponse{}, err
 	}
@@ -182,14 +178,14 @@ func (cl *Client) Export(ctx context.Context, guildID, userID string) (api.Recal
 	}
 	var out api.RecallResponse
 	if _, err := cl.do(ctx, call{op: op, route: api.RouteExport,
-		path: personPath(guildID, userID) + "/export", retry: true}, &out); err != nil {
+		args: []string{guildID, userID}, retry: true}, &out); err != nil {
 		return api.RecallResponse{}, err
 	}
 	return out, nil
 }
 
 // EditFact applies the operator's edit to one fact (PATCH
-// …/{guildId}/{userId}/{factId}) and answers the fact as stored. Not retried:
+// …/{guildId}/{userId}/{factId}) and returns the fact as stored. Not retried:
 // an edit is sent once, and a caller that saw KindUnavailable re-reads first.
 func (cl *Client) EditFact(ctx context.Context, guildID, userID, factID string, patch api.FactPatch) (api.Fact, error) {
 	const op = "edit_fact"
@@ -198,7 +194,7 @@ func (cl *Client) EditFact(ctx context.Context, guildID, userID, factID string, 
 	}
 	var out api.FactResponse
 	if _, err := cl.do(ctx, call{op: op, route: api.RouteEditFact,
-		path: personPath(guildID, userID) + "/" + url.PathEscape(factID), body: patch,
+		args: []string{guildID, userID, factID}, body: patch,
 		content: []string{deref(patch.Body)}}, &out); err != nil {
 		return api.Fact{}, err
 	}
@@ -206,7 +202,7 @@ func (cl *Client) EditFact(ctx context.Context, guildID, userID, factID string, 
 }
 
 // ForgetPerson removes every fact about a person (DELETE
-// …/{guildId}/{userId}; operator only) and answers the ids removed. Not
+// …/{guildId}/{userId}; operator only) and returns the ids removed. Not
 // retried.
 func (cl *Client) ForgetPerson(ctx context.Context, guildID, userID string) (api.ForgetPersonResponse, error) {
 	const op = "forget_person"
@@ -215,7 +211,7 @@ func (cl *Client) ForgetPerson(ctx context.Context, guildID, userID string) (api
 	}
 	var out api.ForgetPersonResponse
 	if _, err := cl.do(ctx, call{op: op, route: api.RouteForgetPerson,
-		path: personPath(guildID, userID)}, &out); err != nil {
+		args: []string{guildID, userID}}, &out); err != nil {
 		return api.ForgetPersonResponse{}, err
 	}
 	return out, nil
@@ -231,7 +227,7 @@ func (cl *Client) RecordEpisode(ctx context.Context, req api.EpisodeRequest) (ap
 	}
 	var out api.EpisodeResponse
 	if _, err := cl.do(ctx, call{op: "record_episode", route: api.RouteRecordEpisode,
-		path: api.PathEpisodes, body: req, content: []string{req.Summary}}, &out); err != nil {
+		body: req, content: []string{req.Summary}}, &out); err != nil {
 		return api.EpisodeResponse{}, err
 	}
 	return out, nil
@@ -243,7 +239,7 @@ func (cl *Client) RecordEpisode(ctx context.Context, req api.EpisodeRequest) (ap
 func (cl *Client) Episodes(ctx context.Context, q string, limit int) (api.Card, error) {
 	var out api.Card
 	if _, err := cl.do(ctx, call{op: "episodes", route: api.RouteEpisodes,
-		path: api.PathEpisodes, query: query("q", q, "limit", limitString(limit)),
+		query: query("q", q, "limit", limitString(limit)),
 		retry: true, content: terms(q)}, &out); err != nil {
 		return api.Card{}, err
 	}
@@ -260,7 +256,7 @@ func (cl *Client) EditEpisode(ctx context.Context, episodeID string, patch api.E
 	}
 	var out api.Episode
 	if _, err := cl.do(ctx, call{op: op, route: api.RouteEditEpisode,
-		path: api.PathEpisodes + "/" + url.PathEscape(episodeID), body: patch,
+		args: []string{episodeID}, body: patch,
 		content: []string{deref(patch.Summary)}}, &out); err != nil {
 		return api.Episode{}, err
 	}
@@ -275,7 +271,7 @@ func (cl *Client) ForgetEpisode(ctx context.Context, episodeID string) error {
 		return err
 	}
 	_, err := cl.do(ctx, call{op: op, route: api.RouteForgetEpisode,
-		path: api.PathEpisodes + "/" + url.PathEscape(episodeID)}, nil)
+		args: []string{episodeID}}, nil)
 	return err
 }
 
@@ -284,7 +280,7 @@ func (cl *Client) ForgetEpisode(ctx context.Context, episodeID string) error {
 func (cl *Client) CorruptFiles(ctx context.Context) (api.CorruptFiles, error) {
 	var out api.CorruptFiles
 	if _, err := cl.do(ctx, call{op: "corrupt", route: api.RouteCorrupt,
-		path: api.RouteCorrupt.Path, retry: true}, &out); err != nil {
+		retry: true}, &out); err != nil {
 		return api.CorruptFiles{}, err
 	}
 	return out, nil

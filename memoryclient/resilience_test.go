@@ -21,7 +21,7 @@ import (
 
 func fmtWrap(err error) error { return fmt.Errorf("bridge: %w", err) }
 
-// closedURL answers the URL of a listener that is already closed, so a dial
+// closedURL returns the URL of a listener that is already closed, so a dial
 // is refused at once.
 func closedURL(t *testing.T) string {
 	t.Helper()
@@ -49,8 +49,8 @@ func TestConnectionRefusedIsUnavailableQuickly(t *testing.T) {
 	if e.Attempts != 1+DefaultRetries {
 		t.Errorf("attempts = %d, want %d (a read is retried)", e.Attempts, 1+DefaultRetries)
 	}
-	if !Unreachable(err) {
-		t.Errorf("Unreachable = false")
+	if !downOrSlow(err) {
+		t.Errorf("downOrSlow = false")
 	}
 	// two pauses, 50 ms and 150 ms, and three refused dials
 	if elapsed > time.Second {
@@ -295,7 +295,7 @@ func TestCanceledContext(t *testing.T) {
 	if !IsKind(err, KindCanceled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want canceled", err)
 	}
-	if Unreachable(err) {
+	if downOrSlow(err) {
 		t.Errorf("a cancellation is not the service being down")
 	}
 }

@@ -79,7 +79,7 @@ func (s *Session) Done() <-chan struct{} { return s.done }
 // are a human in the session's channel who counts as consented under the
 // policy, within the 25-person cap. It is a map lookup on an immutable
 // snapshot, cheap enough for every speaker of every 20 ms frame, and it
-// answers false once the session has ended.
+// returns false once the session has ended.
 func (s *Session) Consented(userID string) bool {
 	_, ok := (*s.consented.Load())[userID]
 	return ok

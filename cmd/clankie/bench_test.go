@@ -35,7 +35,7 @@ func vmRSS(pid int) (float64, error) {
 	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
-// startBinary runs the binary with env and answers it with a stop function.
+// startBinary runs the binary with env and returns it with a stop function.
 func startBinary(b *testing.B, bin string, env []string, args ...string) *exec.Cmd {
 	b.Helper()
 	cmd := exec.Command(bin, args...)

@@ -15,7 +15,7 @@ var discordSpec = discordtest.NewSpec()
 const syncGuild = "100000000000000001"
 
 // textEnv sets what `clankie bridge text` reads, with every other clankie
-// and Discord variable unset, and answers the bearer (a secret).
+// and Discord variable unset, and returns the bearer (a secret).
 func textEnv(t *testing.T, fake *discordtest.Fake, extra map[string]string) string {
 	t.Helper()
 	for _, v := range config.All() {

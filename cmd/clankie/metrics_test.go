@@ -21,7 +21,7 @@ import (
 	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
 
-// scrape GETs url with bearer (none when empty) and answers the status,
+// scrape GETs url with bearer (none when empty) and returns the status,
 // the raw text and the parsed families.
 func scrape(t *testing.T, url, bearer string) (int, string, map[string]*dto.MetricFamily) {
 	t.Helper()

@@ -211,7 +211,7 @@ func TestStatusWarnsWhenNoHeadroom(t *testing.T) {
 		`Warning: 1024 of 1024 episodes are kept`, `refused`, `future_lane\s+0\n`)
 }
 
-// columnStarts answers where each column of a tabwriter header begins.
+// columnStarts returns where each column of a tabwriter header begins.
 func columnStarts(header string) []int {
 	starts := []int{0}
 	for i := 1; i < len(header); i++ {

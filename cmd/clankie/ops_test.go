@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// runBin runs the built binary with env and answers its exit code and output.
+// runBin runs the built binary with env and returns its exit code and output.
 func runBin(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -298,8 +298,14 @@ func TestBinarySaysWhatWentWrongInWords(t *testing.T) {
 	stdout, stderr := startBin(t, bin, env, "up")
 	waitReady(t, "http://127.0.0.1:"+port, stderr)
 	want := "memory service: 0.0.0.0:" + port + " on every interface (port " + port + "; from this host http://127.0.0.1:" + port + ")"
-	if !strings.Contains(stdout.String(), want) {
-		t.Errorf("clankie up on 0.0.0.0 printed:\n%s\nwant %q", stdout.String(), want)
+	// The line reaches stdout through a pipe the test copies from, so a
+	// ready service can be seen before it arrives: wait for it, don't read
+	// once.
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(stdout.String(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("clankie up on 0.0.0.0 printed:\n%s\nwant %q", stdout.String(), want)
+			break
+		}
 	}
 	if strings.Contains(stderr.String(), "\x1b[") {
 		t.Errorf("console logs into a pipe carry colour codes:\n%q", stderr.String())

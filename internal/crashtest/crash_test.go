@@ -386,7 +386,7 @@ func (r *crashRun) nextEpisode(w int, rng *rand.Rand) *episode {
 	return e
 }
 
-// settleProposal records the outcome of one attempt and says whether the
+// settleProposal records the outcome of one attempt and reports whether the
 // writer may go on.
 func (r *crashRun) settleProposal(pr *proposal, status int, body []byte, err error, retry bool) bool {
 	r.mu.Lock()

@@ -113,7 +113,7 @@ func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 
 // checkOrder finds, for one acknowledged write, the answer on the socket and
 // the durable-write steps before it, and says what is out of order. It
-// answers the events found so far for the message.
+// returns the events found so far for the message.
 func checkOrder(events []sysEvent, w orderedWrite) ([]sysEvent, string) {
 	var seq []sysEvent
 	dir := path.Dir(w.final)

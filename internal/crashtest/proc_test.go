@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// clankieBinary builds ./cmd/clankie once per test binary run and answers
+// clankieBinary builds ./cmd/clankie once per test binary run and returns
 // its path.
 func clankieBinary(t *testing.T) string {
 	t.Helper()

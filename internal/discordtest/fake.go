@@ -380,7 +380,7 @@ func (f *Fake) VoiceStateOps() []VoiceStateOp {
 }
 
 // WaitVoiceStateOps waits until at least n op 4 payloads were received and
-// answers all of them.
+// returns all of them.
 func (f *Fake) WaitVoiceStateOps(ctx context.Context, n int) ([]VoiceStateOp, error) {
 	var out []VoiceStateOp
 	err := f.waitFor(ctx, func() bool {

@@ -194,7 +194,7 @@ func (f *Fake) Interact(ctx context.Context, spec InteractionSpec) *Interaction 
 
 // Redeliver dispatches the same INTERACTION_CREATE again (same id and token),
 // as Discord occasionally does, so a test can check the bot answers once. It
-// answers how many connected sessions received it.
+// returns how many connected sessions received it.
 func (in *Interaction) Redeliver() int {
 	f := in.f
 	f.mu.Lock()

@@ -57,7 +57,7 @@ const (
 	CodeAlreadyAcknowledged = 40060
 )
 
-// reply is what a route handler answers; body nil means 204 No Content.
+// reply is what a route handler returns; body nil means 204 No Content.
 type reply struct {
 	status int
 	body   any

@@ -135,7 +135,7 @@ func (s *Spec) operation(method, path string) *openapi3.Operation {
 }
 
 // checkBody validates a JSON request body against the operation's schema,
-// answering Discord-shaped field errors. Discord accepts a string for an
+// returning Discord-shaped field errors. Discord accepts a string for an
 // integer field when it parses as one, so such strings are read as numbers
 // first.
 func (s *Spec) checkBody(method, path string, body []byte) []fieldError {
@@ -169,7 +169,7 @@ func (s *Spec) checkBody(method, path string, body []byte) []fieldError {
 // branchForType returns, for a union of object shapes told apart by their
 // "type" (an interaction callback), the one branch whose type the body
 // names, so only that branch is compiled and checked: validating the whole
-// union costs several times more, on every callback. Otherwise it answers
+// union costs several times more, on every callback. Otherwise it returns
 // the schema itself.
 func branchForType(sc *openapi3.Schema, v any) *openapi3.Schema {
 	obj, ok := v.(map[string]any)

@@ -116,7 +116,7 @@ func (e *env) files() map[api.Lane][]byte {
 	return out
 }
 
-// diskIDs parses every lane file and answers the ids on disk.
+// diskIDs parses every lane file and returns the ids on disk.
 func (e *env) diskIDs() map[string]api.Episode {
 	e.t.Helper()
 	out := map[string]api.Episode{}

@@ -596,9 +596,9 @@ func (s *Session) installLocked(g *group.Group) error {
 	return nil
 }
 
-// recoverLocked answers an unusable commit or welcome: op 31 for its
-// transition, a reset, and a new key package (protocol.md, "Recovery from
-// Invalid Commit or Welcome").
+// recoverLocked resets the session after an unusable commit or welcome and
+// returns what answers it: op 31 for its transition, then a new key package
+// (protocol.md, "Recovery from Invalid Commit or Welcome").
 func (s *Session) recoverLocked(transitionID uint16, cause error) ([]Message, error) {
 	out := []Message{{Op: OpMLSInvalidCommitWelcome, TransitionID: transitionID}}
 	kp, err := s.reinitLocked()

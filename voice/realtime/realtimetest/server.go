@@ -634,7 +634,7 @@ func (s *Server) WaitFrames(n int) []Frame {
 }
 
 // WaitConnFrames waits until connection c received at least n frames and
-// answers that connection's frames.
+// returns that connection's frames.
 func (s *Server) WaitConnFrames(c, n int) []Frame {
 	s.t.Helper()
 	var out []Frame
