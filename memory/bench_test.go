@@ -48,7 +48,7 @@ var benchWords = strings.Fields("plays bass in a jazz trio on thursdays prefers 
 	"for a trip to lisbon has two cats named pixel and byte runs the server's minecraft nights likes quiet " +
 	"voice channels after midnight studies marine biology and collects old maps of the harbour")
 
-// benchBody answers a fact of the length people tend to write: 90 to 160
+// benchBody returns a fact of the length people tend to write: 90 to 160
 // characters of ordinary words, different for every i.
 func benchBody(i int) string {
 	want := 90 + (i*37)%71
@@ -62,7 +62,7 @@ func benchBody(i int) string {
 	return sb.String()
 }
 
-// benchUser answers the i-th member's Discord id.
+// benchUser returns the i-th member's Discord id.
 func benchUser(i int) string { return fmt.Sprintf("2000000000%08d", i) }
 
 // benchLogger logs like the binary does by default (JSON, info), into
@@ -74,7 +74,7 @@ func benchLogger() *zap.Logger {
 
 const benchIDAlphabet = "abcdefghijkmnpqrstuvwxyz23456789"
 
-// benchFactID answers a fact id of the store's form ("f" and seven
+// benchFactID returns a fact id of the store's form ("f" and seven
 // characters of its alphabet), unique per n.
 func benchFactID(n int) string {
 	b := []byte("f0000000")
@@ -87,7 +87,7 @@ func benchFactID(n int) string {
 
 // seedPeople writes n people with facts facts each (and the proposal
 // record of each fact, as the store keeps them) under dir, which must not
-// be served yet. It answers the subjects and, for the baselines, each
+// be served yet. It returns the subjects and, for the baselines, each
 // person's schema-1 file (the whole file the store used to rewrite).
 func seedPeople(b *testing.B, dir string, n, facts int) ([]api.Subject, [][]byte) {
 	b.Helper()
@@ -162,7 +162,7 @@ func startBenchServiceCfg(b *testing.B, cfg config.Memory) *benchService {
 	return &benchService{url: "http://" + srv.Addr, client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 }
 
-// call does one request and answers the status and the whole body.
+// call does one request and returns the status and the whole body.
 func (s *benchService) call(b *testing.B, token, method, route string, body []byte) (int, []byte) {
 	var rd io.Reader
 	if body != nil {
@@ -205,7 +205,7 @@ func (s *benchService) checkCatalog(b *testing.B, wantPeople, wantFacts int) {
 	}
 }
 
-// meanFileBytes answers the mean size of the subjects' person files.
+// meanFileBytes returns the mean size of the subjects' person files.
 func meanFileBytes(b *testing.B, dir string, subjects []api.Subject) float64 {
 	b.Helper()
 	total := 0
@@ -420,7 +420,7 @@ func reportMedian(b *testing.B, samples []time.Duration, unit string) {
 	b.ReportMetric(float64(samples[len(samples)/2].Nanoseconds())/1e3, unit)
 }
 
-// journalRecordBytes answers the mean length of the people journal's lines
+// journalRecordBytes returns the mean length of the people journal's lines
 // (what one proposal makes durable).
 func journalRecordBytes(b *testing.B, dir string) int {
 	b.Helper()
@@ -534,7 +534,7 @@ func BenchmarkConcurrentBaselineWrite(b *testing.B) {
 }
 
 // runWriters shares b.N writes among 64 goroutines (writer w's i-th write
-// calls write(w, i)), reports writes/s over the wall time and answers
+// calls write(w, i)), reports writes/s over the wall time and returns
 // every write's duration.
 func runWriters(b *testing.B, write func(w, i int)) []time.Duration {
 	var next atomic.Int64
@@ -566,7 +566,7 @@ func runWriters(b *testing.B, write func(w, i int)) []time.Duration {
 
 // seedRecallPerson proposes 128 facts about one person through the running
 // service (the real write path, so the file is exactly what the store
-// writes) and answers the subject and the path of its file.
+// writes) and returns the subject and the path of its file.
 func seedRecallPerson(b *testing.B, svc *benchService, dir string) (api.Subject, string) {
 	b.Helper()
 	s := api.Subject{GuildID: benchGuild, UserID: benchUser(0)}

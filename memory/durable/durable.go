@@ -118,7 +118,7 @@ func tighten(root *os.Root, dir string) error {
 	return nil
 }
 
-// SweepTemp removes temporary files a killed process left in dir and answers
+// SweepTemp removes temporary files a killed process left in dir and returns
 // how many it removed.
 func SweepTemp(root *os.Root, dir string) (int, error) {
 	d, err := root.Open(dir)

@@ -46,7 +46,7 @@ func OpenRoot(dir string) (*os.Root, error) {
 	return os.OpenRoot(dir)
 }
 
-// ownerOf answers the uid that owns a file, where the platform says.
+// ownerOf returns the uid that owns a file, where the platform says.
 func ownerOf(st fs.FileInfo) (int, bool) {
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
 		return int(sys.Uid), true

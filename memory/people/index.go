@@ -28,7 +28,7 @@ func indexKey(name string) string { return strings.TrimSuffix(name, "jsonl") }
 func nameOf(key []byte) string { return string(key) + "jsonl" }
 
 // set records a person's fact count (0 removes them), between 0 and 255,
-// and answers the count it replaces.
+// and returns the count it replaces.
 func (x *peopleIndex) set(name string, n int) (before int) {
 	at := -1
 	if e, ok := x.extra[name]; ok {
@@ -66,7 +66,7 @@ func (x *peopleIndex) len() int { return x.n }
 
 // each calls fn for every person whose name comes after cursor (all with
 // ""), in name order, with their key (valid only during the call; the name
-// is nameOf(key)), until fn answers false.
+// is nameOf(key)), until fn returns false.
 func (x *peopleIndex) each(cursor string, fn func(key []byte, count int) bool) {
 	extra := make([]string, 0, len(x.extra))
 	for n := range x.extra {
@@ -122,7 +122,7 @@ type frontCoded struct {
 
 const blockLen = 16
 
-// firstKey answers block i's first key.
+// firstKey returns block i's first key.
 func (f *frontCoded) firstKey(i int) []byte {
 	p := int(f.blocks[i])
 	_, k := binary.Uvarint(f.data[p:])
@@ -132,14 +132,14 @@ func (f *frontCoded) firstKey(i int) []byte {
 	return f.data[p : p+int(l)]
 }
 
-// block answers the block whose first key is the last one not above key
+// block returns the block whose first key is the last one not above key
 // (-1: key comes before every block).
 func (f *frontCoded) block(key string) int {
 	return sort.Search(len(f.blocks), func(i int) bool { return string(f.firstKey(i)) > key }) - 1
 }
 
 // scan reads block i's entries in order, calling fn with each key (valid
-// only during the call) and where its count byte is, until fn answers false.
+// only during the call) and where its count byte is, until fn returns false.
 func (f *frontCoded) scan(i int, buf []byte, fn func(key []byte, at int) bool) bool {
 	p := int(f.blocks[i])
 	end := len(f.data)
@@ -162,7 +162,7 @@ func (f *frontCoded) scan(i int, buf []byte, fn func(key []byte, at int) bool) b
 	return true
 }
 
-// find answers where key's count byte is in data, or -1.
+// find returns where key's count byte is in data, or -1.
 func (f *frontCoded) find(key string) int {
 	i := f.block(key)
 	if i < 0 {
@@ -183,7 +183,7 @@ func (f *frontCoded) find(key string) int {
 }
 
 // each calls fn for every entry whose key is above after, in order, until
-// fn answers false.
+// fn returns false.
 func (f *frontCoded) each(after string, fn func(key []byte, count byte) bool) {
 	var buf [256]byte
 	for i := max(f.block(after), 0); i < len(f.blocks); i++ {
@@ -230,7 +230,7 @@ func (b *frontCodedBuilder) add(key []byte, count byte) bool {
 	return true
 }
 
-// finish answers the list, its arrays trimmed to their length.
+// finish returns the list, its arrays trimmed to their length.
 func (b *frontCodedBuilder) finish() frontCoded {
 	return frontCoded{data: slices.Clip(slices.Clone(b.f.data)), blocks: slices.Clone(b.f.blocks)}
 }

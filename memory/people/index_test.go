@@ -103,7 +103,7 @@ func TestIndexMatchesAMap(t *testing.T) {
 
 // seedPeople writes n person logs of facts facts each (and, with legacy,
 // schema-1 files instead) with no catalog, as an upgrade or a seeding tool
-// leaves a root, and answers their subjects.
+// leaves a root, and returns their subjects.
 func seedPeople(t testing.TB, root *os.Root, n, facts int, legacy bool) []api.Subject {
 	t.Helper()
 	if err := root.MkdirAll(Dir, 0o700); err != nil {

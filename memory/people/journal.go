@@ -234,7 +234,7 @@ func sealRecord(open []byte) []byte {
 }
 
 // unsealRecord checks a record (without its newline) against its checksum
-// and answers the bytes it covers.
+// and returns the bytes it covers.
 func unsealRecord(rec []byte) ([]byte, bool) {
 	n := len(rec) - sealLen
 	if n < 1 || !bytes.HasPrefix(rec[n:], []byte(sealField)) || !bytes.HasSuffix(rec, []byte(`"}`)) {
@@ -371,7 +371,7 @@ func (j *journal) reset(gen uint64, zero bool) error {
 // blank overwrites with spaces (keeping each newline) every record that
 // names person, but the newest of the current generation when keepLast is
 // set, and the remnant of an older generation's record where the current
-// generation ends; then it fdatasyncs, and answers how many it blanked.
+// generation ends; then it fdatasyncs, and returns how many it blanked.
 // A forget, an edit or a forget-person calls it after rewriting the
 // person's log durably: the person's older records are then redundant, and
 // blanking them leaves nothing of a forgotten body in the journal without
