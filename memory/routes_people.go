@@ -53,12 +53,12 @@ func (s *Service) propose(r *request) (reply, error) {
 		return reply{}, err
 	}
 	resp, info, err := s.people.Propose(r.who, req)
-	fields := []zap.Field{zap.Bool("replayed", info.Replayed), zap.Bool("superseded", info.Superseded),
-		zap.Int("evicted", info.Evicted), zap.Int("bodyLength", info.BodyLength)}
+	fields := []zap.Field{zap.Bool("replayed", resp.Replayed), zap.Bool("superseded", resp.Superseded),
+		zap.Int("evicted", resp.Evicted), zap.Int("bodyLength", info.BodyLength)}
 	if resp.Fact != nil {
 		fields = append(fields, zap.String("factId", resp.Fact.FactID))
 	}
-	return reply{body: resp, replayed: info.Replayed, receipt: fields}, err
+	return reply{body: resp, replayed: resp.Replayed, receipt: fields}, err
 }
 
 func (s *Service) recall(r *request) (reply, error) {
@@ -79,7 +79,7 @@ func (s *Service) recall(r *request) (reply, error) {
 	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
 		return reply{}, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
-	resp, err := s.people.RecallJSON(subjectOf(r), people.RecallQuery{Who: r.who, ChannelID: channelID, Query: q.Get("query"), Limit: limit})
+	resp, err := s.people.RecallJSON(subjectOf(r), people.RecallQuery{Who: r.who, RecallQuery: api.RecallQuery{ChannelID: channelID, Query: q.Get("query"), Limit: limit}})
 	return reply{body: rawJSON(resp)}, err
 }
 

@@ -44,7 +44,7 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 func TestCachedReadsSeeEveryWrite(t *testing.T) {
 	s, _, _ := newStore(t)
 	subj := api.Subject{GuildID: "g", UserID: "u"}
-	scope := RecallQuery{Who: operator, Limit: 128}
+	scope := RecallQuery{Who: operator, RecallQuery: api.RecallQuery{Limit: 128}}
 	a := mustPropose(t, s, text, proposal("a", "g", "u", "u", "c", "one"))
 	s.Recall(subj, scope) // cached now
 	mustPropose(t, s, text, proposal("b", "g", "u", "u", "c", "two"))
@@ -55,7 +55,7 @@ func TestCachedReadsSeeEveryWrite(t *testing.T) {
 	if _, err := s.Edit(subj, a.Fact.FactID, api.FactPatch{Body: &body}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := s.Recall(subj, RecallQuery{Who: scope.Who, ChannelID: scope.ChannelID, Query: "edited", Limit: 8}); r.Total != 1 {
+	if r, _ := s.Recall(subj, RecallQuery{Who: scope.Who, RecallQuery: api.RecallQuery{ChannelID: scope.ChannelID, Query: "edited", Limit: 8}}); r.Total != 1 {
 		t.Fatalf("after an edit: %+v", r)
 	}
 	if _, err := s.Forget(text, subj, a.Fact.FactID, "u"); err != nil {

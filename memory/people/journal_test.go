@@ -137,8 +137,8 @@ func TestCorruptJournalRecordCostsOnlyItself(t *testing.T) {
 			}
 			// The retry of the acknowledged proposals after the bad record
 			// is recognised; the lost one is stored anew.
-			if _, info, err := s2.Propose(text, proposal("second-of-c", "g", "c", "c", "c", "second of c")); err != nil || !info.Replayed {
-				t.Errorf("retry after restart: %+v %v", info, err)
+			if resp, _, err := s2.Propose(text, proposal("second-of-c", "g", "c", "c", "c", "second of c")); err != nil || !resp.Replayed {
+				t.Errorf("retry after restart: %+v %v", resp, err)
 			}
 			// The restart zeroed the journal: nothing of the damaged record
 			// stays, and a third start replays nothing.

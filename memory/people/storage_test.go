@@ -111,9 +111,9 @@ func TestRestartAfterKillReplaysTheJournal(t *testing.T) {
 				t.Fatalf("counts after restart: %+v", st)
 			}
 			// The retry of an acknowledged proposal is recognised.
-			_, info, err := s2.Propose(text, sup)
-			if err != nil || !info.Replayed {
-				t.Fatalf("retry after restart: %+v %v", info, err)
+			resp, _, err := s2.Propose(text, sup)
+			if err != nil || !resp.Replayed {
+				t.Fatalf("retry after restart: %+v %v", resp, err)
 			}
 			// The log was brought level: it replays alone to the same facts.
 			_, facts, err := DecodeFile(readFile(t, root, FileName(u)))
@@ -499,11 +499,11 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for _, q := range []RecallQuery{
-			{Who: text, ChannelID: "c"},
-			{Who: text, ChannelID: "other", Limit: 128},
-			{Who: text, ChannelID: "c", Query: "TEA fact", Limit: 3},
-			{Who: operator, Limit: 128},
-			{Who: text, ChannelID: "c", Query: "absent"},
+			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c"}},
+			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "other", Limit: 128}},
+			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "TEA fact", Limit: 3}},
+			{Who: operator, RecallQuery: api.RecallQuery{Limit: 128}},
+			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "absent"}},
 		} {
 			want, err1 := s.Recall(u, q)
 			got, err2 := s.RecallJSON(u, q)
@@ -525,7 +525,7 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 	}
 	c.t = c.t.Add(2 * time.Hour) // the expiring facts have expired
 	check("after a forget and expiry")
-	if got, err := s.RecallJSON(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Who: text, ChannelID: "c"}); err != nil || !strings.Contains(string(got), `"facts":[]`) {
+	if got, err := s.RecallJSON(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c"}}); err != nil || !strings.Contains(string(got), `"facts":[]`) {
 		t.Fatalf("nobody: %s %v", got, err)
 	}
 }

@@ -38,11 +38,11 @@ const Dir = "discord-people"
 // small.
 const maxGoneRecords = 64
 
-// ProposeInfo says what a proposal did, for the receipt.
+// ProposeInfo is what a proposal's receipt needs beyond its answer (which
+// says whether it was replayed, superseded or evicted): the length of the
+// body as stored, once cleaned.
 type ProposeInfo struct {
-	Created, Replayed, Superseded bool
-	Evicted                       int
-	BodyLength                    int
+	BodyLength int
 }
 
 // Propose applies a proposal on arrival.
@@ -100,7 +100,6 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 			continue
 		}
 		if p.Digest == "" {
-			info.Replayed = true
 			resp.Replayed = true
 			resp.Reason = "this proposal was applied before and its fact has since been forgotten; nothing was stored"
 			return resp, info, nil, nil
@@ -108,7 +107,6 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 		if p.Digest != digest {
 			return resp, info, nil, fault.New(fault.Conflict, "proposal_conflict", "proposalId %s was already used for a different fact; nothing was changed.", req.ProposalID)
 		}
-		info.Replayed = true
 		resp.Replayed = true
 		// A replay answers only what the caller may see now: a fact the
 		// operator has since made operator_private answers as a replaced one.
@@ -147,7 +145,6 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 			facts = append(facts[:i], facts[i+1:]...)
 			fact.SupersedesFactID = in.SupersedesFactID
 			resp.Superseded = true
-			info.Superseded = true
 			ch.Remove = append(ch.Remove, in.SupersedesFactID)
 			ch.ClearDigest = []string{in.SupersedesFactID}
 		}
@@ -176,10 +173,8 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 		}
 	}
 	resp.Evicted = evicted
-	info.Evicted = resp.Evicted
 	ch.Put = []api.Fact{fact}
 	ch.Proposal = &proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}
-	info.Created = true
 	resp.Fact = &fact
 	return resp, info, ch, nil
 }
@@ -252,10 +247,9 @@ func newFactID(existing []api.Fact) string {
 
 // RecallQuery is an ambient read of one person.
 type RecallQuery struct {
-	Who       api.Principal
-	ChannelID string // the room; a Discord read always names one
-	Query     string
-	Limit     int
+	Who api.Principal
+	// The room (a Discord read always names one), the terms, the limit.
+	api.RecallQuery
 }
 
 // Recall returns the facts visible in the read's room, newest first.

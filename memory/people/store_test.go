@@ -167,9 +167,9 @@ func TestProposalIdempotency(t *testing.T) {
 	req := proposal("same", "g", "u", "u", "c", "likes tea")
 	first := mustPropose(t, s, text, req)
 	before, _ := root.ReadFile(path.Join(Dir, FileName(req.Fact.Subject)))
-	again, info, err := s.Propose(text, req)
-	if err != nil || !info.Replayed || again.Fact.FactID != first.Fact.FactID {
-		t.Fatalf("retry: %v %+v", err, info)
+	again, _, err := s.Propose(text, req)
+	if err != nil || !again.Replayed || again.Fact.FactID != first.Fact.FactID {
+		t.Fatalf("retry: %v %+v", err, again)
 	}
 	changed := req
 	changed.Fact.Body = "likes coffee"
@@ -285,15 +285,15 @@ func TestRecallQueryAndOrder(t *testing.T) {
 		c.t = c.t.Add(time.Minute)
 	}
 	subj := api.Subject{GuildID: "g", UserID: "u"}
-	r, err := s.Recall(subj, RecallQuery{Who: text, ChannelID: "c", Query: "LIKES tea"})
+	r, err := s.Recall(subj, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "LIKES tea"}})
 	if err != nil || r.Total != 1 || r.Facts[0].Body != "Likes green tea" {
 		t.Fatalf("query: %+v %v", r, err)
 	}
-	r, _ = s.Recall(subj, RecallQuery{Who: text, ChannelID: "c", Limit: 2})
+	r, _ = s.Recall(subj, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Limit: 2}})
 	if r.Total != 3 || len(r.Facts) != 2 || r.Facts[0].Body != "plays chess on Tuesdays" {
 		t.Fatalf("order/limit: %+v", r)
 	}
-	r, _ = s.Recall(subj, RecallQuery{Who: text, ChannelID: "c", Query: "person-fact chess"})
+	r, _ = s.Recall(subj, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "person-fact chess"}})
 	if r.Total != 1 {
 		t.Fatalf("kind term: %+v", r)
 	}
@@ -395,13 +395,13 @@ func TestProposalRecordsStayBounded(t *testing.T) {
 		t.Fatalf("%d facts, %d proposal records", len(pf.Facts), len(pf.Proposals))
 	}
 	// The newest retry of an evicted fact is still recognised, not stored again.
-	resp, info, err := s.Propose(text, proposal("r200", "g", "u", "u", "c", "fact 200"))
-	if err != nil || !info.Replayed || resp.Fact == nil {
-		t.Fatalf("retry of a live fact: %+v %v", info, err)
+	resp, _, err := s.Propose(text, proposal("r200", "g", "u", "u", "c", "fact 200"))
+	if err != nil || !resp.Replayed || resp.Fact == nil {
+		t.Fatalf("retry of a live fact: %+v %v", resp, err)
 	}
-	resp, info, err = s.Propose(text, proposal("r150", "g", "u", "u", "c", "fact 150"))
-	if err != nil || !info.Replayed || resp.Fact != nil || resp.Reason == "" {
-		t.Fatalf("retry of an evicted fact: %+v %+v %v", resp, info, err)
+	resp, _, err = s.Propose(text, proposal("r150", "g", "u", "u", "c", "fact 150"))
+	if err != nil || !resp.Replayed || resp.Fact != nil || resp.Reason == "" {
+		t.Fatalf("retry of an evicted fact: %+v %v", resp, err)
 	}
 }
 
