@@ -24,12 +24,13 @@ const BearersFile = config.BearersFile
 // minimum config.Tokens.Validate applies to the variables.
 const minTokenLength = 16
 
-// Bearers recognises the four tokens. Only SHA-256 digests are kept, and
-// every comparison looks at all four fixed-length digests, so neither a
-// token's length nor which lane matched shows in the timing.
+// Bearers recognises one token per lane of the lane table. Only SHA-256
+// digests are kept, and every comparison looks at every lane's
+// fixed-length digest, so neither a token's length nor which lane matched
+// shows in the timing.
 type Bearers struct {
-	digests [4][sha256.Size]byte
-	lanes   [4]api.Lane
+	digests [][sha256.Size]byte
+	lanes   []api.Lane
 }
 
 // LoadBearers takes tokens from the environment and mints the missing ones
@@ -60,7 +61,7 @@ func LoadBearers(root *os.Root, env config.Tokens) (*Bearers, []string, error) {
 			return nil, nil, fmt.Errorf("write %s: %w", BearersFile, err)
 		}
 	}
-	bs := &Bearers{}
+	bs := &Bearers{digests: make([][sha256.Size]byte, len(laneVars)), lanes: make([]api.Lane, len(laneVars))}
 	source := make([]string, len(laneVars)) // where each lane's token came from, for sentences
 	for i, l := range laneVars {
 		tok, where := fromEnv[l.Lane], l.TokenVar
