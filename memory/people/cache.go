@@ -34,13 +34,20 @@ func newFileCache() *fileCache {
 	return &fileCache{order: list.New(), items: map[string]*list.Element{}}
 }
 
-// get returns a copy of the cached file, or false.
-func (c *fileCache) get(name string) (*personFile, bool) {
+// get returns a copy of the cached file, or false. With take it returns
+// the cached state itself and forgets it: the caller owns it, and puts it
+// back when it is still (or newly) the person's state.
+func (c *fileCache) get(name string, take bool) (*personFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.items[name]
 	if !ok {
 		return nil, false
+	}
+	if take {
+		pf := el.Value.(*cached).pf
+		c.dropLocked(name)
+		return pf, true
 	}
 	c.order.MoveToFront(el)
 	pf := *el.Value.(*cached).pf

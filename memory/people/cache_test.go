@@ -11,18 +11,26 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	c := newFileCache()
 	pf := &personFile{Facts: []api.Fact{{FactID: "fa", Body: "one"}}}
 	c.put("p-1_2.json", pf, 100)
-	got, ok := c.get("p-1_2.json")
+	got, ok := c.get("p-1_2.json", false)
 	if !ok || got.Facts[0].Body != "one" {
 		t.Fatalf("get: %v %v", got, ok)
 	}
 	got.Facts[0].Body = "changed by a caller"
 	got.Facts = append(got.Facts, api.Fact{FactID: "fb"})
-	again, _ := c.get("p-1_2.json")
+	again, _ := c.get("p-1_2.json", false)
 	if again.Facts[0].Body != "one" || len(again.Facts) != 1 {
 		t.Fatalf("a caller's change reached the cache: %+v", again.Facts)
 	}
+	// Taken, the entry is the caller's: the cache holds it no more.
+	if taken, ok := c.get("p-1_2.json", true); !ok || taken != pf {
+		t.Fatalf("take: %v %v", taken, ok)
+	}
+	if _, ok := c.get("p-1_2.json", false); ok || c.size != 0 {
+		t.Fatalf("a taken entry is still cached (%d bytes)", c.size)
+	}
+	c.put("p-1_2.json", pf, 100)
 	c.drop("p-1_2.json")
-	if _, ok := c.get("p-1_2.json"); ok {
+	if _, ok := c.get("p-1_2.json", false); ok {
 		t.Fatal("dropped entry still cached")
 	}
 	for i := range 100 {
@@ -31,10 +39,10 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	if c.size > cacheBytes || len(c.items) != 10 {
 		t.Fatalf("cache holds %d bytes in %d entries", c.size, len(c.items))
 	}
-	if _, ok := c.get("p-99.json"); !ok {
+	if _, ok := c.get("p-99.json", false); !ok {
 		t.Fatal("the most recent entry was evicted")
 	}
-	if _, ok := c.get("p-0.json"); ok {
+	if _, ok := c.get("p-0.json", false); ok {
 		t.Fatal("the oldest entry was kept past the bound")
 	}
 }

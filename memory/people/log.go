@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/clankie/clankie/api"
 )
@@ -146,24 +147,128 @@ func encodeLine(l *logLine) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
+// encodeChange renders a change line ({"seq","remove","clearDigest","put",
+// "proposal"}) with its newline, byte for byte as encodeLine would, but
+// with each put fact's JSON taken from pf's memo (pf is the state after
+// the change, so it holds every put fact): a fact is encoded once, for its
+// change line, every compaction after it and every recall that returns it.
+func encodeChange(pf *personFile, ch *logLine) ([]byte, error) {
+	if ch.SchemaVersion != 0 || ch.Subject != nil || ch.Fact != nil || len(ch.Reset) > 0 {
+		return encodeLine(ch)
+	}
+	b := make([]byte, 0, 1024)
+	b = append(b, '{')
+	field := func(name string) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+	}
+	if ch.Seq != 0 {
+		field("seq")
+		b = strconv.AppendUint(b, ch.Seq, 10)
+	}
+	for _, ids := range []struct {
+		name string
+		ids  []string
+	}{{"remove", ch.Remove}, {"clearDigest", ch.ClearDigest}} {
+		if len(ids.ids) == 0 {
+			continue
+		}
+		field(ids.name)
+		b = append(b, '[')
+		for i, id := range ids.ids {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, id)
+		}
+		b = append(b, ']')
+	}
+	if len(ch.Put) > 0 {
+		field("put")
+		b = append(b, '[')
+		for i := range ch.Put {
+			j := indexOf(pf.Facts, ch.Put[i].FactID)
+			if j < 0 || pf.Facts[j] != ch.Put[i] {
+				return encodeLine(ch) // not the state's fact: encode it as it is
+			}
+			enc, err := pf.encoded(&pf.Facts[j])
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, enc...)
+		}
+		b = append(b, ']')
+	}
+	if ch.Proposal != nil {
+		field("proposal")
+		b = appendProposal(b, ch.Proposal)
+	}
+	return append(b, "}\n"...), nil
+}
+
 // encodeSnapshot renders a compacted person log of the state: the header,
-// one line per fact, one line per idempotency record.
+// one line per fact (its JSON from the memo), one line per idempotency
+// record; byte for byte what json.Encoder writes of each line.
 func encodeSnapshot(pf *personFile) ([]byte, error) {
 	subject := pf.Subject
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf) // Encode ends every line with '\n'
-	if err := enc.Encode(&logLine{SchemaVersion: logVersion, Subject: &subject, Seq: pf.seq}); err != nil {
+	head, err := encodeLine(&logLine{SchemaVersion: logVersion, Subject: &subject, Seq: pf.seq})
+	if err != nil {
 		return nil, err
 	}
+	encs := make([][]byte, len(pf.Facts))
+	size := len(head) + 96*len(pf.Proposals)
 	for i := range pf.Facts {
-		if err := enc.Encode(&logLine{Fact: &pf.Facts[i]}); err != nil {
+		if encs[i], err = pf.encoded(&pf.Facts[i]); err != nil {
 			return nil, err
 		}
+		size += len(encs[i]) + len(`{"fact":}`+"\n")
+	}
+	b := make([]byte, 0, size)
+	b = append(b, head...)
+	for _, enc := range encs {
+		b = append(b, `{"fact":`...)
+		b = append(b, enc...)
+		b = append(b, "}\n"...)
 	}
 	for i := range pf.Proposals {
-		if err := enc.Encode(&logLine{Proposal: &pf.Proposals[i]}); err != nil {
-			return nil, err
+		b = append(b, `{"proposal":`...)
+		b = appendProposal(b, &pf.Proposals[i])
+		b = append(b, "}\n"...)
+	}
+	return b, nil
+}
+
+// appendProposal appends a record as json.Marshal does.
+func appendProposal(b []byte, p *proposalRecord) []byte {
+	b = append(b, `{"proposalId":`...)
+	b = appendJSONString(b, p.ProposalID)
+	if p.Digest != "" {
+		b = append(b, `,"digest":`...)
+		b = appendJSONString(b, p.Digest)
+	}
+	b = append(b, `,"factId":`...)
+	b = appendJSONString(b, p.FactID)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string exactly as json.Marshal
+// quotes it: plain ASCII as it is, anything else (a quote, a backslash,
+// HTML's <, > and &, a control character, non-ASCII) by json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
 		}
 	}
-	return buf.Bytes(), nil
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -118,17 +118,25 @@ func (s *Store) lock(name string) func() {
 // from a schema-1 file (migrated on the spot), else nil for nobody. A file
 // that cannot be read is never treated as empty and overwritten: it is
 // moved aside and reported content-free, and the person starts empty. The
-// caller holds cp (read) and the person's lock; what it returns is its own copy.
-func (s *Store) load(name string, subject api.Subject) (*personFile, error) {
-	if pf, ok := s.cache.get(name); ok {
+// caller holds cp (read) and the person's lock; what it returns is its own:
+// a copy of the cached state, or with take the state itself, taken out of
+// the cache (the caller puts it back, changed or not, or leaves it out when
+// a change of it failed).
+func (s *Store) load(name string, subject api.Subject, take bool) (*personFile, error) {
+	if pf, ok := s.cache.get(name, take); ok {
 		s.cacheHits.Add(1)
 		return pf, nil
 	}
 	s.cacheMisses.Add(1)
+	keep := func(pf *personFile) {
+		if !take {
+			s.cache.put(name, clonePerson(pf), int(pf.size))
+		}
+	}
 	pf, err := s.readLog(name)
 	if err != nil || pf != nil {
 		if pf != nil {
-			s.cache.put(name, clonePerson(pf), int(pf.size))
+			keep(pf)
 		}
 		return pf, err
 	}
@@ -142,7 +150,7 @@ func (s *Store) load(name string, subject api.Subject) (*personFile, error) {
 		return nil, err
 	}
 	s.setCount(name, pf.Subject, len(pf.Facts))
-	s.cache.put(name, clonePerson(pf), int(pf.size))
+	keep(pf)
 	return pf, nil
 }
 
@@ -289,7 +297,17 @@ func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
 // read loads the person named name (FileName(subject)) under the caller's
 // locks and returns an empty person for nobody.
 func (s *Store) read(name string, subject api.Subject) (*personFile, error) {
-	pf, err := s.load(name, subject)
+	return s.readOwned(name, subject, false)
+}
+
+// take is read that takes the cached state out of the cache instead of
+// copying it (see load): for a change, which puts back what it ends with.
+func (s *Store) take(name string, subject api.Subject) (*personFile, error) {
+	return s.readOwned(name, subject, true)
+}
+
+func (s *Store) readOwned(name string, subject api.Subject, take bool) (*personFile, error) {
+	pf, err := s.load(name, subject, take)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +351,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 // the counts. The caller holds cp (read or write) and the person's lock.
 func (s *Store) change(name string, pf *personFile, ch *logLine) error {
 	pf.apply(ch) // pf is the caller's own copy (load returns one)
-	line, err := encodeLine(ch)
+	line, err := encodeChange(pf, ch)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,6 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"encoding/json"
-	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -59,12 +58,15 @@ func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.Proposa
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	pf, err := s.read(name, req.Fact.Subject)
+	pf, err := s.take(name, req.Fact.Subject)
 	if err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
 	resp, info, ch, err := proposeOn(pf, who, req, digest, now)
 	if err != nil || ch == nil {
+		if pf.size > 0 {
+			s.cache.put(name, pf, int(pf.size)) // unchanged
+		}
 		return resp, info, err
 	}
 	if err := s.change(name, pf, ch); err != nil {
@@ -131,37 +133,50 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 		ExpiresAt:  in.ExpiresAt,
 		Provenance: in.Provenance,
 	}
-	// The change is worked out on a copy of the facts and written as one
-	// log line; the new state is that line applied to the old, exactly as
-	// a replay will apply it.
+	// The change is written as one log line; the new state is that line
+	// applied to the old, exactly as a replay will apply it.
 	ch := &logLine{Seq: pf.seq + 1}
-	facts := slices.Clone(pf.Facts)
+	superseded := -1
 	if in.SupersedesFactID != "" {
-		if i := indexOf(facts, in.SupersedesFactID); i < 0 {
+		if i := indexOf(pf.Facts, in.SupersedesFactID); i < 0 {
 			resp.Reason = ReasonNoSuchFact
-		} else if ok, why := MaySupersede(who, facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
+		} else if ok, why := MaySupersede(who, pf.Facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
 			resp.Reason = why
 		} else {
-			facts = append(facts[:i], facts[i+1:]...)
+			superseded = i
 			fact.SupersedesFactID = in.SupersedesFactID
 			resp.Superseded = true
 			ch.Remove = append(ch.Remove, in.SupersedesFactID)
 			ch.ClearDigest = []string{in.SupersedesFactID}
 		}
 	}
-	facts = append(facts, fact)
-	// A Discord proposal makes room only among the facts its lane can see:
-	// operator-only notes are never evicted, counted or named to it. When
-	// only such notes could make room the proposal is refused and nothing
-	// is written.
-	kept, evicted, ok := Evict(facts, api.MaxFactsPerPerson, now, func(f api.Fact) bool {
-		return f.FactID != fact.FactID && LaneVisible(who, f)
-	})
-	if !ok {
-		return api.ProposalResponse{}, ProposeInfo{}, nil, fault.New(fault.Unprocessable, "person_at_capacity",
-			"This person's memory is full (at most %d facts are kept per person), so nothing was stored; an operator can make room.", api.MaxFactsPerPerson)
+	evicted, n := 0, len(pf.Facts)+1 // facts after the change, before eviction
+	if superseded >= 0 {
+		n--
 	}
-	if evicted > 0 {
+	if n > api.MaxFactsPerPerson {
+		// Only a person at the cap needs the facts after the change laid
+		// out, to choose what to evict.
+		facts := make([]api.Fact, 0, n)
+		for i, f := range pf.Facts {
+			if i != superseded {
+				facts = append(facts, f)
+			}
+		}
+		facts = append(facts, fact)
+		// A Discord proposal makes room only among the facts its lane can
+		// see: operator-only notes are never evicted, counted or named to
+		// it. When only such notes could make room the proposal is refused
+		// and nothing is written.
+		var kept []api.Fact
+		var ok bool
+		kept, evicted, ok = Evict(facts, api.MaxFactsPerPerson, now, func(f api.Fact) bool {
+			return f.FactID != fact.FactID && LaneVisible(who, f)
+		})
+		if !ok {
+			return api.ProposalResponse{}, ProposeInfo{}, nil, fault.New(fault.Unprocessable, "person_at_capacity",
+				"This person's memory is full (at most %d facts are kept per person), so nothing was stored; an operator can make room.", api.MaxFactsPerPerson)
+		}
 		keep := make(map[string]bool, len(kept))
 		for _, f := range kept {
 			keep[f.FactID] = true
@@ -494,7 +509,7 @@ func forgetOn(pf *personFile, who api.Principal, factID, requesterUserID string)
 func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 	pf := clonePerson(old)
 	pf.apply(ch)
-	line, err := encodeLine(ch)
+	line, err := encodeChange(pf, ch)
 	if err != nil {
 		return err
 	}
