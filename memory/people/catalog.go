@@ -326,11 +326,16 @@ func (s *Store) checkpoint(zero bool) error {
 }
 
 // checkpointIfFull checkpoints when the journal's preallocated part is
-// nearly used. The caller holds no lock.
+// nearly used. One change checkpoints; the others that find the journal
+// full meanwhile go on into its headroom (they wait anyway, for cp, once
+// the checkpoint asks for it) rather than each take cp in turn to find
+// nothing left to do: with 64 writers that queue stalled them for 300 ms.
+// The caller holds no lock.
 func (s *Store) checkpointIfFull() error {
-	if s.j.used() < journalCheckpoint {
+	if s.j.used() < journalCheckpoint || !s.checkpointing.CompareAndSwap(false, true) {
 		return nil
 	}
+	defer s.checkpointing.Store(false)
 	s.cp.Lock()
 	defer s.cp.Unlock()
 	if s.j.used() < journalCheckpoint {

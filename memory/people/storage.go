@@ -102,6 +102,9 @@ type Store struct {
 	sealed  bool            // the catalog says its generation's journal records are sealed
 
 	cache *fileCache
+	// checkpointing is set while a change that found the journal full
+	// checkpoints (checkpointIfFull).
+	checkpointing atomic.Bool
 
 	cacheHits, cacheMisses, compactions, checkpoints atomic.Int64
 }
