@@ -228,7 +228,7 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 
 	start := time.Now()
 	corr := newCorrelationID()
-	outcome := "sent"
+	outcome := egressSent
 	var resp api.BriefingResponse
 	var err error
 	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -239,18 +239,18 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 	case err != nil && ctx.Err() != nil:
 		return // the session ended meanwhile
 	case err != nil:
-		outcome = "memory_" + memoryclient.KindOf(err).String()
+		outcome = egressMemoryPrefix + egressOutcome(memoryclient.KindOf(err).String())
 	case md == nil:
-		outcome = "no_realtime_endpoint"
+		outcome = egressNoRealtimeEndpoint
 	default:
 		text, cut := boundBriefing(resp.Briefing)
 		if cut {
-			outcome = "sent_cut"
+			outcome = egressSentCut
 		}
 		if berr := md.Brief(ctx, text, refresh); errors.Is(berr, realtime.ErrRefused) {
-			outcome = "realtime_refused"
+			outcome = egressRealtimeRefused
 		} else if berr != nil {
-			outcome = "realtime_error"
+			outcome = egressRealtimeError
 		}
 	}
 	if err == nil {
@@ -268,8 +268,24 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 		zap.Int("episodes", resp.Counts.Episodes),
 		zap.Int("briefingLength", len(resp.Briefing)),
 		zap.Duration("latency", time.Since(start)),
-		zap.String("outcome", outcome))
+		zap.String("outcome", string(outcome)))
 }
+
+// egressOutcome is what a voice.briefing.egress receipt says a briefing came
+// to: sent (whole or cut to the bound), not sent for want of a realtime
+// endpoint, refused or failed at the model, or a memory failure (the
+// prefix and the failure's kind, e.g. memory_unavailable).
+type egressOutcome string
+
+// The outcomes of a briefing's egress.
+const (
+	egressSent               egressOutcome = "sent"
+	egressSentCut            egressOutcome = "sent_cut"
+	egressNoRealtimeEndpoint egressOutcome = "no_realtime_endpoint"
+	egressRealtimeRefused    egressOutcome = "realtime_refused"
+	egressRealtimeError      egressOutcome = "realtime_error"
+	egressMemoryPrefix       egressOutcome = "memory_"
+)
 
 // boundBriefing is the 8000-character rule at the edge to the model: the
 // memory service composes briefings within it (25 people, 8 facts each,
