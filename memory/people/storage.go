@@ -168,35 +168,29 @@ func (s *Store) readLog(name string) (*personFile, error) {
 		}
 		return nil, fmt.Errorf("open person log: %w", err)
 	}
+	defer release()
 	b, err := readAll(f)
 	if err != nil {
-		release()
 		return nil, fmt.Errorf("read person log: %w", err)
 	}
 	if len(b) == 0 {
 		// An empty log holds nothing to lose: a creation cut short (the
 		// journal holds its change), or a compaction whose data a power
 		// cut lost. The person starts from the journal, or empty.
-		release()
 		return nil, nil
 	}
 	pf, good, err := decodeLog(b)
 	if err != nil || FileName(pf.Subject) != name {
-		release()
-		return nil, s.moveAside(name)
+		return nil, s.moveAside(name) // drops the open log; release closes it
 	}
 	if good < len(b) {
 		// A torn tail is a write the crash cut short; it was never
 		// acknowledged. Cut it off so the next append follows a whole line.
-		err = f.Truncate(int64(good))
-		release()
-		if err != nil {
+		if err := f.Truncate(int64(good)); err != nil {
 			return nil, fmt.Errorf("cut a torn tail off a person log: %w", err)
 		}
 		s.markDirty(name, false)
-		return pf, nil
 	}
-	release()
 	return pf, nil
 }
 
@@ -353,7 +347,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 // person's log (written, synced at the next checkpoint), then the cache and
 // the counts. The caller holds cp (read or write) and the person's lock.
 func (s *Store) change(name string, pf *personFile, ch *logLine) error {
-	pf.apply(ch) // pf is the caller's own copy (load returns one)
+	pf.apply(ch) // pf is the caller's own (take gave it)
 	line, err := encodeChange(pf, ch)
 	if err != nil {
 		return err
