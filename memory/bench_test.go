@@ -322,7 +322,7 @@ func benchProposals(b *testing.B, facts int) {
 	base, appendFile := interleavedBaseline(b, dir)
 	recordData := bytes.Repeat([]byte("r"), record-1)
 	recordData = append(recordData, '\n')
-	floor := startFloorService(b, filepath.Dir(dir), record, answerLen)
+	floor := startFloorService(b, filepath.Dir(dir), record, answerLen, false)
 	samples := make([]time.Duration, 0, 1024)
 	baseSamples := make([]time.Duration, 0, 1024)
 	appendSamples := make([]time.Duration, 0, 1024)
@@ -392,8 +392,10 @@ func benchProposals(b *testing.B, facts int) {
 // do to acknowledge a write durably: read the body, write record bytes
 // into a preallocated file (in a sibling directory of the store's, on the
 // same disk), fdatasync it, and answer answerBytes bytes of JSON with 201.
-// Its client is like the benchmark's.
-func startFloorService(b *testing.B, dir string, record, answerBytes int) *benchService {
+// With group, the records that arrive while an fdatasync runs share the
+// next one (group commit, as the journal does); without, each request
+// syncs its own, one at a time. Its client is like the benchmark's.
+func startFloorService(b *testing.B, dir string, record, answerBytes int, group bool) *benchService {
 	b.Helper()
 	f, err := os.OpenFile(filepath.Join(dir, "floor.log"), os.O_RDWR|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err != nil {
@@ -407,9 +409,58 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int) *bench
 		b.Fatal(err)
 	}
 	line := bytes.Repeat([]byte("r"), record)
-	answer := append(append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), max(answerBytes-9, 0))...), `"}`+"\n"...)
-	var mu sync.Mutex
 	off := int64(0)
+	// write makes n records durable; one goroutine at a time calls it.
+	write := func(n int) error {
+		buf := bytes.Repeat(line, n)
+		if off+int64(len(buf)) > size {
+			off = 0
+		}
+		_, err := f.WriteAt(buf, off)
+		if err == nil {
+			err = syscall.Fdatasync(int(f.Fd()))
+		}
+		off += int64(len(buf))
+		return err
+	}
+	var mu sync.Mutex
+	durably := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return write(1)
+	}
+	reqs := make(chan chan error, 1024)
+	synced := make(chan struct{})
+	if group {
+		go func() {
+			defer close(synced)
+			for first := range reqs {
+				batch := []chan error{first}
+				for more := true; more; {
+					select {
+					case r, ok := <-reqs:
+						if more = ok; ok {
+							batch = append(batch, r)
+						}
+					default:
+						more = false
+					}
+				}
+				err := write(len(batch))
+				for _, r := range batch {
+					r <- err
+				}
+			}
+		}()
+		durably = func() error {
+			done := make(chan error, 1)
+			reqs <- done
+			return <-done
+		}
+	} else {
+		close(synced)
+	}
+	answer := append(append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), max(answerBytes-9, 0))...), `"}`+"\n"...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -419,14 +470,7 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int) *bench
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		mu.Lock()
-		_, err := f.WriteAt(line, off)
-		if err == nil {
-			err = syscall.Fdatasync(int(f.Fd()))
-		}
-		off = (off + int64(len(line))) % (size - int64(len(line)))
-		mu.Unlock()
-		if err != nil {
+		if err := durably(); err != nil {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
@@ -437,11 +481,13 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int) *bench
 	}), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	tr := &http.Transport{MaxIdleConnsPerHost: benchWriters, DisableCompression: true}
 	b.Cleanup(func() {
 		tr.CloseIdleConnections()
 		srv.Close()
 		<-done
+		close(reqs)
+		<-synced
 		f.Close()
 	})
 	return &benchService{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
@@ -546,6 +592,33 @@ func reportTail(b *testing.B, sorted []time.Duration) {
 	}
 	b.ReportMetric(float64(sorted[int(0.999*float64(len(sorted)-1)+0.5)].Nanoseconds())/1e3, "p999-µs")
 	b.ReportMetric(float64(sorted[len(sorted)-1].Nanoseconds())/1e3, "max-µs")
+}
+
+// BenchmarkConcurrentFloor is the floor of any durable HTTP write under the
+// same concurrency: 64 writers, each with its own connection, sending the
+// proposals BenchmarkConcurrentProposals sends (built and the answer
+// decoded the same way) to a bare net/http handler that reads the body and
+// makes one record of the journal's size durable with group commit (see
+// startFloorService). Reports writes/s and the round trip's percentiles.
+func BenchmarkConcurrentFloor(b *testing.B) {
+	const facts = 16
+	dir := filepath.Join(b.TempDir(), "memory")
+	subjects, _ := seedPeople(b, dir, benchWriters, facts)
+	svc := startBenchService(b, dir)
+	pr := newProposer(subjects, facts)
+	_, answerLen := pr.propose(b, svc, 0, 1<<30)
+	record := journalRecordBytes(b, dir)
+	floor := startFloorService(b, filepath.Dir(dir), record, answerLen, true)
+	samples := runWriters(b, func(w, i int) {
+		body := pr.request(b, w, w*1_000_000+i)
+		status, answer := floor.call(b, txt, "POST", "/floor", body)
+		var v map[string]any
+		if status != http.StatusCreated || json.Unmarshal(answer, &v) != nil {
+			b.Fatalf("the floor service answered %d", status)
+		}
+	})
+	reportPercentiles(b, samples)
+	reportTail(b, samples)
 }
 
 // BenchmarkConcurrentBaselineWrite is the write floor of the store before

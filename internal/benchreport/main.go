@@ -100,7 +100,7 @@ func run(ctx context.Context, c config) int {
 	suites := []suite{
 		{name: "memory", pkg: "./memory/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
 			"BenchmarkProposalRoundTrip", "BenchmarkProposalBaselineWrite", "BenchmarkRecall128", "BenchmarkRecall128BaselineDecode",
-			"BenchmarkConcurrentProposals", "BenchmarkConcurrentBaselineWrite"}},
+			"BenchmarkConcurrentProposals", "BenchmarkConcurrentBaselineWrite", "BenchmarkConcurrentFloor"}},
 		{name: "people store", pkg: "./memory/people/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
 			"BenchmarkProposeInProcess", "BenchmarkForgetWithPeople"}},
 		{name: "people store (first start)", pkg: "./memory/people/", benchtime: "1x", rounds: 1, benches: []string{
@@ -571,10 +571,17 @@ func rows(res results, rss map[string]float64, c config) []row {
 	cr, okCR := res.ratio("BenchmarkConcurrentProposals", "writes/s", "BenchmarkConcurrentBaselineWrite", "writes/s")
 	out = append(out, row{"memory", "64 concurrent writers over HTTP, own person (16 facts) each, group commit; throughput",
 		perSecond(cw, okCW), "64 concurrent whole-file durable writes of 16-fact schema-1 files: " + perSecond(bw, okBW), ratioText(cr, okCR), "≥ 3×", yesNo(okCR, cr >= 3)})
+	fw, okFW := res.get("BenchmarkConcurrentFloor", "writes/s")
+	fr, okFR := res.ratio("BenchmarkConcurrentProposals", "writes/s", "BenchmarkConcurrentFloor", "writes/s")
+	out = append(out, row{"memory", "  the same, against the floor of any durable write over HTTP",
+		perSecond(cw, okCW), "64 writers to a bare net/http handler that appends one record each, group-committed: " + perSecond(fw, okFW), ratioText(fr, okFR), "—", "—"})
 	cp, okCP := res.get("BenchmarkConcurrentProposals", "p99-µs")
 	bp, okBP := res.get("BenchmarkConcurrentBaselineWrite", "p99-µs")
 	out = append(out, row{"memory", "  the same, p99 of a proposal's round trip",
 		dur(cp*1e3, okCP), "p99 of the whole-file writes: " + dur(bp*1e3, okBP), ratioText(cp/bp, okCP && okBP && bp > 0), "< 20 ms", yesNo(okCP, cp < 20e3)})
+	fp, okFP := res.get("BenchmarkConcurrentFloor", "p99-µs")
+	out = append(out, row{"memory", "  the same, p99, against the floor's",
+		dur(cp*1e3, okCP), "p99 of the bare handler's round trips: " + dur(fp*1e3, okFP), ratioText(cp/fp, okCP && okFP && fp > 0), "—", "—"})
 	for _, q := range []struct{ unit, what string }{{"p999-µs", "p99.9"}, {"max-µs", "maximum"}} {
 		c, okC := res.get("BenchmarkConcurrentProposals", q.unit)
 		bq, okB := res.get("BenchmarkConcurrentBaselineWrite", q.unit)
