@@ -283,7 +283,11 @@ func recordGen(body []byte) (uint64, bool) {
 func (j *journal) commit(line []byte) error {
 	j.mu.Lock()
 	b := j.open
-	b.buf = append(b.buf, line...)
+	if b.n == 0 && !j.syncing {
+		b.buf = line // it leads at once, alone: no other line joins it
+	} else {
+		b.buf = append(b.buf, line...)
+	}
 	b.n++
 	if j.syncing {
 		j.mu.Unlock()
