@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -58,7 +60,35 @@ func (s *Service) propose(r *request) (reply, error) {
 	if resp.Fact != nil {
 		fields = append(fields, zap.String("factId", resp.Fact.FactID))
 	}
-	return reply{body: resp, replayed: resp.Replayed, receipt: fields}, err
+	var body any = resp
+	if info.FactJSON != nil {
+		body = rawJSON(proposalJSON(resp, info.FactJSON))
+	}
+	return reply{body: body, replayed: resp.Replayed, receipt: fields}, err
+}
+
+// proposalJSON returns json.Marshal(resp), byte for byte, with resp.Fact's
+// JSON given as fact: the store keeps each fact encoded, so an answer
+// encodes only its envelope.
+func proposalJSON(resp api.ProposalResponse, fact []byte) []byte {
+	b := make([]byte, 0, len(fact)+160)
+	b = append(b, `{"schemaVersion":`...)
+	b = strconv.AppendInt(b, int64(resp.SchemaVersion), 10)
+	b = append(b, `,"fact":`...)
+	b = append(b, fact...)
+	b = append(b, `,"superseded":`...)
+	b = strconv.AppendBool(b, resp.Superseded)
+	if resp.Reason != "" {
+		reason, _ := json.Marshal(resp.Reason) // a string always marshals
+		b = append(b, `,"reason":`...)
+		b = append(b, reason...)
+	}
+	b = append(b, `,"evicted":`...)
+	b = strconv.AppendInt(b, int64(resp.Evicted), 10)
+	if resp.Replayed {
+		b = append(b, `,"replayed":true`...)
+	}
+	return append(b, '}')
 }
 
 func (s *Service) recall(r *request) (reply, error) {

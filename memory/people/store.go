@@ -39,9 +39,12 @@ const maxGoneRecords = 64
 
 // ProposeInfo is what a proposal's receipt needs beyond its answer (which
 // says whether it was replayed, superseded or evicted): the length of the
-// body as stored, once cleaned.
+// body as stored, once cleaned; and, when the store holds it encoded, the
+// answer's fact as JSON (json.Marshal of it), so the answer need not
+// encode it again. FactJSON is shared: never change it.
 type ProposeInfo struct {
 	BodyLength int
+	FactJSON   []byte
 }
 
 // Propose applies a proposal on arrival.
@@ -64,6 +67,7 @@ func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.Proposa
 	}
 	resp, info, ch, err := proposeOn(pf, who, req, digest, now)
 	if err != nil || ch == nil {
+		info.FactJSON = encodedFact(pf, resp.Fact)
 		if pf.size > 0 {
 			s.cache.put(name, pf, int(pf.size)) // unchanged
 		}
@@ -72,7 +76,27 @@ func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.Proposa
 	if err := s.change(name, pf, ch); err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
+	info.FactJSON = encodedFact(pf, resp.Fact)
 	return resp, info, nil
+}
+
+// encodedFact returns f's JSON from pf's memo when f is pf's fact as it
+// stands (encodeChange just encoded a new one), else nil. The caller holds
+// the person's lock; the bytes are never changed afterwards (the memo only
+// replaces or forgets an encoding), so they may be written out after it.
+func encodedFact(pf *personFile, f *api.Fact) []byte {
+	if f == nil {
+		return nil
+	}
+	i := indexOf(pf.Facts, f.FactID)
+	if i < 0 || pf.Facts[i] != *f {
+		return nil
+	}
+	b, err := pf.encoded(&pf.Facts[i])
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // PrepareProposal validates a proposal before anything is read or written
