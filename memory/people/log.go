@@ -191,13 +191,9 @@ func encodeChange(pf *personFile, ch *logLine) ([]byte, error) {
 		field("put")
 		b = append(b, '[')
 		for i := range ch.Put {
-			j := indexOf(pf.Facts, ch.Put[i].FactID)
-			if j < 0 || pf.Facts[j] != ch.Put[i] {
+			enc := encodedFact(pf, &ch.Put[i])
+			if enc == nil {
 				return encodeLine(ch) // not the state's fact: encode it as it is
-			}
-			enc, err := pf.encoded(&pf.Facts[j])
-			if err != nil {
-				return nil, err
 			}
 			if i > 0 {
 				b = append(b, ',')
