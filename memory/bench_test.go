@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,10 +131,9 @@ func seedPeople(b *testing.B, dir string, n, facts int) ([]api.Subject, [][]byte
 }
 
 // benchService is the real service (Start, Serve) on dir over loopback,
-// with a keep-alive client.
+// with a keep-alive client (wireClient).
 type benchService struct {
-	url    string
-	client *http.Client
+	client *wireClient
 }
 
 func startBenchService(b *testing.B, dir string) *benchService {
@@ -151,45 +151,24 @@ func startBenchServiceCfg(b *testing.B, cfg config.Memory) *benchService {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	tr := &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}
+	svc := &benchService{client: newWireClient(srv.Addr)}
 	b.Cleanup(func() {
-		tr.CloseIdleConnections()
+		svc.client.close()
 		cancel()
 		if err := <-done; err != nil {
 			b.Errorf("memory service stopped with %v", err)
 		}
 	})
-	return &benchService{url: "http://" + srv.Addr, client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	return svc
 }
 
 // call does one request and returns the status and the whole body.
 func (s *benchService) call(b *testing.B, token, method, route string, body []byte) (int, []byte) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, s.url+route, rd)
+	status, answer, err := s.client.do(token, method, route, body)
 	if err != nil {
 		b.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// Read into a buffer of the announced length, as a client that
-	// knows it would, rather than growing one.
-	buf := bytes.NewBuffer(make([]byte, 0, max(resp.ContentLength, 0)+bytes.MinRead))
-	_, err = buf.ReadFrom(resp.Body)
-	out := buf.Bytes()
-	resp.Body.Close()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return resp.StatusCode, out
+	return status, answer
 }
 
 // checkCatalog proves the service loaded what was seeded.
@@ -451,6 +430,7 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int, group 
 		go func() {
 			defer close(synced)
 			for first := range reqs {
+				runtime.Gosched()
 				batch := []chan error{first}
 				for more := true; more; {
 					select {
@@ -497,16 +477,16 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int, group 
 	}), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	tr := &http.Transport{MaxIdleConnsPerHost: benchWriters, DisableCompression: true}
+	svc := &benchService{client: newWireClient(ln.Addr().String())}
 	b.Cleanup(func() {
-		tr.CloseIdleConnections()
+		svc.client.close()
 		srv.Close()
 		<-done
 		close(reqs)
 		<-synced
 		f.Close()
 	})
-	return &benchService{url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	return svc
 }
 
 func reportMedian(b *testing.B, samples []time.Duration, unit string) {
@@ -593,7 +573,6 @@ func BenchmarkConcurrentProposals(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "memory")
 	subjects, _ := seedPeople(b, dir, benchWriters, facts)
 	svc := startBenchService(b, dir)
-	svc.client.Transport.(*http.Transport).MaxIdleConnsPerHost = benchWriters
 	svc.checkCatalog(b, benchWriters, benchWriters*facts)
 	pr := newProposer(subjects, facts)
 	samples := runWriters(b, func(w, i int) { pr.propose(b, svc, w, w*1_000_000+i) })

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +61,6 @@ func startStoreServices(b *testing.B, c storeCase, n, facts int) ([]*benchServic
 	var svcs []*benchService
 	for range c.services {
 		svc := startBenchServiceCfg(b, cfg)
-		svc.client.Transport.(*http.Transport).MaxIdleConnsPerHost = benchWriters
 		svcs = append(svcs, svc)
 	}
 	svcs[0].checkCatalog(b, n, n*facts)
