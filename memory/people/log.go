@@ -131,7 +131,7 @@ func (pf *personFile) apply(l *logLine) {
 		}
 	}
 	if l.Proposal != nil {
-		pf.Proposals = append(pf.Proposals, *l.Proposal)
+		pf.Proposals = append(pf.Proposals, l.Proposal.keyed())
 		if l.Seq > 0 {
 			pf.Proposals = pruneProposals(pf.Proposals, pf.Facts)
 		}

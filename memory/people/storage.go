@@ -71,6 +71,36 @@ type proposalRecord struct {
 	ProposalID string `json:"proposalId"`
 	Digest     string `json:"digest,omitempty"`
 	FactID     string `json:"factId"`
+	// idKey of ProposalID and of FactID, set by apply (0 where a record
+	// was made another way): a scan for an id compares these first, in
+	// the records' own array, before it reads any id's bytes.
+	pkey, fkey uint64
+}
+
+// idKey returns the 64-bit FNV-1a hash of id, never 0.
+func idKey(id string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(id); i++ {
+		h ^= uint64(id[i])
+		h *= 1099511628211
+	}
+	return h | 1
+}
+
+// keyed returns r with its keys set.
+func (r proposalRecord) keyed() proposalRecord {
+	r.pkey, r.fkey = idKey(r.ProposalID), idKey(r.FactID)
+	return r
+}
+
+// isProposal reports whether r records proposal id (key is idKey(id)).
+func (r *proposalRecord) isProposal(id string, key uint64) bool {
+	return (r.pkey == 0 || r.pkey == key) && r.ProposalID == id
+}
+
+// isFact reports whether r names fact id (key is idKey(id)).
+func (r *proposalRecord) isFact(id string, key uint64) bool {
+	return (r.fkey == 0 || r.fkey == key) && r.FactID == id
 }
 
 // TmpDir holds the store's temporary files, so a sweep at start never lists

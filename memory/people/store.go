@@ -121,8 +121,10 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 	info := ProposeInfo{BodyLength: len(in.Body)}
 	resp := api.ProposalResponse{SchemaVersion: api.SchemaVersion}
 
-	for _, p := range pf.Proposals {
-		if p.ProposalID != req.ProposalID {
+	key := idKey(req.ProposalID)
+	for i := range pf.Proposals {
+		p := &pf.Proposals[i]
+		if !p.isProposal(req.ProposalID, key) {
 			continue
 		}
 		if p.Digest == "" {
@@ -229,14 +231,14 @@ func proposalDigest(req api.ProposalRequest) string {
 // pruneProposals keeps the record of every live fact and the newest
 // maxGoneRecords records of facts that are gone, in their original order.
 func pruneProposals(records []proposalRecord, facts []api.Fact) []proposalRecord {
-	live := make(map[string]bool, len(facts))
-	for _, f := range facts {
-		live[f.FactID] = true
+	if len(records) <= maxGoneRecords {
+		return records // every record may be kept, live or gone
 	}
+	live := newFactSet(facts)
 	keep := make([]bool, len(records))
 	gone := 0
 	for i := len(records) - 1; i >= 0; i-- {
-		if live[records[i].FactID] {
+		if live.has(&records[i]) {
 			keep[i] = true
 		} else if gone < maxGoneRecords {
 			keep[i] = true
@@ -252,9 +254,51 @@ func pruneProposals(records []proposalRecord, facts []api.Fact) []proposalRecord
 	return out
 }
 
+// factSet is the ids of a person's facts: an open-addressed table of their
+// idKeys, with the ids beside them, which pruneProposals asks once per
+// record instead of building a map on every proposal.
+type factSet struct {
+	keys []uint64
+	ids  []string
+}
+
+func newFactSet(facts []api.Fact) factSet {
+	n := 4
+	for n < 2*len(facts) {
+		n *= 2
+	}
+	s := factSet{keys: make([]uint64, n), ids: make([]string, n)}
+	for i := range facts {
+		id := facts[i].FactID
+		k := idKey(id)
+		j := int(k & uint64(n-1))
+		for s.keys[j] != 0 && !(s.keys[j] == k && s.ids[j] == id) {
+			j = (j + 1) & (n - 1)
+		}
+		s.keys[j], s.ids[j] = k, id
+	}
+	return s
+}
+
+// has reports whether r's fact is in the set.
+func (s factSet) has(r *proposalRecord) bool {
+	k := r.fkey
+	if k == 0 {
+		k = idKey(r.FactID)
+	}
+	n := len(s.keys)
+	for j := int(k & uint64(n-1)); s.keys[j] != 0; j = (j + 1) & (n - 1) {
+		if s.keys[j] == k && s.ids[j] == r.FactID {
+			return true
+		}
+	}
+	return false
+}
+
 func clearDigest(pf *personFile, factID string) {
+	key := idKey(factID)
 	for i := range pf.Proposals {
-		if pf.Proposals[i].FactID == factID {
+		if pf.Proposals[i].isFact(factID, key) {
 			pf.Proposals[i].Digest = ""
 		}
 	}
