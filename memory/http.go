@@ -193,14 +193,32 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // decode reads one JSON value: at most 64 KiB, no unknown fields, no
 // trailing data. Every failure is a client error with a sentence.
 func decode(r *request, v any) error {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
+		return err
+	}
+	return decodeBytes(body, v)
+}
+
+// readBody reads the whole body (limitBody bounds it), into one buffer of
+// the announced length when there is one.
+func readBody(r *request) ([]byte, error) {
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= api.MaxBodyBytes {
+		buf.Grow(int(n) + 1) // +1: the read that finds the end
+	}
+	if _, err := buf.ReadFrom(r.Body); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return err
+			return nil, err
 		}
-		return fault.New(fault.Invalid, "unreadable_body", "The request body could not be read.")
+		return nil, fault.New(fault.Invalid, "unreadable_body", "The request body could not be read.")
 	}
+	return buf.Bytes(), nil
+}
+
+// decodeBytes is decode's rules on a body already read.
+func decodeBytes(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
