@@ -72,12 +72,6 @@ func (p *proposalParser) next(c byte) bool {
 	return false
 }
 
-// peek skips white space and reports whether c comes next.
-func (p *proposalParser) peek(c byte) bool {
-	p.ws()
-	return p.i < len(p.b) && p.b[p.i] == c
-}
-
 // raw returns a string's bytes (quotes excluded) when it holds no escape,
 // no control character and only valid UTF-8.
 func (p *proposalParser) raw() ([]byte, bool) {
