@@ -109,6 +109,7 @@ type crashRun struct {
 	// Figures for the summary.
 	acked, settled, landedBeforeKill, inFlightAtKill  int
 	lost, duplicated, tempsLeft, ringEvicted, reports int
+	emptyLogsLeft                                     int
 	corrupt                                           map[string]bool // distinct files found torn, unparsable or moved aside
 }
 
@@ -188,8 +189,8 @@ func runCrash(t *testing.T, env []string, readState func() (*diskState, error), 
 	srv.stop()
 	if d, err := r.readState(); err != nil {
 		t.Fatal(err)
-	} else if len(d.temps) > 0 || len(d.problems()) > 0 {
-		t.Errorf("after a clean stop: temp files %v, problems %v", d.temps, d.problems())
+	} else if len(d.temps) > 0 || len(d.emptyLogs) > 0 || len(d.problems()) > 0 {
+		t.Errorf("after a clean stop: temp files %v, empty person logs %v, problems %v", d.temps, d.emptyLogs, d.problems())
 	}
 
 	facts, eps := 0, 0
@@ -209,8 +210,8 @@ func runCrash(t *testing.T, env []string, readState func() (*diskState, error), 
 		label, done, r.acked, r.lost, r.duplicated, len(r.corrupt))
 	t.Log(line)
 	fmt.Println(line)
-	t.Logf("crash test detail: wall=%s in_flight_at_kill=%d settled_by_retry=%d landed_before_kill=%d temp_files_left_by_kills=%d ring_evicted=%d people=%d facts_kept=%d episodes_kept=%d proposals_sent=%d episodes_sent=%d retains_asked=%d",
-		time.Since(began).Round(time.Millisecond), r.inFlightAtKill, r.settled, r.landedBeforeKill, r.tempsLeft,
+	t.Logf("crash test detail: wall=%s in_flight_at_kill=%d settled_by_retry=%d landed_before_kill=%d temp_files_left_by_kills=%d empty_logs_left_by_kills=%d ring_evicted=%d people=%d facts_kept=%d episodes_kept=%d proposals_sent=%d episodes_sent=%d retains_asked=%d",
+		time.Since(began).Round(time.Millisecond), r.inFlightAtKill, r.settled, r.landedBeforeKill, r.tempsLeft, r.emptyLogsLeft,
 		r.ringEvicted, len(r.people), facts, eps, len(r.proposals), len(r.episodes), r.retainAsked)
 	t.Logf("crash test time: load+kill %s, disk check after kill %s, restart %s, verify %s, retry %s",
 		spent[0].Round(time.Millisecond), spent[1].Round(time.Millisecond), spent[2].Round(time.Millisecond),
@@ -517,6 +518,7 @@ func (r *crashRun) checkAfterKill() {
 		r.t.Fatal(err)
 	}
 	r.tempsLeft += len(d.temps)
+	r.emptyLogsLeft += len(d.emptyLogs)
 	r.noteCorrupt(d)
 	for _, p := range d.problems() {
 		r.errorf("right after kill -9: %s", p)
@@ -534,6 +536,9 @@ func (r *crashRun) verify(srv *server, exact bool) {
 	}
 	for _, p := range d.temps {
 		r.errorf("temp file survived the restart: %s", p)
+	}
+	for _, p := range d.emptyLogs {
+		r.errorf("empty person log survived the restart: %s", p)
 	}
 	r.noteCorrupt(d)
 	for _, p := range d.problems() {

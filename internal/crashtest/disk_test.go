@@ -27,7 +27,12 @@ type personFile struct {
 // diskState is everything found under a data root, read directly from the
 // files, never through the service.
 type diskState struct {
-	temps      []string // ".tmp-" files (a killed writer's leftovers)
+	temps []string // ".tmp-" files (a killed writer's leftovers)
+	// emptyLogs are person logs of 0 bytes: a kill between a log's
+	// creation and its first write. The store reads one as no log (the
+	// journal holds the change; see readLog), so after a kill it is
+	// counted like a temp file, and after a restart it is an error.
+	emptyLogs  []string
 	corrupt    []string // files the service moved aside as unreadable
 	unexpected []string // anything the service does not write
 	badPerm    []string // directories not 0700, files not 0600
@@ -149,6 +154,10 @@ func readDisk(root string) (*diskState, error) {
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
+			}
+			if len(b) == 0 {
+				d.emptyLogs = append(d.emptyLogs, rel)
+				return nil
 			}
 			// A person log: the header, then whole lines; a torn tail
 			// (a write the kill cut short) costs only itself.
