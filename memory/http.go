@@ -191,11 +191,16 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 // decode reads one JSON value: at most 64 KiB, no unknown fields, no
-// trailing data. Every failure is a client error with a sentence.
+// trailing data. Every failure is a client error with a sentence. A
+// proposal written as clients write one is read by parseProposal, which
+// means the same and takes a tenth of the time.
 func decode(r *request, v any) error {
 	body, err := readBody(r)
 	if err != nil {
 		return err
+	}
+	if p, ok := v.(*api.ProposalRequest); ok && parseProposal(body, p) {
+		return nil
 	}
 	return decodeBytes(body, v)
 }

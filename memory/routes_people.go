@@ -50,15 +50,9 @@ func (s *Service) listPeople(r *request) (reply, error) {
 }
 
 func (s *Service) propose(r *request) (reply, error) {
-	in, err := readBody(r)
-	if err != nil {
-		return reply{}, err
-	}
 	var req api.ProposalRequest
-	if !parseProposal(in, &req) {
-		if err := decodeBytes(in, &req); err != nil {
-			return reply{}, err
-		}
+	if err := decode(r, &req); err != nil {
+		return reply{}, err
 	}
 	resp, info, err := s.people.Propose(r.who, req)
 	fields := []zap.Field{zap.Bool("replayed", resp.Replayed), zap.Bool("superseded", resp.Superseded),

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"os"
 	"path"
@@ -77,15 +76,19 @@ type proposalRecord struct {
 	pkey, fkey uint64
 }
 
-// idKey returns the 64-bit FNV-1a hash of id, never 0.
-func idKey(id string) uint64 {
+// fnv64a returns the 64-bit FNV-1a hash of s, without the allocations of
+// hash/fnv.
+func fnv64a(s string) uint64 {
 	h := uint64(14695981039346656037)
-	for i := 0; i < len(id); i++ {
-		h ^= uint64(id[i])
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
 		h *= 1099511628211
 	}
-	return h | 1
+	return h
 }
+
+// idKey returns fnv64a(id), never 0.
+func idKey(id string) uint64 { return fnv64a(id) | 1 }
 
 // keyed returns r with its keys set.
 func (r proposalRecord) keyed() proposalRecord {
@@ -140,9 +143,7 @@ type Store struct {
 }
 
 func (s *Store) lock(name string) func() {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
+	m := &s.locks[fnv64a(name)%uint64(len(s.locks))]
 	m.Lock()
 	return m.Unlock
 }
