@@ -107,7 +107,7 @@ func ComposeBriefing(req api.BriefingRequest, notes []api.Episode, now time.Time
 		}
 		visible := all[:0]
 		for _, f := range all {
-			if Visible(f, briefingReader, req.ChannelID, now) {
+			if Visible(&f, briefingReader, req.ChannelID, now) {
 				visible = append(visible, f)
 			}
 		}

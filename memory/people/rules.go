@@ -1,7 +1,9 @@
 package people
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/clankie/clankie/api"
@@ -18,9 +20,10 @@ func Expired(f api.Fact, now time.Time) bool {
 // their guild (the guild is part of the key, so facts never cross guilds),
 // channel facts only in that channel, operator_private facts only to the
 // operator, expired facts never. A Discord read always names its room; the
-// operator's may name none, and then sees every room.
-func Visible(f api.Fact, who api.Principal, channelID string, now time.Time) bool {
-	if Expired(f, now) {
+// operator's may name none, and then sees every room. It takes a pointer: a
+// fact is about 400 bytes, and a recall asks about each of up to 128.
+func Visible(f *api.Fact, who api.Principal, channelID string, now time.Time) bool {
+	if Expired(*f, now) {
 		return false
 	}
 	switch f.Visibility.Scope {
@@ -53,7 +56,7 @@ func MaySupersede(who api.Principal, old api.Fact, proposerUserID, channelID str
 	if !LaneVisible(who, old) {
 		return false, ReasonNoSuchFact
 	}
-	if !Visible(old, who, channelID, now) {
+	if !Visible(&old, who, channelID, now) {
 		return false, "the fact named in supersedesFactId is not visible in this channel, so nothing was replaced"
 	}
 	if !api.AboutOrProposedBy(old, proposerUserID) {
@@ -119,13 +122,32 @@ func LaneVisible(who api.Principal, f api.Fact) bool {
 
 // NewestFirst orders facts by creation, newest first, ties by id.
 func NewestFirst(facts []api.Fact) {
-	sort.SliceStable(facts, func(a, b int) bool { return newerFirst(&facts[a], &facts[b]) })
+	slices.Reverse(facts)
+	byValue := func(a, b api.Fact) int { return compareNewest(&a, &b) }
+	if !slices.IsSortedFunc(facts, byValue) {
+		slices.SortFunc(facts, byValue)
+	}
 }
 
-// newerFirst is NewestFirst's order: a before b.
-func newerFirst(a, b *api.Fact) bool {
-	if !a.CreatedAt.Equal(b.CreatedAt) {
-		return a.CreatedAt.After(b.CreatedAt)
+// newestFirst is NewestFirst on pointers to one person's facts. A
+// person's facts are kept in the order they were stored, which is nearly
+// always the wanted order reversed: so both reverse them and sort only when
+// that was not enough, and a recall of 128 facts costs 127 comparisons
+// instead of a sort (the sort was half of its time). A person's fact ids
+// are unique, so the order is total and any sort gives the one result a
+// stable sort of the stored order would.
+func newestFirst(facts []*api.Fact) {
+	slices.Reverse(facts)
+	if !slices.IsSortedFunc(facts, compareNewest) {
+		slices.SortFunc(facts, compareNewest)
 	}
-	return a.FactID > b.FactID
+}
+
+// compareNewest is NewestFirst's order as a comparison: negative when a
+// comes before b.
+func compareNewest(a, b *api.Fact) int {
+	if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(b.FactID, a.FactID)
 }

@@ -117,7 +117,7 @@ func TestVisibility(t *testing.T) {
 		{"expired to discord", expired, text, "c1", false},
 		{"expired to operator", expired, operator, "", false},
 	} {
-		if got := Visible(tc.f, tc.who, tc.room, now); got != tc.want {
+		if got := Visible(&tc.f, tc.who, tc.room, now); got != tc.want {
 			t.Errorf("%s: got %v", tc.name, got)
 		}
 	}
