@@ -5,6 +5,7 @@
 //
 //	go run ./internal/benchreport          # the full run, a few minutes
 //	go run ./internal/benchreport -quick   # a smoke run, well under a minute
+//	go run ./internal/benchreport -original DIR   # and the original store (original.go)
 //
 // It exits non-zero when a benchmark or the RSS check fails to run, never
 // because a goal was missed: that is a "no" in the met? column.
@@ -13,6 +14,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -55,6 +57,7 @@ type config struct {
 	bridgeN      int
 	voiceN       int
 	memoryTime   string
+	original     string // a git checkout of Volpestyle/clankie, or ""
 }
 
 func main() {
@@ -65,6 +68,8 @@ func main() {
 	flag.IntVar(&c.rssPeople, "rss-people", 10000, "people in the RSS check's memory root")
 	flag.IntVar(&c.rssFacts, "rss-facts", 10, "facts per person in the RSS check")
 	flag.IntVar(&c.rssBigPeople, "rss-big-people", 100000, "people in the second start-up and RSS check (0: skip; -quick: 0 unless given)")
+	flag.StringVar(&c.original, "original", "", "a git checkout (or bare mirror) of Volpestyle/clankie holding "+originalCommit[:7]+
+		": run its person store in process in every round, as the baseline issue 16 names (needs npm and the npm registry)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "benchreport: unexpected arguments:", flag.Args())
@@ -119,6 +124,16 @@ func run(ctx context.Context, c config) int {
 	res := results{}
 	var failures []string
 	var commands []string
+	var orig *original
+	if c.original != "" {
+		fmt.Fprintln(os.Stderr, "benchreport: setting up the original store (npm ci) …")
+		if orig, err = setupOriginal(ctx, root, c.original, c.verbose); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport: -original:", err)
+			return 2
+		}
+		defer orig.close()
+	}
+	nodeVersion := ""
 
 	// Rounds interleave the suites, so a figure and its baseline share
 	// whatever else the machine was doing.
@@ -148,6 +163,25 @@ func run(ctx context.Context, c config) int {
 			for _, want := range s.benches {
 				if !hasBench(lines, want) {
 					failures = append(failures, fmt.Sprintf("%s (round %d): %s did not report", s.name, r+1, want))
+				}
+			}
+			if orig == nil || s.name != "memory" {
+				continue
+			}
+			// The original runs right after the memory suite in each
+			// round, so its figures share that round's machine.
+			for _, variant := range []string{"plain", "fsync"} {
+				if r == 0 {
+					commands = append(commands, fmt.Sprintf("node bench.ts %s %d   # internal/originalbench beside Volpestyle/clankie@%.7s's store (see -original)", variant, originalIterations, originalCommit))
+				}
+				fmt.Fprintf(os.Stderr, "benchreport: the original store (%s), round %d of %d …\n", variant, r+1, s.rounds)
+				out, err := orig.run(ctx, variant)
+				for _, l := range parseBench(out) {
+					res.add(r, l)
+				}
+				nodeVersion = cmp.Or(nodeVersion, originalNode(out))
+				if err != nil {
+					failures = append(failures, fmt.Sprintf("original (round %d): %v\n%s", r+1, err, tail(out, 3000)))
 				}
 			}
 		}
@@ -194,6 +228,12 @@ func run(ctx context.Context, c config) int {
 	printTable(os.Stdout, rows(res, rss, c))
 	fmt.Println()
 	fmt.Println(notes)
+	if orig != nil {
+		fmt.Printf("- The original store is Volpestyle/clankie@%.7s's createFileMemory (apps/clankie/src/memory.ts), run in\n"+
+			"  process under Node %s after each round's memory benchmarks, %d calls a figure, 64 people rotating, on a\n"+
+			"  data dir in the same temp directory; it never fsyncs (writeFileSync), its \"+ fsync\" variant syncs each file it\n"+
+			"  writes. It has no supersede: at 16 facts each call replaces the oldest fact by reusing its id.\n", originalCommit, nodeVersion, originalIterations)
+	}
 	fmt.Println()
 	fmt.Println("commands (from the module root):")
 	for _, cmd := range commands {
@@ -498,8 +538,49 @@ func compareUnits(res results, name, unit, baseUnit string) compared {
 
 // originalProposeMicros is the original TypeScript store's in-process,
 // non-durable propose, median µs, by facts per person, as issue 16 measured
-// it on this machine class; that store is not available here to re-run.
+// it on this machine class: the baseline when -original is not given.
 var originalProposeMicros = map[int]float64{16: 354, 128: 1270}
+
+// baseline is an original-store figure: re-run in this run (name, a
+// benchmark in res) or issue 16's fixed one (micros).
+type baseline struct {
+	name   string
+	micros float64
+	ok     bool
+	rerun  bool
+}
+
+// originalPropose returns the original's propose at n facts: variant
+// "plain" or "fsync" from -original, else (plain only) the fixed figure.
+func originalPropose(res results, n int, variant string) baseline {
+	name := fmt.Sprintf("BenchmarkOriginalPropose/store=%s/facts=%d", variant, n)
+	if v, ok := res.get(name, "p50-µs"); ok {
+		return baseline{name: name, micros: v, ok: true, rerun: true}
+	}
+	if variant != "plain" {
+		return baseline{}
+	}
+	return baseline{micros: originalProposeMicros[n], ok: true}
+}
+
+// ratioOf returns the figure name/unit over the baseline: the median of
+// the per-round ratios for a re-run, else the median figure over the
+// fixed one.
+func (b baseline) ratioOf(res results, name, unit string) (float64, bool) {
+	if b.rerun {
+		return res.ratio(name, unit, b.name, "p50-µs")
+	}
+	v, ok := res.get(name, unit)
+	return v / b.micros, ok && b.ok
+}
+
+// label says where the baseline comes from, and its value.
+func (b baseline) label() string {
+	if b.rerun {
+		return " (re-run in this run, see notes): " + dur(b.micros*1e3, true)
+	}
+	return " (issue 16, this machine class, not re-run; -original re-runs it): " + dur(b.micros*1e3, true)
+}
 
 func perSecond(v float64, ok bool) string {
 	if !ok {
@@ -512,8 +593,9 @@ func rows(res results, rss map[string]float64, c config) []row {
 	var out []row
 
 	// Proposals, median round trip: against the original store's
-	// in-process, non-durable time (a fixed figure: that store is not here),
-	// and against two floors measured in the same run, interleaved.
+	// in-process, non-durable time (re-run in this run with -original, else
+	// issue 16's fixed figure), and against floors measured in the same
+	// run, interleaved.
 	for _, n := range []int{16, 128} {
 		name := fmt.Sprintf("BenchmarkProposalRoundTrip/facts=%d", n)
 		v, okV := res.get(name, "p50-µs")
@@ -524,10 +606,16 @@ func rows(res results, rss map[string]float64, c config) []row {
 		if n == api128 {
 			how = "each evicts the oldest fact (the cap)"
 		}
-		original := originalProposeMicros[n]
+		o := originalPropose(res, n, "plain")
+		r, okRatio := o.ratioOf(res, name, "p50-µs")
 		out = append(out, row{"memory", fmt.Sprintf("proposal, durable, HTTP round trip, 64 people × %d facts (%s person logs), %s; median", n, kib(size, okS), how),
-			dur(v*1e3, okV), fmt.Sprintf("the original store's in-process, non-durable propose (issue 16, this machine class, not re-run): %s", dur(original*1e3, true)),
-			ratioText(v/original, okV), "≤ 1.0×", yesNo(okV, v <= original)})
+			dur(v*1e3, okV), "the original store's in-process, non-durable propose" + o.label(),
+			ratioText(r, okV && okRatio), "≤ 1.0×", yesNo(okV && okRatio, r <= 1)})
+		if of := originalPropose(res, n, "fsync"); of.rerun {
+			r, ok := of.ratioOf(res, name, "p50-µs")
+			out = append(out, row{"memory", "  the same, against the original with an fsync of each file it writes",
+				dur(v*1e3, okV), "the original + fsync, in process" + of.label(), ratioText(r, okV && ok), "—", "—"})
+		}
 		w := compareUnits(res, name, "p50-µs", "baseline-p50-µs")
 		out = append(out, row{"memory", fmt.Sprintf("  the same, against the whole-file write this store did per proposal (%s schema-1 file)", kib(legacy, okL)),
 			w.value, "temp+fsync+rename+dir fsync of that file, interleaved: " + w.base, ratioText(w.ratio, w.ok), "< 1×", yesNo(w.ok, w.ratio < 1)})
@@ -539,14 +627,17 @@ func rows(res results, rss map[string]float64, c config) []row {
 			f.value, "a bare net/http handler that reads the body, appends one record, fdatasyncs and answers, interleaved: " + f.base,
 			ratioText(f.ratio, f.ok), "— (the floor)", "—"})
 		fv, okF := res.get(name, "floor-p50-µs")
+		fr, okFR := o.ratioOf(res, name, "floor-p50-µs")
 		out = append(out, row{"memory", "  that floor itself, against the original store's in-process, non-durable propose",
-			dur(fv*1e3, okF), "the original (issue 16, not re-run): " + dur(original*1e3, true), ratioText(fv/original, okF), "—", "—"})
+			dur(fv*1e3, okF), "the original" + o.label(), ratioText(fr, okF && okFR), "—", "—"})
 	}
 	ip, okI := res.get("BenchmarkProposeInProcess", "p50-µs")
 	is, okIS := res.get("BenchmarkProposeInProcess", "sync-µs")
+	o16 := originalPropose(res, 16, "plain")
+	ir, okIR := o16.ratioOf(res, "BenchmarkProposeInProcess", "p50-µs")
 	out = append(out, row{"memory", "proposal, durable, in process (no HTTP), 16 facts, superseding; median",
-		dur(ip*1e3, okI), fmt.Sprintf("the journal's mean fdatasync within it: %s; the original in-process, non-durable: %s", dur(is*1e3, okIS), dur(originalProposeMicros[16]*1e3, true)),
-		ratioText(ip/originalProposeMicros[16], okI), "—", "—"})
+		dur(ip*1e3, okI), fmt.Sprintf("the journal's mean fdatasync within it: %s; the original in-process, non-durable%s", dur(is*1e3, okIS), o16.label()),
+		ratioText(ir, okI && okIR), "—", "—"})
 
 	// A forget leaves nothing of the fact on disk before it answers; its
 	// cost must not grow with the number of people in the catalog.
@@ -599,6 +690,14 @@ func rows(res results, rss map[string]float64, c config) []row {
 		}
 		out = append(out, row{"memory", fmt.Sprintf("recall of a person holding 128 facts, HTTP, %s; median", what),
 			p.value, "os.ReadFile + json.Unmarshal of that person's schema-1 file: " + p.base, ratioText(p.ratio, p.ok), goal, yesNo(p.ok, p.ratio <= max)})
+	}
+	if l, okL := res.get("BenchmarkOriginalList/store=plain/facts=128", "p50-µs"); okL {
+		name := fmt.Sprintf("BenchmarkRecall128/limit=%d", api128)
+		v, okV := res.get(name, "p50-µs")
+		r, okR := res.ratio(name, "p50-µs", "BenchmarkOriginalList/store=plain/facts=128", "p50-µs")
+		out = append(out, row{"memory", "  recall of all 128 facts, against the original store's list of the same person",
+			dur(v*1e3, okV), "the original's listDiscordPerson, in process (re-run in this run): " + dur(l*1e3, true),
+			ratioText(r, okV && okR), "≤ 0.33×", yesNo(okV && okR, r <= 0.33)})
 	}
 	// Episodes (the existing benchmarks report means only).
 	p := compare(res, "BenchmarkRecordFullStore", "BenchmarkRewriteLaneFiles", "ns/op")
