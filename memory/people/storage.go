@@ -49,7 +49,7 @@ func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
 	if b, ok := pf.enc.m[f.FactID]; ok {
 		return b, nil
 	}
-	b, err := json.Marshal(f)
+	b, err := marshalFact(f)
 	if err != nil {
 		return nil, err
 	}

@@ -222,7 +222,7 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 // proposalDigest fingerprints what a proposal asks for, so a retry can be
 // told from a different use of the same id.
 func proposalDigest(req api.ProposalRequest) string {
-	b, _ := json.Marshal(req.Fact)
+	b, _ := marshalFactInput(&req.Fact)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
