@@ -2,7 +2,6 @@ package people
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -353,19 +352,16 @@ func (s *Store) readOwned(name string, subject api.Subject, take bool) (*personF
 // log line (ending in '\n'), encoded once for both files. The caller holds
 // cp.
 func (s *Store) commit(name string, after *personFile, change []byte) error {
-	subject, err := json.Marshal(after.Subject)
-	if err != nil {
-		return err
-	}
 	// The same fields as journalLine, in its order, around the change's
-	// bytes: names are ASCII letters, digits and "%_.-", quoted as they are.
-	line := make([]byte, 0, len(change)+len(name)+len(subject)+64+sealLen)
+	// bytes: names are ASCII letters, digits and "%_.-", quoted as they
+	// are; the subject as json.Marshal writes it (appendSubject).
+	line := make([]byte, 0, len(change)+len(name)+len(after.Subject.GuildID)+len(after.Subject.UserID)+96+sealLen)
 	line = append(line, `{"g":`...)
 	line = strconv.AppendUint(line, s.gen, 10)
 	line = append(line, `,"person":"`...)
 	line = append(line, name...)
 	line = append(line, `","subject":`...)
-	line = append(line, subject...)
+	line = appendSubject(line, after.Subject)
 	line = append(line, `,"facts":`...)
 	line = strconv.AppendInt(line, int64(len(after.Facts)), 10)
 	line = append(line, `,"change":`...)
