@@ -39,7 +39,7 @@ func newMetrics(s *Service) *metrics {
 		}, []string{"route"}),
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "clankie_memory_fsync_duration_seconds",
-			Help:    "Duration of each fsync of a file or directory in the memory root (every acknowledged write makes at least two).",
+			Help:    "Duration of each fsync or fdatasync in the memory root: the person journal's group commits (one can acknowledge many proposals), a checkpoint's person logs and catalog, and every whole-file write's file and directory.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
 		}),
 	}

@@ -1,7 +1,9 @@
 package memory
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -9,9 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memory/durable"
 )
@@ -94,5 +98,75 @@ func TestRootIsTightenedAndMintedTokensKept(t *testing.T) {
 	}
 	if err := again.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFsyncHistogramCountsTheJournal holds the fsync histogram to what its
+// help says: a proposal's one sync, the journal's fdatasync, is in it (it
+// used to see only whole-file writes, so the main write path was missing),
+// as are an episode's file and directory fsyncs.
+func TestFsyncHistogramCountsTheJournal(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mem")
+	cfg := testConfig(t, dir)
+	cfg.Tokens = testTokens
+	srv, err := Start(cfg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	syncs := func() uint64 {
+		t.Helper()
+		fams, err := srv.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == "clankie_memory_fsync_duration_seconds" {
+				return f.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		t.Fatal("no clankie_memory_fsync_duration_seconds")
+		return 0
+	}
+	post := func(token, route string, body any) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", "http://"+srv.Addr+route, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %v %v", route, err, resp)
+		}
+		resp.Body.Close()
+	}
+	for i, step := range []struct {
+		what  string
+		do    func()
+		syncs uint64
+	}{
+		{"a proposal about a new person", func() {
+			post(txt, api.RoutePropose.Path, fact("fsync-p1", "g1", "u1", "u1", "c1", "plays bass"))
+		}, 1},
+		{"a second proposal", func() {
+			post(txt, api.RoutePropose.Path, fact("fsync-p2", "g1", "u1", "u1", "c1", "likes tea"))
+		}, 1},
+		{"an episode (temp file, then its directory)", func() {
+			post(game, api.RouteRecordEpisode.Path, api.EpisodeRequest{SchemaVersion: 1, Lane: api.LaneGameplay, Room: "r", Summary: "a note",
+				OccurredAt: time.Now().UTC(), Provenance: api.EpisodeProvenance{SelfAuthored: true}})
+		}, 2},
+	} {
+		before := syncs()
+		step.do()
+		if got := syncs() - before; got != step.syncs {
+			t.Fatalf("step %d, %s: the histogram counted %d syncs, want %d", i, step.what, got, step.syncs)
+		}
 	}
 }

@@ -42,7 +42,7 @@ func WriteFile(root *os.Root, name string, data []byte) error {
 		cleanup()
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if err := timedSync(root, f.Sync); err != nil {
+	if err := Timed(root, f.Sync); err != nil {
 		f.Close()
 		cleanup()
 		return fmt.Errorf("fsync temp file: %w", err)
@@ -87,7 +87,7 @@ func SyncDir(root *os.Root, dir string) error {
 		return fmt.Errorf("open directory for fsync: %w", err)
 	}
 	defer d.Close()
-	if err := timedSync(root, d.Sync); err != nil {
+	if err := Timed(root, d.Sync); err != nil {
 		return fmt.Errorf("fsync directory: %w", err)
 	}
 	return nil

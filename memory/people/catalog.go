@@ -359,7 +359,7 @@ func (s *Store) syncLogs(names []string) error {
 			return fmt.Errorf("open a person log to sync it: %w", err)
 		}
 		defer release()
-		if err := fdatasync(f); err != nil {
+		if err := fdatasync(s.root, f); err != nil {
 			return fmt.Errorf("fdatasync a person log: %w", err)
 		}
 		return nil
@@ -674,7 +674,7 @@ func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error) e
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if err := fdatasync(f); err != nil {
+	if err := fdatasync(root, f); err != nil {
 		f.Close()
 		_ = root.Remove(t)
 		return fmt.Errorf("fdatasync temp file: %w", err)
