@@ -42,6 +42,18 @@ func startHostile(t *testing.T) *hostileServer {
 	t.Helper()
 	cfg := config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: filepath.Join(t.TempDir(), "memory")}, Tokens: testTokens,
 		Log: config.Log{Level: "info", Format: "json"}}
+	srv := serveForTest(t, cfg)
+	tr := &http.Transport{}
+	h := &hostileServer{t: t, addr: srv.Addr, tr: tr, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	t.Cleanup(tr.CloseIdleConnections) // runs before serveForTest's stop
+	return h
+}
+
+// serveForTest starts the real service on cfg and serves it until the test
+// ends, then stops it and fails the test unless it stopped cleanly within
+// 25 s.
+func serveForTest(t *testing.T, cfg config.Memory) *Server {
+	t.Helper()
 	srv, err := Start(cfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +61,7 @@ func startHostile(t *testing.T) *hostileServer {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
-	tr := &http.Transport{}
-	h := &hostileServer{t: t, addr: srv.Addr, tr: tr, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 	t.Cleanup(func() {
-		tr.CloseIdleConnections()
 		cancel()
 		select {
 		case err := <-done:
@@ -63,7 +72,7 @@ func startHostile(t *testing.T) *hostileServer {
 			t.Error("the server did not stop within 25s")
 		}
 	})
-	return h
+	return srv
 }
 
 // normal makes one ordinary authenticated request and returns how long it

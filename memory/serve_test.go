@@ -109,19 +109,7 @@ func TestFsyncHistogramCountsTheJournal(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mem")
 	cfg := testConfig(t, dir)
 	cfg.Tokens = testTokens
-	srv, err := Start(cfg, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	srv := serveForTest(t, cfg)
 	syncs := func() uint64 {
 		t.Helper()
 		fams, err := srv.Registry.Gather()
