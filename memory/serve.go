@@ -136,7 +136,6 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		Addr: ln.Addr().String(), Minted: minted, http: srv, ln: ln, log: log,
 		Registry: svc.Registry(),
 		closeFn: func() error {
-			svc.stopSync()
 			// The file people store checkpoints on close, so the next
 			// start reads its catalog and no journal.
 			err := closeDB()

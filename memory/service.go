@@ -75,7 +75,12 @@ type Service struct {
 	log      *zap.Logger
 	now      func() time.Time
 	metrics  *metrics
-	stopSync func()
+}
+
+// syncObserved is a store that reports its syncs (the file stores; the
+// PostgreSQL one makes none of its own).
+type syncObserved interface {
+	ObserveSyncs(durable.Syncs)
 }
 
 // NewService wires the stores behind the routes.
@@ -85,7 +90,12 @@ func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e Epi
 	}
 	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, log: log, now: now}
 	s.metrics = newMetrics(s)
-	s.stopSync = durable.ObserveSyncs(root, func(d time.Duration) { s.metrics.fsync.Observe(d.Seconds()) })
+	fsync := durable.Syncs(func(d time.Duration) { s.metrics.fsync.Observe(d.Seconds()) })
+	for _, st := range []any{p, e} {
+		if o, ok := st.(syncObserved); ok {
+			o.ObserveSyncs(fsync)
+		}
+	}
 	return s
 }
 

@@ -30,6 +30,10 @@ const (
 // WriteFile replaces name (a slash path relative to root) with data durably.
 // When it returns nil the new contents are on disk under name.
 func WriteFile(root *os.Root, name string, data []byte) error {
+	return writeFile(root, name, data, nil)
+}
+
+func writeFile(root *os.Root, name string, data []byte, syncs Syncs) error {
 	dir := path.Dir(name)
 	tmp := path.Join(dir, TempPrefix+randomSuffix())
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
@@ -42,7 +46,7 @@ func WriteFile(root *os.Root, name string, data []byte) error {
 		cleanup()
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if err := Timed(root, f.Sync); err != nil {
+	if err := syncs.Sync(f.Sync); err != nil {
 		f.Close()
 		cleanup()
 		return fmt.Errorf("fsync temp file: %w", err)
@@ -55,39 +59,42 @@ func WriteFile(root *os.Root, name string, data []byte) error {
 		cleanup()
 		return fmt.Errorf("rename into place: %w", err)
 	}
-	return SyncDir(root, dir)
+	return syncDir(root, dir, syncs)
 }
 
-// Remove deletes name and makes the removal durable.
-func Remove(root *os.Root, name string) error {
+// remove deletes name and makes the removal durable (Syncs.Remove).
+func remove(root *os.Root, name string, syncs Syncs) error {
 	if err := root.Remove(name); err != nil {
 		return err
 	}
-	return SyncDir(root, path.Dir(name))
+	return syncDir(root, path.Dir(name), syncs)
 }
 
-// Rename moves a file within root and makes the move durable.
-func Rename(root *os.Root, from, to string) error {
+// rename moves a file within root and makes the move durable
+// (Syncs.Rename).
+func rename(root *os.Root, from, to string, syncs Syncs) error {
 	if err := root.Rename(from, to); err != nil {
 		return err
 	}
-	if err := SyncDir(root, path.Dir(to)); err != nil {
+	if err := syncDir(root, path.Dir(to), syncs); err != nil {
 		return err
 	}
 	if path.Dir(from) != path.Dir(to) {
-		return SyncDir(root, path.Dir(from))
+		return syncDir(root, path.Dir(from), syncs)
 	}
 	return nil
 }
 
 // SyncDir fsyncs a directory so that renames and creations in it are durable.
-func SyncDir(root *os.Root, dir string) error {
+func SyncDir(root *os.Root, dir string) error { return syncDir(root, dir, nil) }
+
+func syncDir(root *os.Root, dir string, syncs Syncs) error {
 	d, err := root.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open directory for fsync: %w", err)
 	}
 	defer d.Close()
-	if err := Timed(root, d.Sync); err != nil {
+	if err := syncs.Sync(d.Sync); err != nil {
 		return fmt.Errorf("fsync directory: %w", err)
 	}
 	return nil

@@ -2,36 +2,39 @@ package durable
 
 import (
 	"os"
-	"sync"
 	"time"
 )
 
-// syncObservers maps a root to the function that is told how long each of
-// its fsyncs took. It is keyed by root, not one process-wide hook, so two
-// services in one process (as in tests) each see only their own writes;
-// the durable functions keep their signatures, so no store changes.
-var syncObservers sync.Map // *os.Root → func(time.Duration)
+// Syncs is told how long each fsync or fdatasync took, for the service's
+// fsync histogram; a nil Syncs times nothing. A store keeps one (the
+// service hands it over with the store's ObserveSyncs) and makes its
+// durable writes through it, so the histogram sees exactly the syncs of
+// the stores that serve requests, without a process-wide hook.
+type Syncs func(time.Duration)
 
-// ObserveSyncs has fn told the duration of every fsync (of a file or a
-// directory) made through root, until the returned stop is called. The
-// service uses it for its fsync latency histogram.
-func ObserveSyncs(root *os.Root, fn func(time.Duration)) (stop func()) {
-	syncObservers.Store(root, fn)
-	return func() { syncObservers.Delete(root) }
-}
-
-// Timed runs sync, an fsync or fdatasync of a file or directory under
-// root, and tells root's observer how long it took. The durable functions
-// sync through it; a store that syncs its own files (the people journal's
-// group commits, a checkpoint's logs) calls it too, so the histogram sees
-// every sync the memory root makes.
-func Timed(root *os.Root, sync func() error) error {
-	fn, ok := syncObservers.Load(root)
-	if !ok {
+// Sync runs sync, an fsync or fdatasync, and reports its duration.
+func (o Syncs) Sync(sync func() error) error {
+	if o == nil {
 		return sync()
 	}
 	start := time.Now()
 	err := sync()
-	fn.(func(time.Duration))(time.Since(start))
+	o(time.Since(start))
 	return err
 }
+
+// WriteFile is WriteFile with its two syncs reported.
+func (o Syncs) WriteFile(root *os.Root, name string, data []byte) error {
+	return writeFile(root, name, data, o)
+}
+
+// SyncDir is SyncDir with its sync reported.
+func (o Syncs) SyncDir(root *os.Root, dir string) error { return syncDir(root, dir, o) }
+
+// Remove deletes name and makes the removal durable, reporting the
+// directory's sync.
+func (o Syncs) Remove(root *os.Root, name string) error { return remove(root, name, o) }
+
+// Rename moves a file within root and makes the move durable, reporting
+// the syncs of the directories involved.
+func (o Syncs) Rename(root *os.Root, from, to string) error { return rename(root, from, to, o) }

@@ -94,9 +94,10 @@ func newRec(ep api.Episode) (*rec, error) {
 // for concurrent use: writes are serialized (disk included) so no update is
 // lost, and reads share a read lock.
 type Store struct {
-	root *os.Root
-	log  *zap.Logger
-	now  func() time.Time
+	root  *os.Root
+	log   *zap.Logger
+	now   func() time.Time
+	syncs durable.Syncs // told each sync's duration (ObserveSyncs); nil until then
 
 	mu    sync.RWMutex
 	list  []*rec          // every present episode, compareRec order (oldest first)
@@ -106,6 +107,11 @@ type Store struct {
 	stale map[api.Lane]bool // lanes whose file differs from what memory derives
 	stats Stats
 }
+
+// ObserveSyncs has fn told the duration of every fsync the store makes
+// from now on (the service's fsync histogram). Call it before the store
+// is shared: it is not synchronised with writes.
+func (s *Store) ObserveSyncs(fn durable.Syncs) { s.syncs = fn }
 
 // Open loads <root>/captain-episodes/<lane>.jsonl for the four lanes. It
 // creates the directory 0700 (tightening a wider one) and sweeps temporary
@@ -668,7 +674,7 @@ func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err 
 		if !ok || bytes.Equal(data, s.disk[lane]) {
 			continue
 		}
-		if err := durable.WriteFile(s.root, FileName(lane), data); err != nil {
+		if err := s.syncs.WriteFile(s.root, FileName(lane), data); err != nil {
 			for l := range dirty {
 				s.stale[l] = true
 			}

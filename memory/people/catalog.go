@@ -138,6 +138,12 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	return s, nil
 }
 
+// ObserveSyncs has fn told the duration of every fsync and fdatasync the
+// store makes from now on: its journal's group commits, a checkpoint's logs
+// and catalog, whole-file rewrites (the service's fsync histogram). Call it
+// before the store is shared: it is not synchronised with writes.
+func (s *Store) ObserveSyncs(fn durable.Syncs) { s.syncs, s.j.observe = fn, fn }
+
 // Close checkpoints, so the next start reads no journal, and closes the
 // journal.
 func (s *Store) Close() error {
@@ -259,7 +265,7 @@ func isPersonFileBytes(name []byte) bool {
 // index's compact part. The caller holds cp (write), so no change is
 // running: the index is only read meanwhile, and mu is taken to rebuild it.
 func (s *Store) writeCatalog(gen uint64) error {
-	err := writeStreamVia(s.root, TmpDir, path.Join(Dir, CatalogName), func(w *bufio.Writer) error {
+	err := s.writeStreamVia(TmpDir, path.Join(Dir, CatalogName), func(w *bufio.Writer) error {
 		head, _ := json.Marshal(catalogHead{SchemaVersion: logVersion, Generation: gen, People: s.idx.len(), Facts: s.facts, Journal: journalSeal})
 		w.Write(head)
 		w.WriteByte('\n')
@@ -308,7 +314,7 @@ func (s *Store) checkpoint(zero bool) error {
 		return err
 	}
 	if s.created {
-		if err := durable.SyncDir(s.root, Dir); err != nil {
+		if err := s.syncs.SyncDir(s.root, Dir); err != nil {
 			return err
 		}
 	}
@@ -359,7 +365,7 @@ func (s *Store) syncLogs(names []string) error {
 			return fmt.Errorf("open a person log to sync it: %w", err)
 		}
 		defer release()
-		if err := fdatasync(s.root, f); err != nil {
+		if err := fdatasync(s.syncs, f); err != nil {
 			return fmt.Errorf("fdatasync a person log: %w", err)
 		}
 		return nil
@@ -546,7 +552,7 @@ func (s *Store) scanNames(d *os.File, names []string, st *scanStats) error {
 	if err := syncfs(d); err != nil {
 		return fmt.Errorf("sync the migrated person logs: %w", err)
 	}
-	if err := durable.SyncDir(s.root, Dir); err != nil {
+	if err := s.syncs.SyncDir(s.root, Dir); err != nil {
 		return err
 	}
 	for _, legacy := range done {
@@ -554,7 +560,7 @@ func (s *Store) scanNames(d *os.File, names []string, st *scanStats) error {
 			return fmt.Errorf("remove the migrated person file: %w", err)
 		}
 	}
-	return durable.SyncDir(s.root, Dir)
+	return s.syncs.SyncDir(s.root, Dir)
 }
 
 // syncfs makes every file written on d's file system durable: one call
@@ -581,7 +587,7 @@ func (s *Store) removePersonFiles(name string, subject api.Subject) error {
 	if err := s.removeCorruptCopies(name, LegacyFileName(subject)); err != nil {
 		return err
 	}
-	return durable.SyncDir(s.root, Dir)
+	return s.syncs.SyncDir(s.root, Dir)
 }
 
 // corruptSuffix follows a person file's name when load moves an unreadable
@@ -645,16 +651,16 @@ func decodeLegacy(b []byte) (api.Subject, []api.Fact, []proposalRecord, error) {
 // writeVia replaces name with data durably by way of a temp file in tmp (a
 // directory of the same file system): write, fdatasync, rename, fsync the
 // target's directory.
-func writeVia(root *os.Root, tmp, name string, data []byte) error {
-	return writeFileVia(root, tmp, name, func(f *os.File) error {
+func (s *Store) writeVia(tmp, name string, data []byte) error {
+	return s.writeFileVia(tmp, name, func(f *os.File) error {
 		_, err := f.Write(data)
 		return err
 	})
 }
 
 // writeStreamVia is writeVia of what write writes through a buffer.
-func writeStreamVia(root *os.Root, tmp, name string, write func(*bufio.Writer) error) error {
-	return writeFileVia(root, tmp, name, func(f *os.File) error {
+func (s *Store) writeStreamVia(tmp, name string, write func(*bufio.Writer) error) error {
+	return s.writeFileVia(tmp, name, func(f *os.File) error {
 		w := bufio.NewWriterSize(f, 64<<10)
 		if err := write(w); err != nil {
 			return err
@@ -663,7 +669,8 @@ func writeStreamVia(root *os.Root, tmp, name string, write func(*bufio.Writer) e
 	})
 }
 
-func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error) error {
+func (s *Store) writeFileVia(tmp, name string, write func(*os.File) error) error {
+	root := s.root
 	t := path.Join(tmp, durable.TempPrefix+randomName())
 	f, err := root.OpenFile(t, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
 	if err != nil {
@@ -674,7 +681,7 @@ func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error) e
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if err := fdatasync(root, f); err != nil {
+	if err := fdatasync(s.syncs, f); err != nil {
 		f.Close()
 		_ = root.Remove(t)
 		return fmt.Errorf("fdatasync temp file: %w", err)
@@ -687,7 +694,7 @@ func writeFileVia(root *os.Root, tmp, name string, write func(*os.File) error) e
 		_ = root.Remove(t)
 		return fmt.Errorf("rename into place: %w", err)
 	}
-	return durable.SyncDir(root, path.Dir(name))
+	return s.syncs.SyncDir(root, path.Dir(name))
 }
 
 func randomName() string {

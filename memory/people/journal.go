@@ -74,8 +74,8 @@ type journalLine struct {
 
 // journal appends lines with group commit. It is safe for concurrent use.
 type journal struct {
-	f    *os.File
-	root *os.Root // the memory root, whose sync observer sees the journal's fdatasyncs
+	f       *os.File
+	observe durable.Syncs // the store's, told each fdatasync's duration
 
 	mu      sync.Mutex
 	gen     uint64
@@ -117,7 +117,7 @@ func openJournal(root *os.Root) (*journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the people journal: %w", err)
 	}
-	return &journal{f: f, root: root, open: newBatch()}, nil
+	return &journal{f: f, open: newBatch()}, nil
 }
 
 // read returns the records of generation gen from the start of the
@@ -350,7 +350,7 @@ func (j *journal) write(buf []byte, off int64) error {
 		return fmt.Errorf("append to the people journal: %w", err)
 	}
 	start := time.Now()
-	err := fdatasync(j.root, j.f)
+	err := fdatasync(j.observe, j.f)
 	j.syncNanos.Add(int64(time.Since(start)))
 	j.syncs.Add(1)
 	if err != nil {
@@ -381,7 +381,7 @@ func (j *journal) reset(gen uint64, zero bool) error {
 				return fmt.Errorf("zero the people journal: %w", err)
 			}
 		}
-		if err := fdatasync(j.root, j.f); err != nil {
+		if err := fdatasync(j.observe, j.f); err != nil {
 			return fmt.Errorf("fdatasync the people journal: %w", err)
 		}
 	}
@@ -460,7 +460,7 @@ func (j *journal) blank(person string, keepLast bool) (int, error) {
 		blanked++
 	}
 	if blanked > 0 {
-		if err := fdatasync(j.root, j.f); err != nil {
+		if err := fdatasync(j.observe, j.f); err != nil {
 			return blanked, fmt.Errorf("fdatasync the people journal: %w", err)
 		}
 	}
@@ -471,9 +471,9 @@ func (j *journal) close() error { return j.f.Close() }
 
 // fdatasync flushes a file's data (and only the metadata needed to read it
 // back): an append into preallocated blocks commits no inode change. Its
-// duration goes to root's sync observer (the fsync histogram).
-func fdatasync(root *os.Root, f *os.File) error {
-	return durable.Timed(root, func() error {
+// duration goes to syncs (the fsync histogram).
+func fdatasync(syncs durable.Syncs, f *os.File) error {
+	return syncs.Sync(func() error {
 		for {
 			if err := syscall.Fdatasync(int(f.Fd())); err != syscall.EINTR {
 				return err
