@@ -691,13 +691,12 @@ func rows(res results, rss map[string]float64, c config) []row {
 		out = append(out, row{"memory", fmt.Sprintf("recall of a person holding 128 facts, HTTP, %s; median", what),
 			p.value, "os.ReadFile + json.Unmarshal of that person's schema-1 file: " + p.base, ratioText(p.ratio, p.ok), goal, yesNo(p.ok, p.ratio <= max)})
 	}
-	if l, okL := res.get("BenchmarkOriginalList/store=plain/facts=128", "p50-µs"); okL {
-		name := fmt.Sprintf("BenchmarkRecall128/limit=%d", api128)
-		v, okV := res.get(name, "p50-µs")
-		r, okR := res.ratio(name, "p50-µs", "BenchmarkOriginalList/store=plain/facts=128", "p50-µs")
+	const originalList = "BenchmarkOriginalList/store=plain/facts=128"
+	if _, ran := res.get(originalList, "p50-µs"); ran {
+		p := compare(res, fmt.Sprintf("BenchmarkRecall128/limit=%d", api128), originalList, "p50-µs")
 		out = append(out, row{"memory", "  recall of all 128 facts, against the original store's list of the same person",
-			dur(v*1e3, okV), "the original's listDiscordPerson, in process (re-run in this run): " + dur(l*1e3, true),
-			ratioText(r, okV && okR), "≤ 0.33×", yesNo(okV && okR, r <= 0.33)})
+			p.value, "the original's listDiscordPerson, in process (re-run in this run): " + p.base,
+			ratioText(p.ratio, p.ok), "≤ 0.33×", yesNo(p.ok, p.ratio <= 0.33)})
 	}
 	// Episodes (the existing benchmarks report means only).
 	p := compare(res, "BenchmarkRecordFullStore", "BenchmarkRewriteLaneFiles", "ns/op")
