@@ -121,7 +121,7 @@ func TestMatchesQuery(t *testing.T) {
 		{"coffee", false}, {"green coffee", false},
 		{"tea\ncello", true},
 	} {
-		if got := MatchesQuery(f, tt.query); got != tt.want {
+		if got := MatchesQuery(&f, tt.query); got != tt.want {
 			t.Errorf("MatchesQuery(%q) = %v, want %v", tt.query, got, tt.want)
 		}
 	}

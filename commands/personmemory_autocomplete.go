@@ -98,5 +98,5 @@ func choiceName(f api.Fact) string {
 // matches everything.
 func matchesTyped(f api.Fact, typed string) bool {
 	typed = strings.TrimSpace(typed)
-	return strings.HasPrefix(strings.ToLower(f.FactID), strings.ToLower(typed)) || api.MatchesQuery(f, typed)
+	return strings.HasPrefix(strings.ToLower(f.FactID), strings.ToLower(typed)) || api.MatchesQuery(&f, typed)
 }

@@ -367,7 +367,7 @@ func PrepareRecall(subject api.Subject, q *RecallQuery) error {
 func RecallView(subject api.Subject, facts []api.Fact, q RecallQuery, now time.Time) api.RecallResponse {
 	out := facts[:0]
 	for _, f := range facts {
-		if Visible(&f, q.Who, q.ChannelID, now) && (q.Query == "" || api.MatchesQuery(f, q.Query)) {
+		if Visible(&f, q.Who, q.ChannelID, now) && api.MatchesQuery(&f, q.Query) {
 			out = append(out, f)
 		}
 	}
@@ -400,7 +400,7 @@ func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
 	}
 	out := make([]*api.Fact, 0, len(pf.Facts))
 	for i := range pf.Facts {
-		if f := &pf.Facts[i]; Visible(f, q.Who, q.ChannelID, now) && (q.Query == "" || api.MatchesQuery(*f, q.Query)) {
+		if f := &pf.Facts[i]; Visible(f, q.Who, q.ChannelID, now) && api.MatchesQuery(f, q.Query) {
 			out = append(out, f)
 		}
 	}
