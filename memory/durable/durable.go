@@ -28,77 +28,15 @@ const (
 )
 
 // WriteFile replaces name (a slash path relative to root) with data durably.
-// When it returns nil the new contents are on disk under name.
+// When it returns nil the new contents are on disk under name. It times
+// nothing; a store's writes go through its Syncs.
 func WriteFile(root *os.Root, name string, data []byte) error {
-	return writeFile(root, name, data, nil)
+	return Syncs(nil).WriteFile(root, name, data)
 }
 
-func writeFile(root *os.Root, name string, data []byte, syncs Syncs) error {
-	dir := path.Dir(name)
-	tmp := path.Join(dir, TempPrefix+randomSuffix())
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
-	if err != nil {
-		return fmt.Errorf("create temp file in %s: %w", dir, err)
-	}
-	cleanup := func() { _ = root.Remove(tmp) }
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		cleanup()
-		return fmt.Errorf("write temp file: %w", err)
-	}
-	if err := syncs.Sync(f.Sync); err != nil {
-		f.Close()
-		cleanup()
-		return fmt.Errorf("fsync temp file: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		cleanup()
-		return fmt.Errorf("close temp file: %w", err)
-	}
-	if err := root.Rename(tmp, name); err != nil {
-		cleanup()
-		return fmt.Errorf("rename into place: %w", err)
-	}
-	return syncDir(root, dir, syncs)
-}
-
-// remove deletes name and makes the removal durable (Syncs.Remove).
-func remove(root *os.Root, name string, syncs Syncs) error {
-	if err := root.Remove(name); err != nil {
-		return err
-	}
-	return syncDir(root, path.Dir(name), syncs)
-}
-
-// rename moves a file within root and makes the move durable
-// (Syncs.Rename).
-func rename(root *os.Root, from, to string, syncs Syncs) error {
-	if err := root.Rename(from, to); err != nil {
-		return err
-	}
-	if err := syncDir(root, path.Dir(to), syncs); err != nil {
-		return err
-	}
-	if path.Dir(from) != path.Dir(to) {
-		return syncDir(root, path.Dir(from), syncs)
-	}
-	return nil
-}
-
-// SyncDir fsyncs a directory so that renames and creations in it are durable.
-func SyncDir(root *os.Root, dir string) error { return syncDir(root, dir, nil) }
-
-func syncDir(root *os.Root, dir string, syncs Syncs) error {
-	d, err := root.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory for fsync: %w", err)
-	}
-	defer d.Close()
-	if err := syncs.Sync(d.Sync); err != nil {
-		return fmt.Errorf("fsync directory: %w", err)
-	}
-	return nil
-}
+// SyncDir fsyncs a directory so that renames and creations in it are
+// durable, timing nothing (Syncs.SyncDir times it).
+func SyncDir(root *os.Root, dir string) error { return Syncs(nil).SyncDir(root, dir) }
 
 // MkdirAll creates dir (relative to root) with DirMode and tightens an
 // existing one that is wider.

@@ -1,7 +1,9 @@
 package durable
 
 import (
+	"fmt"
 	"os"
+	"path"
 	"time"
 )
 
@@ -23,18 +25,72 @@ func (o Syncs) Sync(sync func() error) error {
 	return err
 }
 
-// WriteFile is WriteFile with its two syncs reported.
+// WriteFile replaces name (a slash path relative to root) with data
+// durably, reporting the file's fsync and its directory's: when it returns
+// nil the new contents are on disk under name.
 func (o Syncs) WriteFile(root *os.Root, name string, data []byte) error {
-	return writeFile(root, name, data, o)
+	dir := path.Dir(name)
+	tmp := path.Join(dir, TempPrefix+randomSuffix())
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
+	if err != nil {
+		return fmt.Errorf("create temp file in %s: %w", dir, err)
+	}
+	cleanup := func() { _ = root.Remove(tmp) }
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		cleanup()
+		return fmt.Errorf("write temp file: %w", err)
+	}
+	if err := o.Sync(f.Sync); err != nil {
+		f.Close()
+		cleanup()
+		return fmt.Errorf("fsync temp file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		cleanup()
+		return fmt.Errorf("close temp file: %w", err)
+	}
+	if err := root.Rename(tmp, name); err != nil {
+		cleanup()
+		return fmt.Errorf("rename into place: %w", err)
+	}
+	return o.SyncDir(root, dir)
 }
 
-// SyncDir is SyncDir with its sync reported.
-func (o Syncs) SyncDir(root *os.Root, dir string) error { return syncDir(root, dir, o) }
+// SyncDir fsyncs a directory so that renames and creations in it are
+// durable, reporting the sync.
+func (o Syncs) SyncDir(root *os.Root, dir string) error {
+	d, err := root.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open directory for fsync: %w", err)
+	}
+	defer d.Close()
+	if err := o.Sync(d.Sync); err != nil {
+		return fmt.Errorf("fsync directory: %w", err)
+	}
+	return nil
+}
 
 // Remove deletes name and makes the removal durable, reporting the
 // directory's sync.
-func (o Syncs) Remove(root *os.Root, name string) error { return remove(root, name, o) }
+func (o Syncs) Remove(root *os.Root, name string) error {
+	if err := root.Remove(name); err != nil {
+		return err
+	}
+	return o.SyncDir(root, path.Dir(name))
+}
 
 // Rename moves a file within root and makes the move durable, reporting
 // the syncs of the directories involved.
-func (o Syncs) Rename(root *os.Root, from, to string) error { return rename(root, from, to, o) }
+func (o Syncs) Rename(root *os.Root, from, to string) error {
+	if err := root.Rename(from, to); err != nil {
+		return err
+	}
+	if err := o.SyncDir(root, path.Dir(to)); err != nil {
+		return err
+	}
+	if path.Dir(from) != path.Dir(to) {
+		return o.SyncDir(root, path.Dir(from))
+	}
+	return nil
+}
