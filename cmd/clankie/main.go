@@ -59,8 +59,8 @@ func newRootCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "clankie",
 		Short: "Clankie's memory service, Discord bridges and operator CLI",
 		Long: `Clankie keeps two durable memories — his own episodes and what people told him
-about people — in plain files owned by one memory service, and puts them in
-front of people through two Discord bots.
+about people — in plain files owned by one memory service (or in PostgreSQL,
+shared by several), and puts them in front of people through two Discord bots.
 
 Every setting comes from the environment; 'clankie env' lists them all.`,
 		Example: `  clankie up                 # the memory service, plus each bridge whose Discord token is set

@@ -32,7 +32,7 @@ scripts) and --timeout.
 func newServeCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "serve",
-		Short: "Run the memory service (HTTP API over plain files)",
+		Short: "Run the memory service (HTTP API over plain files or PostgreSQL)",
 		Long: `Run the memory service. It owns CLANKIE_MEMORY_DIR (0700 directories, 0600
 files), answers on CLANKIE_MEMORY_ADDR, and mints any bearer token not set in the
 environment into <dir>/bearers.json on first start. One service per directory:
