@@ -16,19 +16,46 @@ import (
 	"time"
 )
 
-// buildBinary builds clankie the way the Dockerfile and .ci/run do.
+// built is the one release-style build a test binary makes: every test
+// that runs clankie as a process shares it (a build per test cost minutes
+// of the suite under -race). TestMain removes it.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+	out  []byte
+}
+
+// buildBinary builds clankie the way the Dockerfile and .ci/run do, once per
+// test binary, and returns its path. Callers must not modify the file.
 func buildBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "clankie")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "clankie-test-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "clankie")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", built.bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		built.out, built.err = cmd.CombinedOutput()
+	})
+	if built.err != nil {
+		t.Fatalf("build: %v\n%s", built.err, built.out)
 	}
-	return bin
+	return built.bin
+}
+
+// TestMain removes the shared build after the tests.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a process writes it.
