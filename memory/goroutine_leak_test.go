@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "FAIL: %s is unset under CI=true: the memory suite must also run against PostgreSQL\n", testPostgresEnv)
 			os.Exit(1)
 		}
-		fmt.Printf("memory suite: the PostgreSQL run is skipped (%s is unset)\n", testPostgresEnv)
+		fmt.Printf("SKIP (missing dependency: %s, a PostgreSQL server; scripts/test starts one): the memory suite's PostgreSQL run\n", testPostgresEnv)
 		os.Exit(code)
 	}
 	fmt.Println("=== the memory suite again, against PostgreSQL")

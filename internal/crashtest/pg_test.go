@@ -23,7 +23,7 @@ func TestKill9LosesNoAcknowledgedWritePostgres(t *testing.T) {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("CLANKIE_TEST_POSTGRES is unset under CI=true: the crash test must also run against PostgreSQL")
 		}
-		t.Skip("CLANKIE_TEST_POSTGRES is unset: the PostgreSQL crash test is skipped")
+		t.Skip("missing dependency: CLANKIE_TEST_POSTGRES (a PostgreSQL server; scripts/test starts one): the PostgreSQL crash test")
 	}
 	if testing.Short() {
 		t.Skip("crash test: skipped with -short")

@@ -248,7 +248,7 @@ func straceUsable(t *testing.T) string {
 	t.Helper()
 	p, err := exec.LookPath("strace")
 	if err != nil {
-		t.Skip("strace is not on PATH (apt-get install strace): the syscall-level checks need it")
+		t.Skip("missing dependency: strace (scripts/test-deps, or apt-get install strace): the syscall-level checks need it")
 	}
 	if out, err := exec.Command(p, "-f", "-o", "/dev/null", "true").CombinedOutput(); err != nil {
 		t.Skipf("strace cannot trace here (ptrace not permitted?): %v: %s", err, out)

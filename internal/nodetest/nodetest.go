@@ -28,7 +28,7 @@ func Node(tb testing.TB) string {
 	tb.Helper()
 	bin := filepath.Join(Dir(), "node_modules", ".bin", "node")
 	if _, err := os.Stat(bin); err != nil {
-		msg := "Node peers are not installed; run: npm ci --prefix internal/nodetest"
+		msg := "missing dependency: Node peers (scripts/test-deps, or npm ci --prefix internal/nodetest)"
 		if os.Getenv("CI") != "" {
 			tb.Fatal(msg)
 		}

@@ -219,7 +219,7 @@ func newDaveyPeerWithClock(t *testing.T, id, channel uint64) (*daveyPeer, func(s
 		if os.Getenv("CI") != "" {
 			t.Fatalf("libfaketime missing (.ci/run installs it): %v", err)
 		}
-		t.Skip("libfaketime not installed: apt-get install libfaketime")
+		t.Skip("missing dependency: libfaketime (scripts/test-deps, or apt-get install libfaketime)")
 	}
 	file := filepath.Join(t.TempDir(), "faketime")
 	set := func(seconds int) {

@@ -31,7 +31,7 @@ func TestEveryFrameOfAFullSessionValidatesStrictly(t *testing.T) {
 	f := newFake(t)
 	if f.Validator() == nil {
 		// Only outside CI: under CI=true the fake itself fails the test.
-		t.Skip("openai-realtime.json not found; nothing to validate against")
+		t.Skip("missing dependency: OpenAI's Realtime schemas (openai-realtime.json not found); nothing to validate against")
 	}
 	cfg := testConfig(f.URL())
 	cfg.Voice = "marin"
