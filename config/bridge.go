@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -189,8 +190,15 @@ func (t TextBridge) PublicKeyBytes() ed25519.PublicKey {
 	return b
 }
 
-// LoadTextBridge reads and validates the text bridge's settings.
-func LoadTextBridge() (TextBridge, error) { return load[TextBridge]() }
+// LoadTextBridge reads and validates the text bridge's settings, and
+// refuses the voice bridge's Discord token as its own.
+func LoadTextBridge() (TextBridge, error) {
+	t, err := load[TextBridge]()
+	if err != nil {
+		return t, err
+	}
+	return t, distinctBotTokens()
+}
 
 // Validator is satisfied by every settings struct.
 type Validator interface{ Validate() error }
@@ -271,6 +279,12 @@ func (v VoiceBridge) Validate() error {
 			credVar: "put the key in CLANKIE_REALTIME_API_KEY"}); err != nil {
 			return err
 		}
+		// Without a key (in the variable, or Azure's api-key query
+		// parameter) every session's model connection would be refused,
+		// which showed only at the first /voice join.
+		if strings.TrimSpace(v.RealtimeAPIKey) == "" && !urlHasKey(v.RealtimeURL) {
+			return errors.New("CLANKIE_REALTIME_API_KEY is required with CLANKIE_REALTIME_URL: the voice model's API key")
+		}
 	}
 	if err := v.validateRealtime(); err != nil {
 		return err
@@ -283,8 +297,50 @@ func (v VoiceBridge) Validate() error {
 	return nil
 }
 
-// LoadVoiceBridge reads and validates the voice bridge's settings.
-func LoadVoiceBridge() (VoiceBridge, error) { return load[VoiceBridge]() }
+// LoadVoiceBridge reads and validates the voice bridge's settings, and
+// refuses the text bridge's Discord token as its own.
+func LoadVoiceBridge() (VoiceBridge, error) {
+	v, err := load[VoiceBridge]()
+	if err != nil {
+		return v, err
+	}
+	return v, distinctBotTokens()
+}
+
+// distinctBotTokens refuses one Discord token for both bridges: each
+// bridge registers its commands by overwriting its application's whole
+// set, so with one application each start would replace the other's
+// commands. Unparsable settings of the other bridge are not this check's
+// business (that bridge's own start names them).
+func distinctBotTokens() error {
+	t, terr := parse[TextBridge]()
+	v, verr := parse[VoiceBridge]()
+	if terr != nil || verr != nil {
+		return nil
+	}
+	if tt := strings.TrimSpace(t.DiscordToken); tt != "" && tt == strings.TrimSpace(v.DiscordToken) {
+		return errors.New("DISCORD_TEXT_BOT_TOKEN and DISCORD_VOICE_BOT_TOKEN are the same token: each bridge needs its own Discord application")
+	}
+	return nil
+}
+
+// urlHasKey reports whether a realtime URL carries Azure's api-key query
+// parameter.
+func urlHasKey(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Query().Get("api-key") != ""
+}
+
+// BridgeWarnings are settings that are valid but will not do what they
+// seem to: today, voice model settings without the voice bridge's token
+// (the voice bridge does not start, so no model is used).
+func BridgeWarnings() []string {
+	v, err := parse[VoiceBridge]()
+	if err != nil || strings.TrimSpace(v.DiscordToken) != "" || v.RealtimeURL == "" {
+		return nil
+	}
+	return []string{"CLANKIE_REALTIME_URL is set but DISCORD_VOICE_BOT_TOKEN is not: the voice bridge does not start, so no voice model is used"}
+}
 
 // Realtime authentication modes and turn detections (CLANKIE_REALTIME_AUTH,
 // CLANKIE_REALTIME_TURN_DETECTION).
@@ -355,5 +411,8 @@ func ValidateBridges() error {
 	if v.DiscordToken == "" {
 		v.DiscordToken = "unset"
 	}
-	return v.Validate()
+	if err := v.Validate(); err != nil {
+		return err
+	}
+	return distinctBotTokens()
 }

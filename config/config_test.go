@@ -78,6 +78,12 @@ func TestConfigErrorsNameTheVariableNeverTheValue(t *testing.T) {
 		{"consent policy", "voice", map[string]string{"DISCORD_VOICE_CONSENT_POLICY": secret}, "explicit"},
 		{"short operator token", "operator", map[string]string{"CLANKIE_OPERATOR_TOKEN": secret[:10]}, "16"},
 		{"token with whitespace", "memory", map[string]string{"CLANKIE_GAMEPLAY_TOKEN": secret + " " + secret}, "whitespace"},
+		{"realtime URL without a key", "voice",
+			map[string]string{"CLANKIE_REALTIME_URL": "wss://realtime.example/v1/realtime"}, "CLANKIE_REALTIME_API_KEY is required"},
+		{"the voice bridge's Discord token for the text bridge", "text",
+			map[string]string{"DISCORD_VOICE_BOT_TOKEN": "discord-token-text"}, "DISCORD_TEXT_BOT_TOKEN and DISCORD_VOICE_BOT_TOKEN are the same token"},
+		{"the text bridge's Discord token for the voice bridge", "voice",
+			map[string]string{"DISCORD_TEXT_BOT_TOKEN": "discord-token-voice"}, "the same token"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -245,5 +251,29 @@ func TestEachProcessReadsItsToken(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("read %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// TestUpWarnsOfVoiceModelSettingsWithoutTheVoiceBridge: a realtime URL with
+// no voice bridge token is valid but does nothing, so clankie up says so;
+// with the token (or without the URL) there is nothing to say.
+func TestUpWarnsOfVoiceModelSettingsWithoutTheVoiceBridge(t *testing.T) {
+	cleanEnv(t)
+	t.Setenv("CLANKIE_REALTIME_URL", "wss://realtime.example/v1/realtime")
+	t.Setenv("CLANKIE_REALTIME_API_KEY", secret)
+	w := BridgeWarnings()
+	if len(w) != 1 || !strings.Contains(w[0], "DISCORD_VOICE_BOT_TOKEN is not") || strings.Contains(w[0], secret) {
+		t.Fatalf("warnings = %q", w)
+	}
+	if err := ValidateBridges(); err != nil {
+		t.Fatalf("a valid but idle setting refused: %v", err)
+	}
+	t.Setenv("DISCORD_VOICE_BOT_TOKEN", "discord-token-voice")
+	if w := BridgeWarnings(); len(w) != 0 {
+		t.Fatalf("warnings with the token set: %q", w)
+	}
+	t.Setenv("DISCORD_TEXT_BOT_TOKEN", "discord-token-voice")
+	if err := ValidateBridges(); err == nil || !strings.Contains(err.Error(), "same token") {
+		t.Fatalf("clankie up accepted one Discord token for both bridges: %v", err)
 	}
 }

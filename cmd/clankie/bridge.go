@@ -58,7 +58,7 @@ do not register commands unless started with --sync-commands; or run
 			return runBridgeAlone(cmd.Context(), textBridgeLoader(syncCommands))
 		},
 	}
-	cmd.Flags().BoolVar(&syncCommands, "sync-commands", false, "with DISCORD_INTERACTIONS_ADDR: register the commands at start (one replica, or use `clankie bridge text sync`)")
+	cmd.Flags().BoolVar(&syncCommands, "sync-commands", false, "with DISCORD_INTERACTIONS_ADDR: register the commands at start (one replica, or use 'clankie bridge text sync')")
 	cmd.AddCommand(&cobra.Command{
 		Use:   "sync",
 		Short: "Register /person-memory with Discord once and exit",

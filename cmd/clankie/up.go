@@ -66,6 +66,10 @@ func runUp(ctx context.Context, out io.Writer) error {
 		fmt.Fprintf(out, "minted bearer tokens for %v into %s/%s (0600); the CLI and bridges read them from there\n", srv.Minted, memCfg.Dir, config.BearersFile)
 	}
 
+	for _, w := range config.BridgeWarnings() {
+		fmt.Fprintf(out, "warning: %s\n", w)
+	}
+
 	runners, err := configuredBridges(memURL, memCfg.Dir, out)
 	if err != nil {
 		_ = srv.Close()
