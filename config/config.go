@@ -16,6 +16,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/caarlos0/env/v11"
@@ -129,7 +130,7 @@ type MemoryRoot struct {
 type Memory struct {
 	Addr string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
 	MemoryRoot
-	Store   string `env:"CLANKIE_MEMORY_STORE" secret:"true" help:"Where memory is kept: unset or file for plain files under CLANKIE_MEMORY_DIR (one service process); postgres://user:password@host/db for PostgreSQL (several service processes may share it; CLANKIE_MEMORY_DIR then holds only minted bearers)."`
+	Store   string `env:"CLANKIE_MEMORY_STORE" secret:"true" help:"Where memory is kept: unset or file for plain files under CLANKIE_MEMORY_DIR (one service process); postgres://user:password@host/db for PostgreSQL (several service processes may share it; every process then needs the four CLANKIE_*_TOKEN bearers set, none is minted)."`
 	Tokens  Tokens
 	Log     Log
 	Metrics Metrics
@@ -137,8 +138,8 @@ type Memory struct {
 
 // Validate names the variable that is wrong.
 func (m Memory) Validate() error {
-	if _, port, err := net.SplitHostPort(m.Addr); err != nil || port == "" {
-		return errors.New("CLANKIE_MEMORY_ADDR must be host:port, such as 127.0.0.1:4310")
+	if err := checkListenAddr("CLANKIE_MEMORY_ADDR", m.Addr, "127.0.0.1:4310"); err != nil {
+		return err
 	}
 	if err := validDir(m.Dir); err != nil {
 		return err
@@ -146,8 +147,26 @@ func (m Memory) Validate() error {
 	if m.Store != "" && m.Store != "file" && !m.Postgres() {
 		return errors.New("CLANKIE_MEMORY_STORE must be unset, file, or a postgres:// (postgresql://) connection string")
 	}
+	if m.Postgres() {
+		if u, err := url.Parse(m.Store); err != nil || u.Host == "" && u.Query().Get("host") == "" {
+			return errors.New("CLANKIE_MEMORY_STORE is not a PostgreSQL connection string (postgres://user:password@host:port/database?sslmode=…)")
+		}
+	}
 	if err := m.Tokens.Validate(); err != nil {
 		return err
+	}
+	if m.Postgres() {
+		// Several processes share one database; a token each minted on
+		// its own host would be refused by every other.
+		var missing []string
+		for _, l := range api.Lanes() {
+			if m.Tokens.ByLane()[l.Lane] == "" {
+				missing = append(missing, l.TokenVar)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("with CLANKIE_MEMORY_STORE set, every service process needs the same bearers: set %s (none is minted, since one process's token would be refused by another)", strings.Join(missing, ", "))
+		}
 	}
 	if err := m.Metrics.Validate(); err != nil {
 		return err
@@ -319,6 +338,19 @@ func All() []Var {
 func validDir(dir string) error {
 	if strings.TrimSpace(dir) == "" || strings.HasPrefix(dir, "/.clankie") && os.Getenv("HOME") == "" {
 		return errors.New("CLANKIE_MEMORY_DIR must name a directory (HOME is unset, so the default cannot be used)")
+	}
+	return nil
+}
+
+// checkListenAddr refuses what net.Listen would refuse later with a less
+// helpful error: not host:port, or a port that is not 0–65535.
+func checkListenAddr(name, addr, example string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return fmt.Errorf("%s must be host:port, such as %s", name, example)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%s has no valid port: a number from 0 to 65535, such as %s", name, example)
 	}
 	return nil
 }

@@ -2,7 +2,10 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -43,18 +46,79 @@ type migrationStore struct {
 	close       func() error
 }
 
-func openMigrationStore(ctx context.Context, where, flag string, log *zap.Logger) (*migrationStore, error) {
+// ErrMigrateUsage marks a migration refused for its arguments (a missing
+// flag, the same store twice, a source that does not exist): the CLI
+// exits 2 for it, as for any usage mistake.
+var ErrMigrateUsage = errors.New("migrate usage")
+
+// migrateUsageError is a sentence about the arguments; it is
+// ErrMigrateUsage to errors.Is.
+type migrateUsageError string
+
+func (e migrateUsageError) Error() string      { return string(e) }
+func (migrateUsageError) Is(target error) bool { return target == ErrMigrateUsage }
+
+// usage is a sentence about the arguments, marked ErrMigrateUsage.
+func usage(format string, args ...any) error {
+	return migrateUsageError(fmt.Sprintf(format, args...))
+}
+
+// emptyTarget is the target of a dry run that does not exist yet (a
+// directory not created, a database without the schema): everything would
+// be written, and nothing is, not even the target itself.
+func emptyTarget() *migrationStore {
+	return &migrationStore{
+		eachPerson:  func(func(*people.Person) error) error { return nil },
+		putPerson:   func(*people.Person, bool) (bool, error) { return true, nil },
+		allEpisodes: func() ([]api.Episode, error) { return nil, nil },
+		merge:       func(eps []api.Episode, _ bool) (int, error) { return len(eps), nil },
+		close:       func() error { return nil },
+	}
+}
+
+// openMigrationStore opens one side. source: it must exist (a typo must not
+// become a new, empty memory root). dryRun: nothing may be created or
+// changed, so a target that does not exist yet reads as empty.
+func openMigrationStore(ctx context.Context, where, flag string, source, dryRun bool, log *zap.Logger) (*migrationStore, error) {
 	if pgstore.IsURL(where) {
-		db, err := pgstore.Open(ctx, where, log, nil, pgstore.Options{MaxConns: 2})
+		db, err := pgstore.Open(ctx, where, log, nil, pgstore.Options{MaxConns: 2, Unchanged: dryRun})
 		if err != nil {
 			return nil, fmt.Errorf("%s", strings.ReplaceAll(err.Error(), pgstore.Variable, flag))
+		}
+		if dryRun {
+			current, err := db.SchemaCurrent(ctx)
+			if err != nil {
+				db.Close()
+				return nil, fmt.Errorf("%s", strings.ReplaceAll(err.Error(), pgstore.Variable, flag))
+			}
+			switch {
+			case !current && source:
+				db.Close()
+				return nil, usage("%s names a database without clankie's current schema; a dry run changes nothing, so run the migration without --dry-run, or start a service on it once, to create or upgrade it", flag)
+			case !current:
+				db.Close()
+				return emptyTarget(), nil
+			}
 		}
 		ps, es := db.People(), db.Episodes()
 		return &migrationStore{eachPerson: ps.Each, putPerson: ps.Put, allEpisodes: es.All, merge: es.Merge,
 			close: func() error { db.Close(); return nil }}, nil
 	}
 	if strings.Contains(where, "://") {
-		return nil, fmt.Errorf("%s must be a data directory or a postgres:// (postgresql://) connection string", flag)
+		return nil, usage("%s must be a data directory or a postgres:// (postgresql://) connection string", flag)
+	}
+	if st, err := os.Stat(where); err != nil || !st.IsDir() {
+		switch {
+		case source:
+			return nil, usage("%s %s is not a data directory (nothing is there to copy)", flag, where)
+		case err == nil:
+			return nil, usage("%s %s is a file, not a data directory", flag, where)
+		case dryRun:
+			return emptyTarget(), nil
+		}
+	}
+	if source && !holdsMemory(where) {
+		return nil, usage("%s %s holds no clankie memory (no %s or %s folder)", flag, where, people.Dir, episodes.Dir)
 	}
 	root, err := durable.OpenRoot(where)
 	if err != nil {
@@ -93,6 +157,17 @@ func openMigrationStore(ctx context.Context, where, flag string, log *zap.Logger
 	}, nil
 }
 
+// holdsMemory reports whether dir has a memory root's folders, so a
+// migration never reads (and so initialises) a directory that is not one.
+func holdsMemory(dir string) bool {
+	for _, sub := range []string{people.Dir, episodes.Dir} {
+		if st, err := os.Stat(filepath.Join(dir, sub)); err == nil && st.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
 // Migrate copies every person (their whole state: facts and idempotency
 // records) and every episode from one store to another: a data directory
 // or a postgres:// URL on either side. It is idempotent: a person whose
@@ -102,17 +177,17 @@ func openMigrationStore(ctx context.Context, where, flag string, log *zap.Logger
 func Migrate(ctx context.Context, from, to string, dryRun bool, log *zap.Logger) (MigrateCounts, error) {
 	c := MigrateCounts{DryRun: dryRun}
 	if from == "" || to == "" {
-		return c, fmt.Errorf("both --from and --to are required: a data directory and a postgres:// URL, either way round")
+		return c, usage("both --from and --to are required: a data directory and a postgres:// URL, either way round")
 	}
 	if from == to {
-		return c, fmt.Errorf("--from and --to name the same store")
+		return c, usage("--from and --to name the same store")
 	}
-	src, err := openMigrationStore(ctx, from, "--from", log)
+	src, err := openMigrationStore(ctx, from, "--from", true, dryRun, log)
 	if err != nil {
 		return c, err
 	}
 	defer src.close()
-	dst, err := openMigrationStore(ctx, to, "--to", log)
+	dst, err := openMigrationStore(ctx, to, "--to", false, dryRun, log)
 	if err != nil {
 		return c, err
 	}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
@@ -121,5 +123,67 @@ func TestMigrateFilesToPostgresAndBack(t *testing.T) {
 	if _, err := Migrate(ctx, dirA, "postgres://u:"+testDBPassword+"@127.0.0.1:1/x", true, zap.NewNop()); err == nil ||
 		strings.Contains(err.Error(), testDBPassword) || !strings.Contains(err.Error(), "--to") {
 		t.Fatalf("an unreachable --to: %v", err)
+	}
+}
+
+// TestMigrateMistakesWriteNothing: a mistyped source is a usage error that
+// creates nothing at the typo, and a dry run creates nothing anywhere: no
+// target directory, no tables in a target database (the issue: a dry run
+// made a memory root and the schema while saying nothing was written).
+func TestMigrateMistakesWriteNothing(t *testing.T) {
+	ctx := context.Background()
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	clock := time.Now().UTC()
+	svc := newTestServiceOn(t, src, testTokens, zap.NewNop(), func() time.Time { return clock }, false)
+	srv := httptest.NewServer(svc.handler)
+	t.Cleanup(srv.Close)
+	h := &harness{t: t, url: srv.URL, dir: src, now: &clock}
+	h.propose(txt, fact("m1", "10", "20", "20", "30", "a fact to migrate"))
+
+	typo := filepath.Join(base, "srcc")
+	dst := filepath.Join(base, "dst")
+	_, err := Migrate(ctx, typo, dst, true, zap.NewNop())
+	if !errors.Is(err, ErrMigrateUsage) || !strings.Contains(err.Error(), "--from "+typo+" is not a data directory") {
+		t.Fatalf("a mistyped --from: %v; want a usage error naming it", err)
+	}
+	if _, err := Migrate(ctx, t.TempDir(), dst, false, zap.NewNop()); !errors.Is(err, ErrMigrateUsage) || !strings.Contains(err.Error(), "holds no clankie memory") {
+		t.Fatalf("an empty --from: %v; want a usage error", err)
+	}
+	for _, p := range []string{typo, dst} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s exists after refused migrations: %v", p, err)
+		}
+	}
+
+	dry, err := Migrate(ctx, src, dst, true, zap.NewNop())
+	if err != nil || dry.People != 1 || dry.PeopleWritten != 1 {
+		t.Fatalf("dry run to a new directory: %s, %v", dry, err)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("the dry run created %s: %v", dst, err)
+	}
+
+	if os.Getenv(testPostgresEnv) == "" {
+		return // the database half needs a server; the PostgreSQL run has one
+	}
+	schema := testSchema(filepath.Join(base, "pg"))
+	sep := "?"
+	if strings.Contains(os.Getenv(testPostgresEnv), "?") {
+		sep = "&"
+	}
+	pgURL := os.Getenv(testPostgresEnv) + sep + "search_path=" + schema
+	dry, err = Migrate(ctx, src, pgURL, true, zap.NewNop())
+	if err != nil || dry.People != 1 || dry.PeopleWritten != 1 {
+		t.Fatalf("dry run to a database without the schema: %s, %v", dry, err)
+	}
+	conn, err := pgx.Connect(ctx, os.Getenv(testPostgresEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var tables int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = $1", schema).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("after the dry run %s holds %d tables (%v): the dry run created them", schema, tables, err)
 	}
 }

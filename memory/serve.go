@@ -63,11 +63,6 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 			mln.Close()
 		}
 	}
-	root, err := durable.OpenRoot(cfg.Dir)
-	if err != nil {
-		closeListeners()
-		return nil, err
-	}
 	var (
 		lock     *durable.Lock
 		ps       PeopleStore
@@ -76,17 +71,27 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		released = func() {}
 	)
 	if cfg.Postgres() {
-		// Several processes share the database: no lock file. The root
-		// holds only minted bearers (give every process the same tokens).
+		// Several processes share the database: no lock file, and every
+		// process is given the same bearers (config refuses to mint them).
+		// The database comes first, so one that is unreachable or refuses
+		// leaves no memory directory behind.
 		db, err := pgstore.Open(context.Background(), cfg.Store, log, time.Now, pgstore.Options{})
 		if err != nil {
 			closeListeners()
-			root.Close()
 			return nil, err
 		}
 		ps, es = db.People(), db.Episodes()
 		closeDB = func() error { db.Close(); return nil }
-	} else {
+	}
+	root, err := durable.OpenRoot(cfg.Dir)
+	if err != nil {
+		closeListeners()
+		if closeDB != nil {
+			closeDB()
+		}
+		return nil, err
+	}
+	if !cfg.Postgres() {
 		if lock, err = durable.AcquireLock(root, cfg.Dir); err != nil {
 			closeListeners()
 			root.Close()

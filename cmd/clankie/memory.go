@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -59,7 +60,7 @@ and several services may share the database. SIGTERM stops it cleanly.`,
 			// addr is the bound address, which scripts and the crash test
 			// read; everyInterface says what a wildcard bind means.
 			log.Info("memory service listening", zap.String("addr", srv.Addr), zap.Bool("everyInterface", isWildcard(cfg.Addr)), zap.String("metricsAddr", srv.MetricsAddr),
-				zap.String("root", cfg.Dir), zap.Strings("mintedLanes", srv.Minted))
+				zap.String("root", cfg.Dir), zap.Bool("postgres", cfg.Postgres()), zap.Strings("mintedLanes", srv.Minted))
 			err = srv.Serve(cmd.Context())
 			log.Info("memory service stopped")
 			return err
@@ -85,6 +86,9 @@ The connection string is never printed, not even in an error.`,
 		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := memory.Migrate(cmd.Context(), from, to, dryRun, zap.NewNop())
+			if errors.Is(err, memory.ErrMigrateUsage) {
+				return usageError(cmd, err)
+			}
 			if err != nil {
 				return err
 			}

@@ -56,7 +56,11 @@ func runUp(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	memURL := loopbackURL(srv.Addr)
-	fmt.Fprintf(out, "memory service: %s (data in %s)\n", describeListen(memCfg.Addr, srv.Addr), memCfg.Dir)
+	where := memCfg.Dir
+	if memCfg.Postgres() {
+		where = "the PostgreSQL database CLANKIE_MEMORY_STORE names"
+	}
+	fmt.Fprintf(out, "memory service: %s (data in %s)\n", describeListen(memCfg.Addr, srv.Addr), where)
 	if srv.MetricsAddr != "" {
 		fmt.Fprintf(out, "metrics: GET /metrics at %s, no credential\n", describeListen(memCfg.Metrics.ListenAddr(), srv.MetricsAddr))
 	} else {

@@ -83,6 +83,24 @@ func (db *DB) migrate(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
+// SchemaCurrent reports whether the database holds this clankie's whole
+// schema (for a database opened Unchanged: a dry run reads a database
+// without one as empty).
+func (db *DB) SchemaCurrent(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	var exists bool
+	err := db.pool.QueryRow(ctx, "SELECT to_regclass('clankie_schema') IS NOT NULL").Scan(&exists)
+	var have int
+	if err == nil && exists {
+		err = db.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM clankie_schema").Scan(&have)
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the schema version in the database %s names: %s", Variable, reason(err))
+	}
+	return have == len(migrations), nil
+}
+
 // DropSchema removes a schema and everything in it (tests' throwaway
 // schemas).
 func (db *DB) DropSchema(ctx context.Context, schema string) error {

@@ -53,6 +53,10 @@ type Options struct {
 	Schema string
 	// MaxConns bounds the pool (default: pgxpool's, at least 4).
 	MaxConns int32
+	// Unchanged opens without creating or upgrading anything (no schema,
+	// no table): a dry run must write nothing, and SchemaCurrent then says
+	// whether the tables are there to be read.
+	Unchanged bool
 }
 
 // Open connects to the database dsn names, proves it answers, and creates
@@ -91,6 +95,9 @@ func Open(ctx context.Context, dsn string, log *zap.Logger, now func() time.Time
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("the database %s names does not answer: %s", Variable, reason(err))
+	}
+	if o.Unchanged {
+		return db, nil
 	}
 	if o.Schema != "" {
 		if _, err := pool.Exec(pctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{o.Schema}.Sanitize()); err != nil {
