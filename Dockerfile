@@ -24,13 +24,13 @@ COPY --from=build /out/clankie /usr/local/bin/clankie
 # The memory root belongs to the non-root user, so a fresh named volume does too.
 COPY --from=build --chown=65532:65532 /out/data /data
 ENV CLANKIE_MEMORY_DIR=/data \
-    CLANKIE_MEMORY_ADDR=0.0.0.0:4310 \
-    CLANKIE_MEMORY_URL=http://127.0.0.1:4310
+    CLANKIE_MEMORY_ADDR=0.0.0.0:4310
 VOLUME ["/data"]
 EXPOSE 4310
 USER nonroot:nonroot
-# distroless has no shell or curl: the binary checks its own readiness.
+# distroless has no shell or curl: the binary checks its own readiness, at
+# whatever address CLANKIE_MEMORY_ADDR binds (a changed port included).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["/usr/local/bin/clankie", "health"]
+  CMD ["/usr/local/bin/clankie", "health", "--local"]
 ENTRYPOINT ["/usr/local/bin/clankie"]
 CMD ["up"]

@@ -18,6 +18,7 @@ import (
 func newHealthCommand() *cobra.Command {
 	var (
 		url     string
+		local   bool
 		timeout time.Duration
 	)
 	cmd := &cobra.Command{
@@ -27,16 +28,28 @@ func newHealthCommand() *cobra.Command {
 memory root writable) and exit 0 when it is, 1 when it is not or does not
 answer, 2 on bad usage. It needs no credential and prints one line. The image
 has no shell or curl, so the Dockerfile's HEALTHCHECK runs this. --url
-defaults to CLANKIE_MEMORY_URL.`,
+defaults to CLANKIE_MEMORY_URL; --local asks the service this host runs
+instead, wherever CLANKIE_MEMORY_ADDR puts it (a wildcard host means
+loopback), which is what a container's health check wants.`,
 		Example: `  clankie health
   clankie health --url http://127.0.0.1:4310
+  clankie health --local         # the service CLANKIE_MEMORY_ADDR binds on this host
   docker exec clankie clankie health`,
 		Args: argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if timeout <= 0 {
 				return usagef(cmd, "--timeout must be positive (got %s)", timeout)
 			}
-			if !cmd.Flags().Changed("url") {
+			if local && cmd.Flags().Changed("url") {
+				return usagef(cmd, "--local and --url name two places; give one")
+			}
+			if local {
+				mem, err := config.LoadMemory()
+				if err != nil {
+					return configError(err)
+				}
+				url = loopbackURL(mem.Addr)
+			} else if !cmd.Flags().Changed("url") {
 				mc, err := config.LoadMemoryClient()
 				if err != nil {
 					return configError(err)
@@ -49,6 +62,7 @@ defaults to CLANKIE_MEMORY_URL.`,
 		},
 	}
 	cmd.Flags().StringVar(&url, "url", "", "where the memory service answers (default: CLANKIE_MEMORY_URL)")
+	cmd.Flags().BoolVar(&local, "local", false, "ask the service on this host at CLANKIE_MEMORY_ADDR instead of CLANKIE_MEMORY_URL")
 	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up when the service has not answered within this long")
 	return cmd
 }

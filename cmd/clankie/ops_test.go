@@ -163,12 +163,20 @@ func TestBinaryHealth(t *testing.T) {
 	if code, _, _ := runBin(t, bin, env, "health", "--url", "ftp://x"); code != 2 {
 		t.Fatalf("health --url ftp://x: exit %d, want 2", code)
 	}
+	// --local follows CLANKIE_MEMORY_ADDR (a wildcard host means loopback),
+	// whatever CLANKIE_MEMORY_URL says: a container that moves the port
+	// stays healthy.
+	_, port, _ := net.SplitHostPort(addr)
+	local := newcomerEnv(t.TempDir(), "CLANKIE_MEMORY_ADDR=0.0.0.0:"+port, "CLANKIE_MEMORY_URL=http://127.0.0.1:1")
+	if code, out, errOut := runBin(t, bin, local, "health", "--local"); code != 0 || out != "ready: memory service at http://127.0.0.1:"+port+"\n" {
+		t.Fatalf("health --local: exit %d, %q %q", code, out, errOut)
+	}
 
 	docker, err := os.ReadFile(filepath.Join(repoRoot(t), "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !regexp.MustCompile(`(?m)^HEALTHCHECK .*\n?.*CMD \["/usr/local/bin/clankie", "health"\]`).Match(docker) {
+	if !regexp.MustCompile(`(?m)^HEALTHCHECK .*\n?.*CMD \["/usr/local/bin/clankie", "health", "--local"\]`).Match(docker) {
 		t.Fatalf("the Dockerfile has no HEALTHCHECK running clankie health:\n%s", docker)
 	}
 }
