@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/bwmarrin/discordgo"
+	"go.uber.org/zap"
 )
 
 // CommandAPI is the part of discordgo's session that command sync uses.
@@ -121,4 +122,78 @@ func normalizeOptions(opts []*discordgo.ApplicationCommandOption) []optionShape 
 		out = append(out, s)
 	}
 	return out
+}
+
+// GuildLister is the part of discordgo's session that lists the servers the
+// bot is in.
+type GuildLister interface {
+	UserGuilds(limit int, beforeID, afterID string, withCounts bool, options ...discordgo.RequestOption) ([]*discordgo.UserGuild, error)
+}
+
+// guildPage is the most servers Discord lists in one answer.
+const guildPage = 200
+
+// PruneCommands removes the application's commands from every scope that a
+// sync for guildIDs does not serve, so a bot moved from per-server commands
+// to global ones (or back) is not listed twice: with guildIDs, the global
+// scope and every other server the bot is in; without, every server the bot
+// is in. It lists each scope first and writes only where commands remain,
+// and returns the scopes it emptied. It costs one request per server the bot
+// is in, so it runs on demand (`clankie bridge … sync`), not at every start.
+func PruneCommands(ctx context.Context, api interface {
+	CommandAPI
+	GuildLister
+}, appID string, guildIDs []string) ([]string, error) {
+	keep := map[string]bool{}
+	for _, g := range guildIDs {
+		keep[g] = true
+	}
+	var scopes []string
+	if len(guildIDs) > 0 {
+		scopes = append(scopes, "")
+	}
+	for after := ""; ; {
+		page, err := api.UserGuilds(guildPage, "", after, false, discordgo.WithContext(ctx))
+		if err != nil {
+			return nil, fmt.Errorf("list the servers the bot is in: %s", restError(err))
+		}
+		for _, g := range page {
+			if !keep[g.ID] {
+				scopes = append(scopes, g.ID)
+			}
+		}
+		if len(page) < guildPage {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	var emptied []string
+	for _, g := range scopes {
+		have, err := api.ApplicationCommands(appID, g, discordgo.WithContext(ctx))
+		if err != nil {
+			return emptied, fmt.Errorf("list registered commands (%s): %s", scopeName(g), restError(err))
+		}
+		if len(have) == 0 {
+			continue
+		}
+		if _, err := api.ApplicationCommandBulkOverwrite(appID, g, []*discordgo.ApplicationCommand{}, discordgo.WithContext(ctx)); err != nil {
+			return emptied, fmt.Errorf("remove commands (%s): %s", scopeName(g), restError(err))
+		}
+		emptied = append(emptied, g)
+	}
+	return emptied, nil
+}
+
+// PruneAll is PruneCommands for the application rest's token belongs to,
+// logging each scope it emptied.
+func PruneAll(ctx context.Context, rest *discordgo.Session, guildIDs []string, log *zap.Logger) error {
+	app, err := rest.Application("@me")
+	if err != nil {
+		return fmt.Errorf("ask discord which application this is: %s", restError(err))
+	}
+	emptied, err := PruneCommands(ctx, rest, app.ID, guildIDs)
+	for _, scope := range emptied {
+		log.Info("commands removed", zap.String("scope", scopeName(scope)))
+	}
+	return err
 }

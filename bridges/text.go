@@ -68,13 +68,18 @@ func (t *Text) Run(ctx context.Context) error {
 	return t.Bot.Run(ctx)
 }
 
-// SyncCommands registers /person-memory once and returns: `clankie bridge
-// text sync`, for HTTP replicas that leave it to a separate step.
+// SyncCommands registers /person-memory once, removes the bridge's commands
+// from the scopes it no longer serves (PruneCommands), and returns:
+// `clankie bridge text sync`, for HTTP replicas that leave registration to
+// a separate step and for a move between per-server and global commands.
 func (t *Text) SyncCommands(ctx context.Context) error {
 	if _, err := bot.CheckToken(ctx, t.rest); err != nil {
 		return err
 	}
-	return bot.SyncAll(ctx, t.rest, t.guildIDs, t.router.Definitions(), t.log)
+	if err := bot.SyncAll(ctx, t.rest, t.guildIDs, t.router.Definitions(), t.log); err != nil {
+		return err
+	}
+	return bot.PruneAll(ctx, t.rest, t.guildIDs, t.log)
 }
 
 // newShards builds a bridge's gateway shards from its settings (validated:

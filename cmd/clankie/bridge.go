@@ -64,8 +64,11 @@ do not register commands unless started with --sync-commands; or run
 		Short: "Register /person-memory with Discord once and exit",
 		Long: `Register the text bridge's slash commands (in each of DISCORD_GUILD_IDS, or
 globally) and exit, writing nothing when Discord already holds the same
-definitions. Run it once per deploy when HTTP interaction replicas serve the
-commands, so no replica needs --sync-commands.`,
+definitions. It also removes the bridge's commands from every scope it no
+longer serves (global ones when DISCORD_GUILD_IDS is set; servers no longer
+listed, or every server when it is not), so a server never lists them twice.
+Run it once per deploy when HTTP interaction replicas serve the commands, so
+no replica needs --sync-commands, and after changing DISCORD_GUILD_IDS.`,
 		Example: "  DISCORD_TEXT_BOT_TOKEN=... clankie bridge text sync",
 		Args:    argsNamed(),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,40 @@ func TestBridgeTextSync(t *testing.T) {
 	}
 	if len(fake.Identifies()) != 0 {
 		t.Fatal("sync opened a gateway")
+	}
+}
+
+// TestBridgeTextSyncRemovesCommandsFromScopesNoLongerServed: moving between
+// DISCORD_GUILD_IDS and global commands used to leave the old copies, so a
+// server listed every command twice. `clankie bridge text sync` leaves the
+// commands only where the settings put them.
+func TestBridgeTextSyncRemovesCommandsFromScopesNoLongerServed(t *testing.T) {
+	const other = "100000000000000002"
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec),
+		discordtest.WithGuilds(discordtest.Guild{ID: syncGuild}, discordtest.Guild{ID: other}))
+	scopes := func() []int {
+		return []int{len(fake.Commands("")), len(fake.Commands(syncGuild)), len(fake.Commands(other))}
+	}
+	for _, step := range []struct {
+		guilds string
+		want   []int // commands: global, syncGuild, other
+	}{
+		{other + "," + syncGuild, []int{0, 1, 1}},
+		{syncGuild, []int{0, 1, 0}}, // other was dropped from the list
+		{"", []int{1, 0, 0}},        // to global: no server keeps a copy
+		{other, []int{0, 0, 1}},     // and back: the global copy goes
+	} {
+		textEnv(t, fake, map[string]string{"DISCORD_GUILD_IDS": step.guilds})
+		if code, out := runCLI(t, "bridge", "text", "sync"); code != 0 {
+			t.Fatalf("DISCORD_GUILD_IDS=%q: exit %d: %s", step.guilds, code, out)
+		}
+		if got := scopes(); !slices.Equal(got, step.want) {
+			t.Fatalf("after a sync with DISCORD_GUILD_IDS=%q, commands per scope (global, %s, %s) = %v, want %v",
+				step.guilds, syncGuild, other, got, step.want)
+		}
+	}
+	if v := fake.Violations(); len(v) != 0 {
+		t.Fatalf("requests Discord would refuse: %v", v)
 	}
 }
 

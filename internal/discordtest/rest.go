@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ const (
 	RouteGateway                 = "GET /gateway"
 	RouteGatewayBot              = "GET /gateway/bot"
 	RouteCurrentUser             = "GET /users/@me"
+	RouteCurrentUserGuilds       = "GET /users/@me/guilds"
 	RouteUser                    = "GET /users/{user}"
 	RouteCurrentApplication      = "GET /applications/@me"
 	RouteOAuth2Application       = "GET /oauth2/applications/@me" // discordgo's Application("@me")
@@ -79,6 +81,7 @@ func (f *Fake) routes() http.Handler {
 		RouteGateway:                 f.getGateway,
 		RouteGatewayBot:              f.getGatewayBot,
 		RouteCurrentUser:             f.getCurrentUser,
+		RouteCurrentUserGuilds:       f.getCurrentUserGuilds,
 		RouteUser:                    f.getUser,
 		RouteCurrentApplication:      f.getApplication,
 		RouteOAuth2Application:       f.getApplication,
@@ -334,6 +337,50 @@ func (f *Fake) getGateway(*http.Request, []byte) reply {
 func (f *Fake) getGatewayBot(*http.Request, []byte) reply { return f.getGatewayBotRoute() }
 
 func (f *Fake) getCurrentUser(*http.Request, []byte) reply { return okJSON(f.botUserWire()) }
+
+// getCurrentUserGuilds lists the servers the bot is in as Discord does:
+// ordered by id, a page of limit (1–200, default 200) after or before an
+// id, each a partial guild (MyGuildResponse's required fields).
+func (f *Fake) getCurrentUserGuilds(r *http.Request, _ []byte) reply {
+	q := r.URL.Query()
+	limit := 200
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			return formError([]fieldError{{path: []string{"limit"}, code: "NUMBER_TYPE_MAX", message: "int value should be less than or equal to 200."}})
+		}
+		limit = n
+	}
+	after, before := q.Get("after"), q.Get("before")
+	f.mu.Lock()
+	ids := slices.Clone(f.guildOrder)
+	names := map[string]string{}
+	for _, id := range ids {
+		names[id] = f.guilds[id].g.Name
+	}
+	f.mu.Unlock()
+	slices.SortFunc(ids, compareSnowflakes)
+	out := []map[string]any{}
+	for _, id := range ids {
+		if after != "" && compareSnowflakes(id, after) <= 0 || before != "" && compareSnowflakes(id, before) >= 0 {
+			continue
+		}
+		if len(out) == limit {
+			break
+		}
+		out = append(out, map[string]any{"id": id, "name": names[id], "icon": nil, "banner": nil, "owner": false,
+			"permissions": "0", "features": []string{}})
+	}
+	return okJSON(out)
+}
+
+// compareSnowflakes orders two snowflakes by value (shorter is smaller).
+func compareSnowflakes(a, b string) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return strings.Compare(a, b)
+}
 
 func (f *Fake) getUser(r *http.Request, _ []byte) reply {
 	id := r.PathValue("user")
