@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,12 +25,13 @@ operator sees it (operator_private ones included). With --search (or
 term, newest first, at most --limit (default 8, at most 32). Each line carries
 the date, lane, room, episode id and whether it was corrected or kept; the id
 is what 'clankie memory episode' takes. --json prints the same episodes as a
-JSON array of records: id, lane, room, date, marks (kept, corrected),
-visibility and summary.`,
+JSON array of the records the service stores (episodeId, lane, room,
+occurredAt, retained, correctedAt, visibility, summary, …): the shape every
+'clankie memory episode' command prints for one.`,
 		Example: `  clankie memory episodes
   clankie memory episodes --search "lighthouse storm" --limit 20
   clankie memory episodes search lighthouse storm
-  clankie memory episodes --json | jq -r '.[] | "\(.date) \(.id) \(.summary)"'`,
+  clankie memory episodes --json | jq -r '.[] | "\(.occurredAt) \(.episodeId) \(.summary)"'`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && args[0] != "search" {
 				return usagef(cmd, "unexpected argument %q; search with --search TERMS or 'episodes search TERMS'", oneLine(args[0]))
@@ -222,31 +222,12 @@ type forgottenEpisode struct {
 	Forgotten     bool   `json:"forgotten"`
 }
 
-// episodeRecord is one episode as `memory episodes --json` prints it.
-type episodeRecord struct {
-	ID         string                `json:"id"`
-	Lane       api.Lane              `json:"lane"`
-	Room       string                `json:"room"`
-	Date       time.Time             `json:"date"`
-	Marks      []string              `json:"marks"` // "kept", "corrected"
-	Visibility api.EpisodeVisibility `json:"visibility"`
-	Summary    string                `json:"summary"`
-}
-
-// episodeRecords turns the service's records into what scripts read:
+// episodeRecords is what `memory episodes --json` prints: the service's
+// records as stored (the shape `memory episode … --json` prints for one),
 // always an array, [] when there are none.
-func episodeRecords(eps []api.Episode) []episodeRecord {
-	out := make([]episodeRecord, 0, len(eps))
-	for _, ep := range eps {
-		marks := []string{}
-		if ep.Retained {
-			marks = append(marks, "kept")
-		}
-		if ep.CorrectedAt != nil {
-			marks = append(marks, "corrected")
-		}
-		out = append(out, episodeRecord{ID: ep.EpisodeID, Lane: ep.Lane, Room: ep.Room, Date: ep.OccurredAt.UTC(),
-			Marks: marks, Visibility: ep.Visibility, Summary: ep.Summary})
+func episodeRecords(eps []api.Episode) []api.Episode {
+	if eps == nil {
+		return []api.Episode{}
 	}
-	return out
+	return eps
 }

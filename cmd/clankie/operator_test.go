@@ -456,8 +456,8 @@ func TestEpisodesSearchAndEpisodeCommands(t *testing.T) {
 		}
 	}
 	mustMatch(t, "no match", f.mustRun(t, "episodes", "--search", "dragon"), `^No episodes match that search\.\n$`)
-	recs := decodeJSON[[]episodeRecord](t, f.mustRun(t, "episodes", "--search", "shanty", "--json"))
-	if len(recs) != 1 || recs[0].ID != song.EpisodeID || recs[0].Summary != song.Summary {
+	recs := decodeJSON[[]api.Episode](t, f.mustRun(t, "episodes", "--search", "shanty", "--json"))
+	if len(recs) != 1 || recs[0].EpisodeID != song.EpisodeID || recs[0].Summary != song.Summary {
 		t.Errorf("episodes --json: %+v", recs)
 	}
 

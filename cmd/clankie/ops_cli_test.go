@@ -38,24 +38,37 @@ func TestEpisodesJSONIsRecords(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &raw); err != nil || len(raw) != 2 {
 		t.Fatalf("episodes --json is not an array of 2 records (%v):\n%s", err, out)
 	}
-	for _, k := range []string{"id", "lane", "room", "date", "marks", "visibility", "summary"} {
-		if _, ok := raw[0][k]; !ok {
-			t.Errorf("a record lacks %q: %v", k, raw[0])
+	// One record shape: what `memory episode … --json` prints for one.
+	for _, k := range []string{"episodeId", "lane", "room", "occurredAt", "retained", "visibility", "summary"} {
+		if _, ok := raw[1][k]; !ok { // raw[1] is the kept one: retained is left out when false
+			t.Errorf("a record lacks %q: %v", k, raw[1])
 		}
 	}
-	recs := decodeJSON[[]episodeRecord](t, out)
-	if recs[0].ID != song.EpisodeID || recs[1].ID != lamp.EpisodeID {
+	recs := decodeJSON[[]api.Episode](t, out)
+	if recs[0].EpisodeID != song.EpisodeID || recs[1].EpisodeID != lamp.EpisodeID {
 		t.Fatalf("records are not newest first: %+v", recs)
 	}
 	if r := recs[1]; r.Lane != api.LaneDiscordPresence || r.Room != "#lighthouse" || r.Summary != lamp.Summary ||
-		strings.Join(r.Marks, ",") != "kept" || !r.Date.Equal(lamp.OccurredAt) {
+		!r.Retained || !r.OccurredAt.Equal(lamp.OccurredAt) {
 		t.Errorf("kept record: %+v", r)
 	}
-	if len(recs[0].Marks) != 0 {
-		t.Errorf("unmarked record has marks %v", recs[0].Marks)
+	if recs[0].Retained || recs[0].CorrectedAt != nil {
+		t.Errorf("unmarked record: %+v", recs[0])
 	}
-	found := decodeJSON[[]episodeRecord](t, f.mustRun(t, "episodes", "search", "shanty", "--json"))
-	if len(found) != 1 || found[0].ID != song.EpisodeID {
+	kept := decodeJSON[api.Episode](t, f.mustRun(t, "episode", "keep", lamp.EpisodeID, "--json"))
+	var keptRaw, listedRaw map[string]any
+	_ = json.Unmarshal([]byte(f.mustRun(t, "episode", "keep", lamp.EpisodeID, "--json")), &keptRaw)
+	listedRaw = raw[1]
+	for k := range keptRaw {
+		if _, ok := listedRaw[k]; !ok && k != "correctedAt" && k != "schemaVersion" {
+			t.Errorf("episode keep --json has %q, which episodes --json lacks", k)
+		}
+	}
+	if kept.EpisodeID != recs[1].EpisodeID {
+		t.Errorf("keep --json: %+v", kept)
+	}
+	found := decodeJSON[[]api.Episode](t, f.mustRun(t, "episodes", "search", "shanty", "--json"))
+	if len(found) != 1 || found[0].EpisodeID != song.EpisodeID {
 		t.Errorf("episodes search --json: %+v", found)
 	}
 }
