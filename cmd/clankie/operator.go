@@ -116,6 +116,13 @@ func checkLimit(cmd *cobra.Command, limit, max int) error {
 func argsNamed(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) == len(names) {
+			for i, n := range names {
+				// GUILD and USER are Discord ids: a word there matches no
+				// one, and "No facts" would hide the mistake.
+				if (n == "GUILD" || n == "USER") && !snowflake(args[i]) {
+					return usagef(cmd, "%s must be a Discord id, digits only such as 123456789012345678 (got %q)", n, oneLine(args[i]))
+				}
+			}
 			return nil
 		}
 		if len(names) == 0 {
@@ -123,6 +130,19 @@ func argsNamed(names ...string) cobra.PositionalArgs {
 		}
 		return usagef(cmd, "needs %s (got %d argument%s)", strings.Join(names, " "), len(args), plural(len(args)))
 	}
+}
+
+// snowflake reports whether s looks like a Discord id: 1 to 20 digits.
+func snowflake(s string) bool {
+	if len(s) < 1 || len(s) > 20 {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // groupCommand is an operator parent such as `fact` or `episode`.

@@ -178,9 +178,9 @@ func decodeJSON[T any](t *testing.T, out string) T {
 
 func TestStatusPrintsCatalogAndBounds(t *testing.T) {
 	f := startMemory(t)
-	f.propose(t, "g1", "u1", "likes tea", nil)
-	f.propose(t, "g1", "u1", "plays bass", nil)
-	f.propose(t, "g2", "u2", "lives by the sea", nil)
+	f.propose(t, "100000000000000011", "200000000000000021", "likes tea", nil)
+	f.propose(t, "100000000000000011", "200000000000000021", "plays bass", nil)
+	f.propose(t, "100000000000000012", "200000000000000022", "lives by the sea", nil)
 	kept := f.record(t, "#general", "helped fix the lighthouse lamp")
 	f.record(t, "#general", "sang a sea shanty")
 	f.mustRun(t, "episode", "keep", kept.EpisodeID)
@@ -298,18 +298,18 @@ func TestPeopleTableAlignedJSONAndPaging(t *testing.T) {
 func TestPersonExportShowsPrivateAndMarksExpired(t *testing.T) {
 	f := startMemory(t)
 	expires := time.Now().Add(time.Second)
-	soon := f.propose(t, "g1", "u1", "is visiting this week", func(in *api.FactInput) { in.ExpiresAt = &expires })
-	private := f.propose(t, "g1", "u1", "asked not to be pinged", func(in *api.FactInput) {
+	soon := f.propose(t, "100000000000000011", "200000000000000021", "is visiting this week", func(in *api.FactInput) { in.ExpiresAt = &expires })
+	private := f.propose(t, "100000000000000011", "200000000000000021", "asked not to be pinged", func(in *api.FactInput) {
 		in.Visibility = api.Visibility{Scope: api.ScopeOperatorPrivate}
 	})
 	long := strings.Repeat("word ", 30) + "\nsecond line"
-	multi := f.propose(t, "g1", "u1", long, func(in *api.FactInput) {
+	multi := f.propose(t, "100000000000000011", "200000000000000021", long, func(in *api.FactInput) {
 		in.Kind = api.KindPreference
 		in.Visibility = api.Visibility{Scope: api.ScopeChannel, ChannelID: "c1"}
 	})
 	time.Sleep(time.Until(expires) + 100*time.Millisecond)
 
-	out := f.mustRun(t, "person", "g1", "u1")
+	out := f.mustRun(t, "person", "100000000000000011", "200000000000000021")
 	assertAligned(t, out, "ID")
 	mustMatch(t, "person", out,
 		`3 of 128 facts \(1 expired, 1 operator_private\)`,
@@ -327,7 +327,7 @@ func TestPersonExportShowsPrivateAndMarksExpired(t *testing.T) {
 		t.Errorf("the table carries a body's second line:\n%s", out)
 	}
 
-	r := decodeJSON[api.RecallResponse](t, f.mustRun(t, "person", "g1", "u1", "--json"))
+	r := decodeJSON[api.RecallResponse](t, f.mustRun(t, "person", "100000000000000011", "200000000000000021", "--json"))
 	if len(r.Facts) != 3 {
 		t.Fatalf("person --json: %+v", r)
 	}
@@ -344,24 +344,24 @@ func TestPersonExportShowsPrivateAndMarksExpired(t *testing.T) {
 		}
 	}
 
-	out = f.mustRun(t, "person", "g1", "nobody")
-	mustMatch(t, "person with no facts", out, `^No facts are kept about user nobody in guild g1\.\n$`)
+	out = f.mustRun(t, "person", "100000000000000011", "300000000000000033")
+	mustMatch(t, "person with no facts", out, `^No facts are kept about user 300000000000000033 in guild 100000000000000011\.\n$`)
 }
 
 func TestFactEditAndForget(t *testing.T) {
 	f := startMemory(t)
 	expires := time.Now().Add(time.Hour)
-	fact := f.propose(t, "g1", "u1", "likes tea", func(in *api.FactInput) { in.ExpiresAt = &expires })
-	other := f.propose(t, "g1", "u1", "plays bass", nil)
+	fact := f.propose(t, "100000000000000011", "200000000000000021", "likes tea", func(in *api.FactInput) { in.ExpiresAt = &expires })
+	other := f.propose(t, "100000000000000011", "200000000000000021", "plays bass", nil)
 
-	out := f.mustRun(t, "fact", "edit", "g1", "u1", fact.FactID, "--body", "likes green tea")
+	out := f.mustRun(t, "fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--body", "likes green tea")
 	mustMatch(t, "fact edit", out, `Updated fact `+regexp.QuoteMeta(fact.FactID), `likes green tea`)
-	got := f.export(t, "g1", "u1")
+	got := f.export(t, "100000000000000011", "200000000000000021")
 	if body := findFact(got.Facts, fact.FactID).Body; body != "likes green tea" {
 		t.Fatalf("after edit the body is %q", body)
 	}
 
-	resp := decodeJSON[api.FactResponse](t, f.mustRun(t, "fact", "edit", "g1", "u1", fact.FactID,
+	resp := decodeJSON[api.FactResponse](t, f.mustRun(t, "fact", "edit", "100000000000000011", "200000000000000021", fact.FactID,
 		"--visibility", "channel:c9", "--confidence", "0.5", "--kind", "preference", "--no-expiry", "--json"))
 	if resp.Fact.Visibility != (api.Visibility{Scope: api.ScopeChannel, ChannelID: "c9"}) || resp.Fact.Confidence != 0.5 ||
 		resp.Fact.Kind != api.KindPreference || resp.Fact.ExpiresAt != nil || resp.Fact.Body != "likes green tea" {
@@ -369,28 +369,28 @@ func TestFactEditAndForget(t *testing.T) {
 	}
 	// --expires takes the slash command's forms: 2d is two days from now.
 	before := time.Now().Add(48 * time.Hour)
-	f.mustRun(t, "fact", "edit", "g1", "u1", fact.FactID, "--expires", "2d", "--visibility", "operator_private")
+	f.mustRun(t, "fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--expires", "2d", "--visibility", "operator_private")
 	after := time.Now().Add(48 * time.Hour)
-	e := findFact(f.export(t, "g1", "u1").Facts, fact.FactID)
+	e := findFact(f.export(t, "100000000000000011", "200000000000000021").Facts, fact.FactID)
 	if e.ExpiresAt == nil || e.ExpiresAt.Before(before.Add(-time.Second)) || e.ExpiresAt.After(after) || e.Visibility.Scope != api.ScopeOperatorPrivate {
 		t.Fatalf("after --expires: %+v", e)
 	}
 
-	out = f.mustRun(t, "fact", "forget", "g1", "u1", fact.FactID)
+	out = f.mustRun(t, "fact", "forget", "100000000000000011", "200000000000000021", fact.FactID)
 	mustMatch(t, "fact forget", out, `Forgot fact `+regexp.QuoteMeta(fact.FactID))
-	got = f.export(t, "g1", "u1")
+	got = f.export(t, "100000000000000011", "200000000000000021")
 	if findFact(got.Facts, fact.FactID) != nil || findFact(got.Facts, other.FactID) == nil {
 		t.Fatalf("after forget: %+v", got.Facts)
 	}
-	ff := decodeJSON[forgottenFact](t, f.mustRun(t, "fact", "forget", "g1", "u1", other.FactID, "--json"))
+	ff := decodeJSON[forgottenFact](t, f.mustRun(t, "fact", "forget", "100000000000000011", "200000000000000021", other.FactID, "--json"))
 	if !ff.Forgotten || ff.FactID != other.FactID {
 		t.Errorf("fact forget --json: %+v", ff)
 	}
 
 	for _, args := range [][]string{
-		{"fact", "forget", "g1", "u1", fact.FactID},
-		{"fact", "edit", "g1", "u1", "no-such-fact", "--body", "x"},
-		{"fact", "forget", "g1", "u1", "no-such-fact"},
+		{"fact", "forget", "100000000000000011", "200000000000000021", fact.FactID},
+		{"fact", "edit", "100000000000000011", "200000000000000021", "no-such-fact", "--body", "x"},
+		{"fact", "forget", "100000000000000011", "200000000000000021", "no-such-fact"},
 	} {
 		code, stdout, stderr := f.run(t, args...)
 		if code != exitNotFound || stdout != "" || !strings.Contains(stderr, "No fact with that id") {
@@ -410,28 +410,28 @@ func findFact(facts []api.Fact, id string) *api.Fact {
 
 func TestForgetPersonNeedsYes(t *testing.T) {
 	f := startMemory(t)
-	f.propose(t, "g1", "u1", "likes tea", nil)
-	f.propose(t, "g1", "u1", "plays bass", nil)
+	f.propose(t, "100000000000000011", "200000000000000021", "likes tea", nil)
+	f.propose(t, "100000000000000011", "200000000000000021", "plays bass", nil)
 
-	code, stdout, stderr := f.run(t, "forget-person", "g1", "u1")
+	code, stdout, stderr := f.run(t, "forget-person", "100000000000000011", "200000000000000021")
 	if code != exitUsage || stdout != "" || !strings.Contains(stderr, "add --yes") && !strings.Contains(stderr, "Add --yes") ||
 		!strings.Contains(stderr, "cannot be undone") {
 		t.Fatalf("without --yes: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	if n := len(f.export(t, "g1", "u1").Facts); n != 2 {
+	if n := len(f.export(t, "100000000000000011", "200000000000000021").Facts); n != 2 {
 		t.Fatalf("a refused forget-person removed facts: %d left", n)
 	}
 
-	out := f.mustRun(t, "forget-person", "g1", "u1", "--yes")
-	mustMatch(t, "forget-person", out, `Forgot user u1 in guild g1: 2 facts removed\.`)
-	if n := len(f.export(t, "g1", "u1").Facts); n != 0 {
+	out := f.mustRun(t, "forget-person", "100000000000000011", "200000000000000021", "--yes")
+	mustMatch(t, "forget-person", out, `Forgot user 200000000000000021 in guild 100000000000000011: 2 facts removed\.`)
+	if n := len(f.export(t, "100000000000000011", "200000000000000021").Facts); n != 0 {
 		t.Fatalf("after forget-person %d facts are left", n)
 	}
 	mustMatch(t, "status after forget-person", f.mustRun(t, "status"), `People\s+0\n`, `Facts\s+0\n`)
 
-	f.propose(t, "g2", "u2", "one", nil)
-	r := decodeJSON[api.ForgetPersonResponse](t, f.mustRun(t, "forget-person", "g2", "u2", "--yes", "--json"))
-	if len(r.Removed) != 1 || r.Subject.UserID != "u2" {
+	f.propose(t, "100000000000000012", "200000000000000022", "one", nil)
+	r := decodeJSON[api.ForgetPersonResponse](t, f.mustRun(t, "forget-person", "100000000000000012", "200000000000000022", "--yes", "--json"))
+	if len(r.Removed) != 1 || r.Subject.UserID != "200000000000000022" {
 		t.Errorf("forget-person --json: %+v", r)
 	}
 }
@@ -510,7 +510,7 @@ func TestEpisodesSearchAndEpisodeCommands(t *testing.T) {
 var readCommands = [][]string{
 	{"status"},
 	{"people"},
-	{"person", "g1", "u1"},
+	{"person", "100000000000000011", "200000000000000021"},
 	{"episodes"},
 	{"episodes", "--search", "lamp"},
 	{"status", "--json"},
@@ -519,7 +519,7 @@ var readCommands = [][]string{
 func TestMissingCredentialSaysSoAndShowsNoMemory(t *testing.T) {
 	dir := t.TempDir() // no bearers.json: no service ever ran here
 	cleanEnv(t, "http://127.0.0.1:4310", dir)
-	for _, args := range append(readCommands, []string{"fact", "forget", "g", "u", "f"}, []string{"episode", "keep", "e"}) {
+	for _, args := range append(readCommands, []string{"fact", "forget", "1", "2", "f"}, []string{"episode", "keep", "e"}) {
 		code, stdout, stderr := runChecked(t, nil, args...)
 		if code != exitUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
@@ -537,7 +537,7 @@ func TestMissingCredentialSaysSoAndShowsNoMemory(t *testing.T) {
 
 func TestWrongTokenShowsTheServiceSentence(t *testing.T) {
 	f := startMemory(t)
-	f.propose(t, "g1", "u1", "likes tea", nil)
+	f.propose(t, "100000000000000011", "200000000000000021", "likes tea", nil)
 	wrong := "not-the-operator-token-0123456789"
 	t.Setenv("CLANKIE_OPERATOR_TOKEN", wrong)
 	secrets := append([]string{wrong}, f.secrets...)
@@ -551,7 +551,7 @@ func TestWrongTokenShowsTheServiceSentence(t *testing.T) {
 
 	// At debug the client's calls are logged on stderr: routes, never tokens.
 	t.Setenv("CLANKIE_LOG_LEVEL", "debug")
-	code, _, stderr := runChecked(t, secrets, "person", "g1", "u1")
+	code, _, stderr := runChecked(t, secrets, "person", "100000000000000011", "200000000000000021")
 	if code != exitRefused || !strings.Contains(stderr, "memory call failed") || !strings.Contains(stderr, "{guildId}") {
 		t.Errorf("debug: exit %d, stderr %q; want the call logged by route template", code, stderr)
 	}
@@ -583,7 +583,7 @@ func TestServiceDownExitsOne(t *testing.T) {
 	cleanEnv(t, url, t.TempDir())
 	t.Setenv("CLANKIE_OPERATOR_TOKEN", token)
 	want := "memory service is not reachable at " + url + "; is `clankie memory serve` running?"
-	for _, args := range append(readCommands, []string{"fact", "forget", "g", "u", "f"}, []string{"forget-person", "g", "u", "--yes"}) {
+	for _, args := range append(readCommands, []string{"fact", "forget", "1", "2", "f"}, []string{"forget-person", "1", "2", "--yes"}) {
 		code, stdout, stderr := runChecked(t, []string{token}, args...)
 		if code != exitFailed || stdout != "" || !strings.Contains(stderr, want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", args, code, stdout, stderr, want)
@@ -593,7 +593,7 @@ func TestServiceDownExitsOne(t *testing.T) {
 
 func TestUsageErrorsExitTwo(t *testing.T) {
 	f := startMemory(t)
-	fact := f.propose(t, "g1", "u1", "likes tea", nil)
+	fact := f.propose(t, "100000000000000011", "200000000000000021", "likes tea", nil)
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	cases := []struct {
 		args []string
@@ -605,24 +605,26 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{[]string{"people", "--limit", "-1"}, "--limit must be 1 to 1000 (got -1)"},
 		{[]string{"people", "--limit", "0"}, "--limit must be 1 to 1000 (got 0)"},
 		{[]string{"people", "--limit", "x"}, `invalid argument "x"`},
-		{[]string{"person", "g1"}, "needs GUILD USER (got 1 argument)"},
-		{[]string{"person", "", "u1"}, "guild id is empty"},
+		{[]string{"person", "100000000000000011"}, "needs GUILD USER (got 1 argument)"},
+		{[]string{"person", "", "200000000000000021"}, `GUILD must be a Discord id, digits only such as 123456789012345678 (got "")`},
+		{[]string{"person", "abc", "def"}, `GUILD must be a Discord id, digits only such as 123456789012345678 (got "abc")`},
+		{[]string{"forget-person", "100000000000000011", "u-1", "--yes"}, `USER must be a Discord id`},
 		{[]string{"fact"}, ""}, // help, exit 0: checked below
 		{[]string{"fact", "bogus"}, `unknown command "bogus"`},
-		{[]string{"fact", "edit", "g1", "u1"}, "needs GUILD USER FACTID"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID}, "nothing to change"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--body", "  "}, "--body must not be empty"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--kind", "rumour"}, "--kind must be person-fact, preference or relationship-note"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--visibility", "everyone"}, "--visibility must be guild, channel:<id> or operator_private"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--visibility", "channel:"}, "--visibility must be"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--confidence", "1.5"}, "--confidence must be between 0 and 1"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", "tomorrow"}, `--expires "tomorrow" is not a duration or a date. Use a duration like 90m, 12h, 7d or 2w`},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", "400d"}, "at most 365 days ahead"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", "2020-01-31"}, "must be in the future"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", past, "--no-expiry"}, "not both"},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--expires", past}, `--expires "` + past + `" is not a duration or a date`},
-		{[]string{"fact", "edit", "g1", "u1", fact.FactID, "--body", strings.Repeat("x", 3000)}, "the memory service rejected the request"},
-		{[]string{"forget-person", "g1", "u1"}, "--yes"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021"}, "needs GUILD USER FACTID"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID}, "nothing to change"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--body", "  "}, "--body must not be empty"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--kind", "rumour"}, "--kind must be person-fact, preference or relationship-note"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--visibility", "everyone"}, "--visibility must be guild, channel:<id> or operator_private"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--visibility", "channel:"}, "--visibility must be"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--confidence", "1.5"}, "--confidence must be between 0 and 1"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--expires", "tomorrow"}, `--expires "tomorrow" is not a duration or a date. Use a duration like 90m, 12h, 7d or 2w`},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--expires", "400d"}, "at most 365 days ahead"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--expires", "2020-01-31"}, "must be in the future"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--expires", past, "--no-expiry"}, "not both"},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--expires", past}, `--expires "` + past + `" is not a duration or a date`},
+		{[]string{"fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--body", strings.Repeat("x", 3000)}, "the memory service rejected the request"},
+		{[]string{"forget-person", "100000000000000011", "200000000000000021"}, "--yes"},
 		{[]string{"episodes", "--limit", "5"}, "--limit applies to a search"},
 		{[]string{"episodes", "--search", " "}, "at least one term"},
 		{[]string{"episodes", "--search", "x", "--limit", "33"}, "--limit must be 1 to 32"},
@@ -647,7 +649,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 			t.Errorf("%v printed on stdout: %q", c.args, stdout)
 		}
 	}
-	if got := f.export(t, "g1", "u1"); len(got.Facts) != 1 || got.Facts[0].Body != "likes tea" {
+	if got := f.export(t, "100000000000000011", "200000000000000021"); len(got.Facts) != 1 || got.Facts[0].Body != "likes tea" {
 		t.Errorf("a refused command changed memory: %+v", got.Facts)
 	}
 }

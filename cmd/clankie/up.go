@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/spf13/cobra"
@@ -67,7 +68,7 @@ func runUp(ctx context.Context, out io.Writer) error {
 		fmt.Fprintf(out, "metrics: %s/metrics with the operator bearer (set CLANKIE_METRICS_ADDR for a listener without one)\n", memURL)
 	}
 	if len(srv.Minted) > 0 {
-		fmt.Fprintf(out, "minted bearer tokens for %v into %s/%s (0600); the CLI and bridges read them from there\n", srv.Minted, memCfg.Dir, config.BearersFile)
+		fmt.Fprintf(out, "minted bearer tokens for %s into %s/%s (0600); the CLI and bridges read them from there\n", strings.Join(srv.Minted, ", "), memCfg.Dir, config.BearersFile)
 	}
 
 	for _, w := range config.BridgeWarnings() {
