@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -179,6 +180,18 @@ func renderExport(w io.Writer, guildID, userID string, r api.RecallResponse) err
 	return renderFacts(w, r.Facts)
 }
 
+// expiryString is how EXPIRES shows an expiry. `--expires 2027-01-31` (and
+// the slash command's date) means through that whole day in UTC, stored as
+// the next midnight; shown as that midnight it read as a day later than the
+// operator typed, so an expiry at midnight UTC shows the date it ends.
+func expiryString(t time.Time) string {
+	t = t.UTC()
+	if t.Equal(t.Truncate(24 * time.Hour)) {
+		return t.AddDate(0, 0, -1).Format("2006-01-02")
+	}
+	return t.Format(tableTime)
+}
+
 // renderFacts is the fact table. An expired fact's EXPIRES reads
 // "expired:<time>"; bodies are one line, cut at bodyWidth.
 func renderFacts(w io.Writer, facts []api.Fact) error {
@@ -187,7 +200,7 @@ func renderFacts(w io.Writer, facts []api.Fact) error {
 	for _, f := range facts {
 		expires := "-"
 		if f.ExpiresAt != nil {
-			expires = f.ExpiresAt.UTC().Format(tableTime)
+			expires = expiryString(*f.ExpiresAt)
 			if f.Expired {
 				expires = "expired:" + expires
 			}

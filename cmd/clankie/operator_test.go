@@ -375,6 +375,12 @@ func TestFactEditAndForget(t *testing.T) {
 	if e.ExpiresAt == nil || e.ExpiresAt.Before(before.Add(-time.Second)) || e.ExpiresAt.After(after) || e.Visibility.Scope != api.ScopeOperatorPrivate {
 		t.Fatalf("after --expires: %+v", e)
 	}
+	// A date means through that day: the table shows the date typed, not
+	// the next midnight it is stored as.
+	day := time.Now().UTC().AddDate(0, 0, 30).Format("2006-01-02")
+	f.mustRun(t, "fact", "edit", "100000000000000011", "200000000000000021", fact.FactID, "--expires", day)
+	mustMatch(t, "person after --expires DATE", f.mustRun(t, "person", "100000000000000011", "200000000000000021"),
+		`(?m)^`+regexp.QuoteMeta(fact.FactID)+`\s.*\s`+day+`\s`)
 
 	out = f.mustRun(t, "fact", "forget", "100000000000000011", "200000000000000021", fact.FactID)
 	mustMatch(t, "fact forget", out, `Forgot fact `+regexp.QuoteMeta(fact.FactID))
