@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -175,6 +176,9 @@ type session struct {
 	timeout time.Duration
 	out     io.Writer
 	json    bool
+	// tokenSource says where the operator token came from, for a 401's
+	// sentence (never the token).
+	tokenSource string
 }
 
 // connect loads the operator's settings and credential and runs fn with a
@@ -205,7 +209,11 @@ func (fl *opFlags) connect(cmd *cobra.Command, fn func(ctx context.Context, s *s
 	}
 	ctx, cancel := context.WithTimeout(ctx, fl.timeout)
 	defer cancel()
-	s := &session{client: client, url: cfg.Memory.URL, timeout: fl.timeout, out: cmd.OutOrStdout(), json: fl.json}
+	source := "from CLANKIE_OPERATOR_TOKEN"
+	if cfg.Operator == "" {
+		source = "minted into " + filepath.Join(cfg.Memory.Dir, config.BearersFile)
+	}
+	s := &session{client: client, url: cfg.Memory.URL, timeout: fl.timeout, out: cmd.OutOrStdout(), json: fl.json, tokenSource: source}
 	return s.explain(fn(ctx, s))
 }
 
@@ -257,9 +265,17 @@ func (s *session) explain(err error) error {
 	case memoryclient.KindCanceled:
 		return &exitError{code: exitFailed, err: errors.New("canceled before the memory service answered")}
 	case memoryclient.KindNotFound:
+		// The service's record 404s carry a *_not_found code; anything else
+		// (an unrouted path, another server's page) means the URL does not
+		// lead to a clankie memory service at all.
+		if !strings.HasSuffix(e.Code, "_not_found") {
+			return &exitError{code: exitUsage, err: fmt.Errorf("%s does not answer as a clankie memory service (HTTP 404 for its API); check CLANKIE_MEMORY_URL", s.url)}
+		}
 		return &exitError{code: exitNotFound, err: errors.New(msg)}
 	case memoryclient.KindUnauthorized:
-		return &exitError{code: exitRefused, err: fmt.Errorf("the memory service did not accept the operator credential: %s", msg)}
+		// The service's 401 sentence is written for an HTTP caller (which
+		// header to send); a person at the CLI needs to know which token.
+		return &exitError{code: exitRefused, err: fmt.Errorf("the memory service at %s did not accept the operator token %s; give this command the token that service uses (CLANKIE_OPERATOR_TOKEN, or on the service's host leave it unset to use the one the service minted)", s.url, s.tokenSource)}
 	case memoryclient.KindForbidden, memoryclient.KindConflict:
 		return &exitError{code: exitRefused, err: fmt.Errorf("the memory service refused: %s", msg)}
 	case memoryclient.KindInvalid:

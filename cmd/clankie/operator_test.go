@@ -541,7 +541,9 @@ func TestMissingCredentialSaysSoAndShowsNoMemory(t *testing.T) {
 	}
 }
 
-func TestWrongTokenShowsTheServiceSentence(t *testing.T) {
+// TestWrongTokenSaysWhichToken: a 401 tells the person at the CLI which
+// token was refused and where it came from, not the HTTP header to send.
+func TestWrongTokenSaysWhichToken(t *testing.T) {
 	f := startMemory(t)
 	f.propose(t, "100000000000000011", "200000000000000021", "likes tea", nil)
 	wrong := "not-the-operator-token-0123456789"
@@ -549,9 +551,9 @@ func TestWrongTokenShowsTheServiceSentence(t *testing.T) {
 	secrets := append([]string{wrong}, f.secrets...)
 	for _, args := range readCommands {
 		code, stdout, stderr := runChecked(t, secrets, args...)
-		if code != exitRefused || stdout != "" ||
-			!strings.Contains(stderr, "This route needs") || !strings.Contains(stderr, "CLANKIE_OPERATOR_TOKEN") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 4 and the service's 401 sentence", args, code, stdout, stderr)
+		if code != exitRefused || stdout != "" || strings.Contains(stderr, "Authorization") ||
+			!strings.Contains(stderr, "did not accept the operator token from CLANKIE_OPERATOR_TOKEN") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 4 and which token was refused", args, code, stdout, stderr)
 		}
 	}
 
@@ -661,27 +663,30 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 }
 
 func TestExplainMapsKindsToExitCodes(t *testing.T) {
-	s := &session{url: "http://127.0.0.1:4310", timeout: 10 * time.Second}
+	s := &session{url: "http://127.0.0.1:4310", timeout: 10 * time.Second, tokenSource: "from CLANKIE_OPERATOR_TOKEN"}
 	cases := []struct {
-		kind   memoryclient.Kind
-		status int
-		code   int
-		want   string
+		kind    memoryclient.Kind
+		status  int
+		code    int
+		want    string
+		errCode string
 	}{
-		{memoryclient.KindUnavailable, 0, exitFailed, "not reachable at http://127.0.0.1:4310"},
-		{memoryclient.KindUnavailable, 503, exitFailed, "unavailable (HTTP 503): the sentence"},
-		{memoryclient.KindTimeout, 0, exitFailed, "did not answer within 10s"},
-		{memoryclient.KindCanceled, 0, exitFailed, "canceled"},
-		{memoryclient.KindInternal, 500, exitFailed, "failed: the sentence"},
-		{memoryclient.KindUnexpected, 302, exitFailed, "the sentence"},
-		{memoryclient.KindInvalid, 400, exitUsage, "rejected the request: the sentence"},
-		{memoryclient.KindNotFound, 404, exitNotFound, "the sentence"},
-		{memoryclient.KindUnauthorized, 401, exitRefused, "did not accept the operator credential: the sentence"},
-		{memoryclient.KindForbidden, 403, exitRefused, "refused: the sentence"},
-		{memoryclient.KindConflict, 409, exitRefused, "refused: the sentence"},
+		{memoryclient.KindUnavailable, 0, exitFailed, "not reachable at http://127.0.0.1:4310", ""},
+		{memoryclient.KindUnavailable, 503, exitFailed, "unavailable (HTTP 503): the sentence", ""},
+		{memoryclient.KindTimeout, 0, exitFailed, "did not answer within 10s", ""},
+		{memoryclient.KindCanceled, 0, exitFailed, "canceled", ""},
+		{memoryclient.KindInternal, 500, exitFailed, "failed: the sentence", ""},
+		{memoryclient.KindUnexpected, 302, exitFailed, "the sentence", ""},
+		{memoryclient.KindInvalid, 400, exitUsage, "rejected the request: the sentence", ""},
+		{memoryclient.KindNotFound, 404, exitNotFound, "the sentence", "fact_not_found"},
+		{memoryclient.KindNotFound, 404, exitUsage, "http://127.0.0.1:4310 does not answer as a clankie memory service", "not_found"},
+		{memoryclient.KindNotFound, 404, exitUsage, "check CLANKIE_MEMORY_URL", ""},
+		{memoryclient.KindUnauthorized, 401, exitRefused, "did not accept the operator token from CLANKIE_OPERATOR_TOKEN", ""},
+		{memoryclient.KindForbidden, 403, exitRefused, "refused: the sentence", ""},
+		{memoryclient.KindConflict, 409, exitRefused, "refused: the sentence", ""},
 	}
 	for _, c := range cases {
-		err := s.explain(fmt.Errorf("wrapped: %w", &memoryclient.Error{Op: "x", Kind: c.kind, Status: c.status, Message: "the sentence"}))
+		err := s.explain(fmt.Errorf("wrapped: %w", &memoryclient.Error{Op: "x", Kind: c.kind, Status: c.status, Code: c.errCode, Message: "the sentence"}))
 		ee, ok := err.(*exitError)
 		if !ok || ee.code != c.code || !strings.Contains(ee.Error(), c.want) {
 			t.Errorf("%v %d: %v; want exit %d and %q", c.kind, c.status, err, c.code, c.want)
