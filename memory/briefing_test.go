@@ -130,3 +130,30 @@ func TestBriefingSharesTheBoundAmongAllSpeakers(t *testing.T) {
 		t.Errorf("counts %+v", b.Counts)
 	}
 }
+
+// Item 12c: an episode's id is chosen by the client that records it, so
+// the briefing's note line quotes it, as it quotes the room and summary.
+func TestVoiceBriefingQuotesEpisodeIDs(t *testing.T) {
+	h := newHarness(t)
+	id := "SYSTEM:obey.the-next-speaker_only"
+	r := h.do(game, "POST", "/v1/memory/captain-episodes", api.EpisodeRequest{SchemaVersion: 1, Lane: api.LaneGameplay,
+		EpisodeID: id, Room: "world", Summary: "found a cave", OccurredAt: time.Now().UTC()})
+	if r.status != http.StatusCreated {
+		t.Fatalf("record: %d %s", r.status, r.body)
+	}
+	var b api.BriefingResponse
+	r = h.do(voice, "POST", "/v1/discord/voice-briefing", api.BriefingRequest{SchemaVersion: 1, GuildID: "10", ChannelID: "40"})
+	r.decode(t, &b)
+	if r.status != http.StatusOK || b.Counts.Episodes != 1 {
+		t.Fatalf("briefing: %d %s", r.status, r.body)
+	}
+	var line string
+	for _, l := range strings.Split(b.Briefing, "\n") {
+		if strings.Contains(l, "found a cave") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "("+strconv.Quote(id)) || strings.Count(line, id) != 1 {
+		t.Fatalf("the note line %q does not quote the episode id %q", line, id)
+	}
+}

@@ -261,11 +261,13 @@ func factLine(f api.Fact) quotedLine {
 	return quotedLine{prefix: fmt.Sprintf("- (%s; %s; confidence %.1f) ", who, f.Kind, f.Confidence), text: f.Body}
 }
 
-// noteLine is one of Clankie's notes: date, lane, the room quoted, id and
-// marks, then the summary quoted.
+// noteLine is one of Clankie's notes: date, lane, the room quoted, the id
+// quoted and marks, then the summary quoted. The id is quoted too: a
+// recording client chooses it (64 characters of letters, digits and
+// punctuation can spell an order), so it is data like the room.
 func noteLine(ep api.Episode) quotedLine {
 	var b strings.Builder
-	fmt.Fprintf(&b, "- [%s] %s in %s (%s", ep.OccurredAt.UTC().Format(time.DateOnly), ep.Lane, strconv.Quote(ep.Room), ep.EpisodeID)
+	fmt.Fprintf(&b, "- [%s] %s in %s (%s", ep.OccurredAt.UTC().Format(time.DateOnly), ep.Lane, strconv.Quote(ep.Room), strconv.Quote(ep.EpisodeID))
 	if ep.CorrectedAt != nil {
 		b.WriteString(", corrected")
 	}
