@@ -135,9 +135,12 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 			return resp, info, nil, fault.New(fault.Conflict, "proposal_conflict", "proposalId %s was already used for a different fact; nothing was changed.", req.ProposalID)
 		}
 		resp.Replayed = true
-		// A replay answers only what the caller may see now: a fact the
-		// operator has since made operator_private answers as a replaced one.
-		if i := indexOf(pf.Facts, p.FactID); i >= 0 && LaneVisible(who, pf.Facts[i]) {
+		// A replay answers only what a recall from the proposing room would
+		// show now (the room rule, Visible): a fact the operator has since
+		// moved to another channel or made operator_private, or that has
+		// expired, answers as a replaced one, so a retry never reads what
+		// the room may not.
+		if i := indexOf(pf.Facts, p.FactID); i >= 0 && Visible(&pf.Facts[i], who, in.Provenance.ChannelID, now) {
 			f := pf.Facts[i]
 			resp.Fact = &f
 		} else {
