@@ -20,7 +20,14 @@ var OpenAPI []byte
 // Bounds of the stores. They are part of the contract: clients render them
 // ("n of 128") and the service enforces them.
 const (
-	MaxFactsPerPerson    = 128
+	// MaxFactsPerPerson bounds a person's Discord-visible facts (guild and
+	// channel visibility), the "n of 128" a member is shown.
+	MaxFactsPerPerson = 128
+	// MaxHiddenFactsPerPerson bounds a person's operator_private notes,
+	// kept apart from MaxFactsPerPerson so nothing a member sees depends
+	// on notes they cannot see.
+	MaxHiddenFactsPerPerson = 128
+
 	MaxFactBody          = 2048
 	MaxIDLength          = 64
 	MaxBodyBytes         = 64 << 10

@@ -434,16 +434,22 @@ func TestContractScenario(t *testing.T) {
 	c.do(contractExchange{name: "propose 70 KiB", method: "POST", path: proposals, token: textTok, body: huge, want: 413, docRejects: true})
 	c.do(contractExchange{name: "propose 70 KiB chunked", method: "POST", path: proposals, token: textTok, body: huge, chunked: true, want: 413, docRejects: true})
 
-	// A person whose 128 facts are all operator-only: a Discord proposal may
-	// not make room among them and is refused with 422.
-	for i := range api.MaxFactsPerPerson {
+	// A person whose 128 operator-only notes fill their own bound: a Discord
+	// proposal has room (the notes are bounded apart), and an edit that
+	// would move its fact into the full class is refused with 422.
+	for i := range api.MaxHiddenFactsPerPerson {
 		hidden := proposal(fmt.Sprintf("prop-full-%03d", i), "", "", "operator note", api.Visibility{Scope: api.ScopeOperatorPrivate})
 		hidden.Fact.Subject.UserID = "1009"
 		c.do(contractExchange{name: "fill with operator notes", method: "POST", path: proposals, token: opTok, body: hidden, want: 201})
 	}
 	full := proposal("prop-full-discord", "1009", general, "likes tea", guildVis)
 	full.Fact.Subject.UserID = "1009"
-	c.do(contractExchange{name: "propose over operator-only notes", method: "POST", path: proposals, token: textTok, body: full, want: 422})
+	stored := contractDecode[api.ProposalResponse](t, "propose over operator-only notes",
+		c.do(contractExchange{name: "propose over operator-only notes", method: "POST", path: proposals, token: textTok, body: full, want: 201}))
+	if stored.Fact != nil {
+		c.do(contractExchange{name: "edit into the full operator-only class", method: "PATCH", path: "/v1/memory/discord-people/" + guild + "/1009/" + stored.Fact.FactID,
+			token: opTok, body: []byte(`{"visibility":{"scope":"operator_private"}}`), want: 422})
+	}
 	c.do(contractExchange{name: "forget the full person", method: "DELETE", path: "/v1/memory/discord-people/" + guild + "/1009", token: opTok, want: 200})
 
 	// More facts: a channel fact reported by another member that expires, an

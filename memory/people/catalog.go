@@ -213,7 +213,7 @@ func (s *Store) readCatalog() (found bool, err error) {
 			name, rest, _ := bytes.Cut(line, []byte(" "))
 			count, ids, _ := bytes.Cut(rest, []byte(" "))
 			n, aerr := strconv.Atoi(string(count))
-			if aerr != nil || n < 1 || n > api.MaxFactsPerPerson || !isPersonFileBytes(name) {
+			if aerr != nil || n < 1 || n > maxFactsStored || !isPersonFileBytes(name) {
 				return bad("a line is not a name and a count")
 			}
 			subject := api.Subject{}
@@ -231,7 +231,7 @@ func (s *Store) readCatalog() (found bool, err error) {
 				}
 				s.hashed[string(name)] = subject
 			}
-			if !b.add(name[:len(name)-len("jsonl")], byte(n)) {
+			if !b.add(name[:len(name)-len("jsonl")], n) {
 				unsorted = append(unsorted, late{string(name), subject, n})
 			} else {
 				people++

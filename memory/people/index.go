@@ -11,7 +11,8 @@ import (
 // fact, by log name, with their fact count. It is built to stay small with
 // 100,000 people: most names are in base, sorted and front-coded (a name
 // keeps only what differs from the one before it, and people of one guild
-// share most of their name), with one count byte each; people who appear
+// share most of their name), with a two-byte count each (a person holds up
+// to 256 facts: 128 Discord-visible and 128 operator-only); people who appear
 // after base was built wait in extra until the next checkpoint merges them
 // in. A map of 100,000 strings took about 8 MiB; base takes under 1.
 // It is not safe for concurrent use (the store's mu guards it).
@@ -27,14 +28,14 @@ func indexKey(name string) string { return strings.TrimSuffix(name, "jsonl") }
 
 func nameOf(key []byte) string { return string(key) + "jsonl" }
 
-// set records a person's fact count (0 removes them), between 0 and 255,
-// and returns the count it replaces.
+// set records a person's fact count (0 removes them), between 0 and
+// maxCount, and returns the count it replaces.
 func (x *peopleIndex) set(name string, n int) (before int) {
 	at := -1
 	if e, ok := x.extra[name]; ok {
 		before = int(e)
 	} else if at = x.base.find(indexKey(name)); at >= 0 {
-		before = int(x.base.data[at])
+		before = x.base.count(at)
 	}
 	switch {
 	case before == 0 && n > 0:
@@ -50,7 +51,7 @@ func (x *peopleIndex) set(name string, n int) (before int) {
 		} else if n > 0 && before == 0 {
 			x.base.tombstones--
 		}
-		x.base.data[at] = byte(n)
+		binary.LittleEndian.PutUint16(x.base.data[at:], uint16(n))
 	case n == 0:
 		delete(x.extra, name)
 	default:
@@ -76,7 +77,7 @@ func (x *peopleIndex) each(cursor string, fn func(key []byte, count int) bool) {
 	}
 	sort.Strings(extra)
 	more := true
-	x.base.each(indexKey(cursor), func(key []byte, count byte) bool {
+	x.base.each(indexKey(cursor), func(key []byte, count int) bool {
 		if count == 0 {
 			return true
 		}
@@ -86,7 +87,7 @@ func (x *peopleIndex) each(cursor string, fn func(key []byte, count int) bool) {
 			}
 			extra = extra[1:]
 		}
-		more = fn(key, int(count))
+		more = fn(key, count)
 		return more
 	})
 	for _, k := range extra {
@@ -101,17 +102,18 @@ func (x *peopleIndex) each(cursor string, fn func(key []byte, count int) bool) {
 func (x *peopleIndex) rebuild() {
 	var b frontCodedBuilder
 	x.each("", func(key []byte, count int) bool {
-		b.add(key, byte(count))
+		b.add(key, count)
 		return true
 	})
 	x.base, x.extra = b.finish(), nil
 }
 
-// frontCoded is a sorted list of keys, each with a count byte, in blocks
-// of blockLen entries. An entry is
+// frontCoded is a sorted list of keys, each with a count, in blocks of
+// blockLen entries. An entry is
 //
 //	uvarint(bytes shared with the previous key) uvarint(len(rest)) rest count
 //
+// where count is countBytes bytes, little-endian//
 // and a block's first entry shares nothing, so a lookup binary-searches the
 // blocks by their first key and then reads one block.
 type frontCoded struct {
@@ -121,6 +123,18 @@ type frontCoded struct {
 }
 
 const blockLen = 16
+
+// countBytes is the width of an entry's count, and maxCount the largest
+// count it holds: a person's facts, at most 256, do not fit in one byte.
+const (
+	countBytes = 2
+	maxCount   = 1<<16 - 1
+)
+
+// count returns the count stored at at (where scan found it).
+func (f *frontCoded) count(at int) int {
+	return int(binary.LittleEndian.Uint16(f.data[at:]))
+}
 
 // firstKey returns block i's first key.
 func (f *frontCoded) firstKey(i int) []byte {
@@ -139,7 +153,7 @@ func (f *frontCoded) block(key string) int {
 }
 
 // scan reads block i's entries in order, calling fn with each key (valid
-// only during the call) and where its count byte is, until fn returns false.
+// only during the call) and where its count is, until fn returns false.
 func (f *frontCoded) scan(i int, buf []byte, fn func(key []byte, at int) bool) bool {
 	p := int(f.blocks[i])
 	end := len(f.data)
@@ -157,12 +171,12 @@ func (f *frontCoded) scan(i int, buf []byte, fn func(key []byte, at int) bool) b
 		if !fn(key, p) {
 			return false
 		}
-		p++
+		p += countBytes
 	}
 	return true
 }
 
-// find returns where key's count byte is in data, or -1.
+// find returns where key's count is in data, or -1.
 func (f *frontCoded) find(key string) int {
 	i := f.block(key)
 	if i < 0 {
@@ -184,14 +198,14 @@ func (f *frontCoded) find(key string) int {
 
 // each calls fn for every entry whose key is above after, in order, until
 // fn returns false.
-func (f *frontCoded) each(after string, fn func(key []byte, count byte) bool) {
+func (f *frontCoded) each(after string, fn func(key []byte, count int) bool) {
 	var buf [256]byte
 	for i := max(f.block(after), 0); i < len(f.blocks); i++ {
 		more := f.scan(i, buf[:], func(k []byte, at int) bool {
 			if string(k) <= after {
 				return true
 			}
-			return fn(k, f.data[at])
+			return fn(k, f.count(at))
 		})
 		if !more {
 			return
@@ -209,7 +223,7 @@ type frontCodedBuilder struct {
 
 // add appends key; it reports false (adding nothing) when key does not
 // come after the previous one.
-func (b *frontCodedBuilder) add(key []byte, count byte) bool {
+func (b *frontCodedBuilder) add(key []byte, count int) bool {
 	if b.n > 0 && string(key) <= string(b.prev) {
 		return false
 	}
@@ -224,7 +238,7 @@ func (b *frontCodedBuilder) add(key []byte, count byte) bool {
 	b.f.data = binary.AppendUvarint(b.f.data, uint64(shared))
 	b.f.data = binary.AppendUvarint(b.f.data, uint64(len(key)-shared))
 	b.f.data = append(b.f.data, key[shared:]...)
-	b.f.data = append(b.f.data, count)
+	b.f.data = binary.LittleEndian.AppendUint16(b.f.data, uint16(count))
 	b.prev = append(b.prev[:0], key...)
 	b.n++
 	return true

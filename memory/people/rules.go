@@ -40,6 +40,44 @@ func Visible(f *api.Fact, who api.Principal, channelID string, now time.Time) bo
 	return false
 }
 
+// Hidden reports whether a fact is an operator-only note. Hidden notes and
+// Discord-visible facts (guild and channel) are bounded apart, each class
+// by its own cap (BoundOf), and eviction in one class never touches the
+// other: what a member is shown or counted never depends on notes they
+// cannot see.
+func Hidden(f *api.Fact) bool { return f.Visibility.Scope == api.ScopeOperatorPrivate }
+
+// BoundOf is the cap of a class of facts: api.MaxHiddenFactsPerPerson for
+// operator-only notes, api.MaxFactsPerPerson for Discord-visible facts.
+func BoundOf(hidden bool) int {
+	if hidden {
+		return api.MaxHiddenFactsPerPerson
+	}
+	return api.MaxFactsPerPerson
+}
+
+// maxFactsStored is the most facts a person holds: both classes full.
+const maxFactsStored = api.MaxFactsPerPerson + api.MaxHiddenFactsPerPerson
+
+// countClass returns how many of facts are of the class hidden names,
+// leaving out the fact at skip (-1: none).
+func countClass(facts []api.Fact, hidden bool, skip int) int {
+	n := 0
+	for i := range facts {
+		if i != skip && Hidden(&facts[i]) == hidden {
+			n++
+		}
+	}
+	return n
+}
+
+// The codes of refusals that name a fact the request found: the receipt
+// logs the fact's id for these (any other refusal logs only its length).
+const (
+	CodeNotSubjectOrProposer = "not_subject_or_proposer"
+	CodeAtCapacity           = "person_at_capacity"
+)
+
 // ReasonNoSuchFact is the reason a proposal gives when its supersedesFactId
 // names no fact the caller's lane can see: a hidden fact answers exactly as
 // a missing one.

@@ -31,7 +31,8 @@ const Dir = "discord-people"
 
 // maxGoneRecords bounds the idempotency records kept for facts that are no
 // longer stored (forgotten, superseded, evicted). Records of live facts are
-// always kept, so a person file holds at most 128 + 64 of them: a retry
+// always kept, so a person file holds at most 256 + 64 of them (128
+// Discord-visible facts, 128 operator-only notes, 64 gone): a retry
 // arrives within seconds, and a file rewritten on every proposal must stay
 // small.
 const maxGoneRecords = 64
@@ -178,32 +179,39 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 			ch.ClearDigest = []string{in.SupersedesFactID}
 		}
 	}
-	evicted, n := 0, len(pf.Facts)+1 // facts after the change, before eviction
+	// The new fact counts against its own class's bound only (Hidden):
+	// Discord-visible facts and operator-only notes are bounded apart, and
+	// eviction makes room only among the new fact's class, so a member's
+	// proposal never evicts, counts or names an operator-only note, and an
+	// operator's note never evicts what members see.
+	evicted, total := 0, len(pf.Facts)+1 // facts after the change, before eviction
 	if superseded >= 0 {
-		n--
+		total--
 	}
-	if n > api.MaxFactsPerPerson {
-		// Only a person at the cap needs the facts after the change laid
+	hidden := Hidden(&fact)
+	bound := BoundOf(hidden)
+	// Under the smaller bound in all no class can be over its own, and
+	// nothing needs counting.
+	if total > min(api.MaxFactsPerPerson, api.MaxHiddenFactsPerPerson) && 1+countClass(pf.Facts, hidden, superseded) > bound {
+		// Only a class at its cap needs its facts after the change laid
 		// out, to choose what to evict.
-		facts := make([]api.Fact, 0, n)
+		facts := make([]api.Fact, 0, bound+1)
 		for i, f := range pf.Facts {
-			if i != superseded {
+			if i != superseded && Hidden(&f) == hidden {
 				facts = append(facts, f)
 			}
 		}
 		facts = append(facts, fact)
-		// A Discord proposal makes room only among the facts its lane can
-		// see: operator-only notes are never evicted, counted or named to
-		// it. When only such notes could make room the proposal is refused
-		// and nothing is written.
+		// The lane check is kept as a guard: a Discord lane proposes only
+		// visible facts, which its lane can all see.
 		var kept []api.Fact
 		var ok bool
-		kept, evicted, ok = Evict(facts, api.MaxFactsPerPerson, now, func(f api.Fact) bool {
+		kept, evicted, ok = Evict(facts, bound, now, func(f api.Fact) bool {
 			return f.FactID != fact.FactID && LaneVisible(who, f)
 		})
 		if !ok {
-			return api.ProposalResponse{}, ProposeInfo{}, nil, fault.New(fault.Unprocessable, "person_at_capacity",
-				"This person's memory is full (at most %d facts are kept per person), so nothing was stored; an operator can make room.", api.MaxFactsPerPerson)
+			return api.ProposalResponse{}, ProposeInfo{}, nil, fault.New(fault.Unprocessable, CodeAtCapacity,
+				"This person's memory is full (at most %d facts of this visibility are kept per person), so nothing was stored; an operator can make room.", bound)
 		}
 		keep := make(map[string]bool, len(kept))
 		for _, f := range kept {
@@ -496,7 +504,8 @@ func MineView(subject api.Subject, facts []api.Fact, now time.Time) api.RecallRe
 }
 
 // Export is the operator's view: every fact, operator_private and expired
-// included, expired ones marked.
+// included, expired ones marked, with the capacity of both classes
+// together (128 Discord-visible and 128 operator-only).
 func (s *Store) Export(subject api.Subject) (api.RecallResponse, error) {
 	if err := ValidSubject(subject); err != nil {
 		return api.RecallResponse{}, err
@@ -516,7 +525,7 @@ func ExportView(subject api.Subject, facts []api.Fact, now time.Time) api.Recall
 		facts[i].Expired = Expired(facts[i], now)
 	}
 	NewestFirst(facts)
-	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Total: len(facts), Capacity: api.MaxFactsPerPerson}
+	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Total: len(facts), Capacity: maxFactsStored}
 }
 
 // Forget removes one fact. A Discord caller must name the requester, who
@@ -565,7 +574,7 @@ func forgetOn(pf *personFile, who api.Principal, factID, requesterUserID string)
 	}
 	f := pf.Facts[i]
 	if !who.Operator() && !MayForget(f, requesterUserID) {
-		return api.Fact{}, nil, fault.New(fault.Forbidden, "not_subject_or_proposer", "Only the person a fact is about or the member who proposed it may forget it.")
+		return api.Fact{}, nil, fault.New(fault.Forbidden, CodeNotSubjectOrProposer, "Only the person a fact is about or the member who proposed it may forget it.")
 	}
 	return f, &logLine{Seq: pf.seq + 1, Remove: []string{factID}, ClearDigest: []string{factID}}, nil
 }
@@ -686,6 +695,18 @@ func editOn(pf *personFile, factID string, p api.FactPatch, now time.Time) (api.
 	}
 	if p.Visibility != nil {
 		f.Visibility = *p.Visibility
+	}
+	// An edit that moves a fact across the line between Discord-visible
+	// and operator-only must find room in the target class: it is refused
+	// when that class is at its bound, rather than evict a fact the
+	// operator did not name.
+	if to := Hidden(&f); to != Hidden(&pf.Facts[i]) && countClass(pf.Facts, to, i) >= BoundOf(to) {
+		what := "Discord-visible facts"
+		if to {
+			what = "operator_private notes"
+		}
+		return api.Fact{}, nil, fault.New(fault.Unprocessable, CodeAtCapacity,
+			"This person already has %d %s, the most kept, so nothing was changed; forget one of them first or choose another visibility.", BoundOf(to), what)
 	}
 	if p.Confidence != nil {
 		f.Confidence = *p.Confidence
