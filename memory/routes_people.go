@@ -130,12 +130,27 @@ func (s *Service) editFact(r *request) (reply, error) {
 	}
 	f, err := s.people.Edit(subjectOf(r), r.PathValue("factId"), p)
 	return reply{body: api.FactResponse{SchemaVersion: api.SchemaVersion, Fact: f},
-		receipt: []zap.Field{zap.String("factId", r.PathValue("factId"))}}, err
+		receipt: []zap.Field{factIDField(r.PathValue("factId"), err)}}, err
 }
 
 func (s *Service) forgetFact(r *request) (reply, error) {
 	_, err := s.people.Forget(r.who, subjectOf(r), r.PathValue("factId"), r.URL.Query().Get("requesterUserId"))
-	return reply{receipt: []zap.Field{zap.String("factId", r.PathValue("factId"))}}, err
+	return reply{receipt: []zap.Field{factIDField(r.PathValue("factId"), err)}}, err
+}
+
+// factIDField is the receipt's record of a path's factId. The segment is
+// whatever a member typed into /person-memory forget (any 64 characters),
+// so it is logged only when it named a fact: the call succeeded, or was
+// refused about the fact it found. Otherwise only its length is logged.
+func factIDField(id string, err error) zap.Field {
+	found := err == nil
+	if fe, ok := fault.As(err); ok {
+		found = fe.Code == people.CodeNotSubjectOrProposer || fe.Code == people.CodeAtCapacity
+	}
+	if found {
+		return zap.String("factId", id)
+	}
+	return zap.Int("factIdLength", len(id))
 }
 
 func (s *Service) forgetPerson(r *request) (reply, error) {
