@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -61,39 +62,69 @@ func savePerson(ctx context.Context, tx pgx.Tx, p *people.Person) error {
 	return err
 }
 
-// readPerson returns a person's facts without a lock (a read sees the last
-// committed state).
-func readPerson(ctx context.Context, q interface {
+// queryRower is a pool or a transaction.
+type queryRower interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, subject api.Subject) (*people.Person, error) {
+}
+
+// dbClock reads the database's clock. Every time a person's facts are
+// ordered or expired by comes from it, never from the host's: two services
+// on one database with skewed clocks then agree on which fact is older and
+// which has expired. clock_timestamp(), not now(): now() is when the
+// transaction began, and read under a person's lock the clock must follow
+// commit order.
+func dbClock(ctx context.Context, q queryRower) (time.Time, error) {
+	var t time.Time
+	if err := q.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
+		return time.Time{}, err
+	}
+	return t.UTC(), nil
+}
+
+// readPerson returns a person's facts without a lock (a read sees the last
+// committed state) and the database's clock as of the read, which decides
+// what has expired.
+func readPerson(ctx context.Context, q queryRower, subject api.Subject) (*people.Person, time.Time, error) {
 	var state []byte
-	err := q.QueryRow(ctx, "SELECT state FROM people WHERE name = $1", people.FileName(subject)).Scan(&state)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && string(state) == "{}" {
-		return people.NewPerson(subject), nil
-	}
+	var now time.Time
+	err := q.QueryRow(ctx, "SELECT clock_timestamp(), (SELECT state FROM people WHERE name = $1)", people.FileName(subject)).Scan(&now, &state)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return people.DecodePerson(subject, state)
+	now = now.UTC()
+	if state == nil || string(state) == "{}" {
+		return people.NewPerson(subject), now, nil
+	}
+	p, err := people.DecodePerson(subject, state)
+	return p, now, err
 }
 
 // Propose applies a proposal on arrival (see people.Store.Propose).
 func (s *People) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
-	digest, err := people.PrepareProposal(who, &req, s.db.now().UTC())
-	if err != nil {
-		return api.ProposalResponse{}, people.ProposeInfo{}, err
-	}
 	var resp api.ProposalResponse
 	var info people.ProposeInfo
-	err = s.db.write("person_fact.propose", func(ctx context.Context, tx pgx.Tx) error {
+	err := s.db.write("person_fact.propose", func(ctx context.Context, tx pgx.Tx) error {
+		// An expiry is checked by the database's clock, the time every
+		// reader expires facts by, before anything is locked or created.
+		now, err := dbClock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		digest, err := people.PrepareProposal(who, &req, now)
+		if err != nil {
+			return err
+		}
 		p, err := lockPerson(ctx, tx, req.Fact.Subject)
 		if err != nil {
 			return err
 		}
-		// The clock is read under the lock, so creation order is commit
-		// order across processes and eviction keeps the newest.
+		// The clock is read again under the lock, so creation order is
+		// commit order across processes and eviction keeps the newest.
+		if now, err = dbClock(ctx, tx); err != nil {
+			return err
+		}
 		var changed bool
-		resp, info, changed, err = p.Propose(who, req, digest, s.db.now().UTC())
+		resp, info, changed, err = p.Propose(who, req, digest, now)
 		if err != nil {
 			return err
 		}
@@ -114,14 +145,15 @@ func (s *People) RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, 
 		return nil, err
 	}
 	var p *people.Person
+	var now time.Time
 	err := s.db.read("person_fact.recall", func(ctx context.Context) (err error) {
-		p, err = readPerson(ctx, s.db.pool, subject)
+		p, now, err = readPerson(ctx, s.db.pool, subject)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(people.RecallView(subject, p.Facts(), q, s.db.now()))
+	return json.Marshal(people.RecallView(subject, p.Facts(), q, now))
 }
 
 // Mine is the subject's own view (see people.Store.Mine).
@@ -129,11 +161,11 @@ func (s *People) Mine(subject api.Subject, requesterUserID string) (api.RecallRe
 	if err := people.PrepareMine(subject, requesterUserID); err != nil {
 		return api.RecallResponse{}, err
 	}
-	facts, err := s.facts(subject)
+	facts, now, err := s.facts(subject)
 	if err != nil {
 		return api.RecallResponse{}, err
 	}
-	return people.MineView(subject, facts, s.db.now()), nil
+	return people.MineView(subject, facts, now), nil
 }
 
 // Export is the operator's view (see people.Store.Export).
@@ -141,23 +173,25 @@ func (s *People) Export(subject api.Subject) (api.RecallResponse, error) {
 	if err := people.ValidSubject(subject); err != nil {
 		return api.RecallResponse{}, err
 	}
-	facts, err := s.facts(subject)
+	facts, now, err := s.facts(subject)
 	if err != nil {
 		return api.RecallResponse{}, err
 	}
-	return people.ExportView(subject, facts, s.db.now()), nil
+	return people.ExportView(subject, facts, now), nil
 }
 
-func (s *People) facts(subject api.Subject) ([]api.Fact, error) {
+// facts returns a person's facts and the database's clock as of the read.
+func (s *People) facts(subject api.Subject) ([]api.Fact, time.Time, error) {
 	var p *people.Person
+	var now time.Time
 	err := s.db.read("person_fact.read", func(ctx context.Context) (err error) {
-		p, err = readPerson(ctx, s.db.pool, subject)
+		p, now, err = readPerson(ctx, s.db.pool, subject)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return p.Facts(), nil
+	return p.Facts(), now, nil
 }
 
 // Forget removes one fact (see people.Store.Forget).
@@ -181,16 +215,23 @@ func (s *People) Forget(who api.Principal, subject api.Subject, factID, requeste
 
 // Edit is the operator's change of one fact (see people.Store.Edit).
 func (s *People) Edit(subject api.Subject, factID string, patch api.FactPatch) (api.Fact, error) {
-	if err := people.PrepareEdit(subject, factID, &patch, s.db.now().UTC()); err != nil {
-		return api.Fact{}, err
-	}
 	var f api.Fact
 	err := s.db.write("person_fact.edit", func(ctx context.Context, tx pgx.Tx) error {
+		now, err := dbClock(ctx, tx) // see Propose
+		if err != nil {
+			return err
+		}
+		if err := people.PrepareEdit(subject, factID, &patch, now); err != nil {
+			return err
+		}
 		p, err := lockPerson(ctx, tx, subject)
 		if err != nil {
 			return err
 		}
-		if f, err = p.Edit(factID, patch, s.db.now().UTC()); err != nil {
+		if now, err = dbClock(ctx, tx); err != nil {
+			return err
+		}
+		if f, err = p.Edit(factID, patch, now); err != nil {
 			return err
 		}
 		return savePerson(ctx, tx, p)
@@ -267,9 +308,13 @@ func (s *People) Briefing(req api.BriefingRequest, notes []api.Episode) (string,
 	var counts api.BriefingCounts
 	var ruleErr error
 	err := s.db.read("voice.briefing", func(ctx context.Context) error {
+		now, err := dbClock(ctx, s.db.pool) // what has expired, by the database's time
+		if err != nil {
+			return err
+		}
 		var dbErr error
-		out, counts, ruleErr = people.ComposeBriefing(req, notes, s.db.now(), func(subject api.Subject) ([]api.Fact, error) {
-			p, err := readPerson(ctx, s.db.pool, subject)
+		out, counts, ruleErr = people.ComposeBriefing(req, notes, now, func(subject api.Subject) ([]api.Fact, error) {
+			p, _, err := readPerson(ctx, s.db.pool, subject)
 			if err != nil {
 				dbErr = err
 				return nil, err
