@@ -40,16 +40,16 @@ func Visible(f *api.Fact, who api.Principal, channelID string, now time.Time) bo
 	return false
 }
 
-// Hidden reports whether a fact is an operator-only note. Hidden notes and
+// isHidden reports whether a fact is an operator-only note. Hidden notes and
 // Discord-visible facts (guild and channel) are bounded apart, each class
-// by its own cap (BoundOf), and eviction in one class never touches the
+// by its own cap (boundOf), and eviction in one class never touches the
 // other: what a member is shown or counted never depends on notes they
 // cannot see.
-func Hidden(f *api.Fact) bool { return f.Visibility.Scope == api.ScopeOperatorPrivate }
+func isHidden(f *api.Fact) bool { return f.Visibility.Scope == api.ScopeOperatorPrivate }
 
-// BoundOf is the cap of a class of facts: api.MaxHiddenFactsPerPerson for
+// boundOf is the cap of a class of facts: api.MaxHiddenFactsPerPerson for
 // operator-only notes, api.MaxFactsPerPerson for Discord-visible facts.
-func BoundOf(hidden bool) int {
+func boundOf(hidden bool) int {
 	if hidden {
 		return api.MaxHiddenFactsPerPerson
 	}
@@ -64,7 +64,7 @@ const maxFactsStored = api.MaxFactsPerPerson + api.MaxHiddenFactsPerPerson
 func countClass(facts []api.Fact, hidden bool, skip int) int {
 	n := 0
 	for i := range facts {
-		if i != skip && Hidden(&facts[i]) == hidden {
+		if i != skip && isHidden(&facts[i]) == hidden {
 			n++
 		}
 	}

@@ -179,7 +179,7 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 			ch.ClearDigest = []string{in.SupersedesFactID}
 		}
 	}
-	// The new fact counts against its own class's bound only (Hidden):
+	// The new fact counts against its own class's bound only (isHidden):
 	// Discord-visible facts and operator-only notes are bounded apart, and
 	// eviction makes room only among the new fact's class, so a member's
 	// proposal never evicts, counts or names an operator-only note, and an
@@ -188,8 +188,8 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 	if superseded >= 0 {
 		total--
 	}
-	hidden := Hidden(&fact)
-	bound := BoundOf(hidden)
+	hidden := isHidden(&fact)
+	bound := boundOf(hidden)
 	// Under the smaller bound in all no class can be over its own, and
 	// nothing needs counting.
 	if total > min(api.MaxFactsPerPerson, api.MaxHiddenFactsPerPerson) && 1+countClass(pf.Facts, hidden, superseded) > bound {
@@ -197,7 +197,7 @@ func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, diges
 		// out, to choose what to evict.
 		facts := make([]api.Fact, 0, bound+1)
 		for i, f := range pf.Facts {
-			if i != superseded && Hidden(&f) == hidden {
+			if i != superseded && isHidden(&f) == hidden {
 				facts = append(facts, f)
 			}
 		}
@@ -700,13 +700,13 @@ func editOn(pf *personFile, factID string, p api.FactPatch, now time.Time) (api.
 	// and operator-only must find room in the target class: it is refused
 	// when that class is at its bound, rather than evict a fact the
 	// operator did not name.
-	if to := Hidden(&f); to != Hidden(&pf.Facts[i]) && countClass(pf.Facts, to, i) >= BoundOf(to) {
+	if to := isHidden(&f); to != isHidden(&pf.Facts[i]) && countClass(pf.Facts, to, i) >= boundOf(to) {
 		what := "Discord-visible facts"
 		if to {
 			what = "operator_private notes"
 		}
 		return api.Fact{}, nil, fault.New(fault.Unprocessable, CodeAtCapacity,
-			"This person already has %d %s, the most kept, so nothing was changed; forget one of them first or choose another visibility.", BoundOf(to), what)
+			"This person already has %d %s, the most kept, so nothing was changed; forget one of them first or choose another visibility.", boundOf(to), what)
 	}
 	if p.Confidence != nil {
 		f.Confidence = *p.Confidence
