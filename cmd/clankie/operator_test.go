@@ -312,7 +312,7 @@ func TestPersonExportShowsPrivateAndMarksExpired(t *testing.T) {
 	out := f.mustRun(t, "person", "100000000000000011", "200000000000000021")
 	assertAligned(t, out, "ID")
 	mustMatch(t, "person", out,
-		`3 of 128 facts \(1 expired, 1 operator_private\)`,
+		`3 of 256 facts \(1 expired, 1 operator_private\)`,
 		regexp.QuoteMeta(private.FactID)+`\s+person-fact\s+operator_private\s+0\.90\s+-\s`,
 		regexp.QuoteMeta(soon.FactID)+`\s+person-fact\s+guild\s+0\.90\s+expired:\d{4}-\d\d-\d\dT\d\d:\d\dZ\s`,
 		regexp.QuoteMeta(multi.FactID)+`\s+preference\s+channel:c1\s`)
