@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -304,5 +306,24 @@ func TestTextSyncRegistersOnce(t *testing.T) {
 	}
 	if n := len(fake.Identifies()); n != 0 {
 		t.Fatalf("sync opened a gateway")
+	}
+}
+
+// TestInteractionsAddrBarePortIsLoopback: DISCORD_INTERACTIONS_ADDR=:0
+// binds 127.0.0.1, as CLANKIE_METRICS_ADDR does; the endpoint speaks
+// plaintext, so every interface takes 0.0.0.0 written out.
+func TestInteractionsAddrBarePortIsLoopback(t *testing.T) {
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
+	for _, tc := range []struct {
+		addr     string
+		loopback bool
+	}{{":0", true}, {"0.0.0.0:0", false}} {
+		cfg := httpTextConfig(fake, deadURL(t))
+		cfg.InteractionsAddr = tc.addr
+		_, endpoint := startHTTPText(t, cfg, newLogs(), false)
+		u, _ := url.Parse(endpoint)
+		if ip := net.ParseIP(u.Hostname()); ip.IsLoopback() != tc.loopback || !tc.loopback && !ip.IsUnspecified() {
+			t.Errorf("DISCORD_INTERACTIONS_ADDR=%s listens on %s (loopback only: %v)", tc.addr, u.Host, tc.loopback)
+		}
 	}
 }

@@ -52,7 +52,7 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger, metrics *bot
 	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, commands.PersonMemory(mem, policy, time.Now))
 	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
 	if cfg.InteractionsAddr != "" {
-		t.HTTP = &bot.HTTPBot{REST: shards.REST(), Router: router, Key: cfg.PublicKeyBytes(), Addr: cfg.InteractionsAddr,
+		t.HTTP = &bot.HTTPBot{REST: shards.REST(), Router: router, Key: cfg.PublicKeyBytes(), Addr: cfg.InteractionsListenAddr(),
 			GuildIDs: cfg.Discord.GuildIDs, Log: log}
 		return t, nil
 	}

@@ -142,7 +142,7 @@ type TextBridge struct {
 	TextBridgeToken
 	// InteractionsAddr, when set, makes the text bridge serve Discord's
 	// Interactions Endpoint URL over HTTP instead of opening a gateway.
-	InteractionsAddr string `env:"DISCORD_INTERACTIONS_ADDR" help:"Listen address (host:port) for Discord's HTTP interactions; set, the text bridge answers slash commands there instead of opening a gateway (put it behind a TLS reverse proxy). Empty: gateway."`
+	InteractionsAddr string `env:"DISCORD_INTERACTIONS_ADDR" help:"Listen address (host:port) for Discord's HTTP interactions; set, the text bridge answers slash commands there instead of opening a gateway (put it behind a TLS reverse proxy). A port alone (:8080) means loopback; write 0.0.0.0:8080 to listen on every interface. Empty: gateway."`
 	PublicKey        string `env:"DISCORD_PUBLIC_KEY" help:"The application's public key (Developer Portal → General Information, 64 hex digits); every interaction's Ed25519 signature is checked against it. Required with DISCORD_INTERACTIONS_ADDR."`
 	Memory           MemoryClient
 	Discord          Discord
@@ -183,6 +183,12 @@ func (t TextBridge) validateInteractions() error {
 	}
 	return nil
 }
+
+// InteractionsListenAddr returns the address to bind for
+// DISCORD_INTERACTIONS_ADDR: a port alone is loopback, as for
+// CLANKIE_METRICS_ADDR, since the endpoint speaks plaintext and belongs
+// behind a TLS proxy.
+func (t TextBridge) InteractionsListenAddr() string { return loopbackIfBare(t.InteractionsAddr) }
 
 // PublicKeyBytes returns DISCORD_PUBLIC_KEY decoded (after Validate).
 func (t TextBridge) PublicKeyBytes() ed25519.PublicKey {

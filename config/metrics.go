@@ -25,9 +25,14 @@ func (m Metrics) Validate() error {
 
 // ListenAddr returns the address to bind: a port alone is loopback, so the
 // metrics are never on every interface unless a wildcard host is written.
-func (m Metrics) ListenAddr() string {
-	if strings.HasPrefix(m.Addr, ":") {
-		return "127.0.0.1" + m.Addr
+func (m Metrics) ListenAddr() string { return loopbackIfBare(m.Addr) }
+
+// loopbackIfBare returns addr with a bare port (":8080") bound to
+// 127.0.0.1: a listener without TLS or a credential is never on every
+// interface unless a wildcard host (0.0.0.0, [::]) is written out.
+func loopbackIfBare(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
 	}
-	return m.Addr
+	return addr
 }
