@@ -82,3 +82,9 @@ var (
 	RouteEditEpisode   = Route{http.MethodPatch, pathEpisode, OperatorOnly, http.StatusOK, "episode.edit"}
 	RouteForgetEpisode = Route{http.MethodDelete, pathEpisode, OperatorOnly, http.StatusNoContent, "episode.forget"}
 )
+
+// RouteClaimInteraction claims a Discord interaction id for the replica
+// about to answer it: 201 the first time within InteractionClaimTTL, 409
+// already_claimed after, so replicas sharing one memory service answer
+// each interaction once.
+var RouteClaimInteraction = Route{http.MethodPost, "/v1/memory/interactions/{interactionId}/claim", DiscordLanes, http.StatusCreated, "interaction.claim"}

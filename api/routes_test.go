@@ -13,6 +13,7 @@ var allRoutes = []api.Route{
 	api.RouteCatalog, api.RoutePeople, api.RouteCorrupt, api.RoutePropose, api.RouteRecall,
 	api.RouteMine, api.RouteExport, api.RouteEditFact, api.RouteForgetFact, api.RouteForgetPerson,
 	api.RouteBriefing, api.RouteRecordEpisode, api.RouteEpisodes, api.RouteEditEpisode, api.RouteForgetEpisode,
+	api.RouteClaimInteraction,
 }
 
 // TestExpandReachesItsOwnRoute: a path Expand builds, served by a mux that

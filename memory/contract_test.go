@@ -725,6 +725,14 @@ func TestContractScenario(t *testing.T) {
 	c.do(contractExchange{name: "export of a 65-character user id", method: "GET", path: "/v1/memory/discord-people/" + guild + "/" + long + "/export", token: opTok, want: 400, docRejects: true})
 	c.do(contractExchange{name: "forget a 65-character guild id", method: "DELETE", path: "/v1/memory/discord-people/" + long + "/" + alice, token: opTok, want: 400, docRejects: true})
 
+	// Interaction claims: once, then already_claimed; a snowflake only.
+	claim := "/v1/memory/interactions/1234567890123456789/claim"
+	c.do(contractExchange{name: "claim interaction", method: "POST", path: claim, token: textTok, want: 201})
+	c.do(contractExchange{name: "claim interaction again", method: "POST", path: claim, token: voiceTok, want: 409})
+	c.do(contractExchange{name: "claim a non-snowflake", method: "POST", path: "/v1/memory/interactions/12ab/claim", token: textTok, want: 400, docRejects: true})
+	c.do(contractExchange{name: "claim from gameplay", method: "POST", path: "/v1/memory/interactions/42/claim", token: gameTok, want: 403})
+	c.do(contractExchange{name: "claim without bearer", method: "POST", path: claim, want: 401, docRejects: true})
+
 	// The router's own answers: JSON too.
 	c.do(contractExchange{name: "unknown route", method: "GET", path: "/v1/nothing-here", token: opTok, want: 404, undocumented: true})
 	c.do(contractExchange{name: "wrong method", method: "PUT", path: "/v1/memory", token: opTok, want: 405, undocumented: true})

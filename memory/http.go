@@ -79,6 +79,7 @@ func (s *Service) routes() []binding {
 		{api.RouteEpisodes, s.episodeCard},
 		{api.RouteEditEpisode, s.editEpisode},
 		{api.RouteForgetEpisode, s.forgetEpisode},
+		{api.RouteClaimInteraction, s.claimInteraction},
 	}
 }
 

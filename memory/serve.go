@@ -67,6 +67,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		lock     *durable.Lock
 		ps       PeopleStore
 		es       EpisodeStore
+		cs       ClaimStore
 		closeDB  func() error
 		released = func() {}
 	)
@@ -80,7 +81,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 			closeListeners()
 			return nil, err
 		}
-		ps, es = db.People(), db.Episodes()
+		ps, es, cs = db.People(), db.Episodes(), db.Claims()
 		closeDB = func() error { db.Close(); return nil }
 	}
 	root, err := durable.OpenRoot(cfg.Dir)
@@ -125,9 +126,15 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 			fps.Close()
 			return fail(fmt.Errorf("load episodes: %w", err))
 		}
-		ps, es, closeDB = fps, fes, fps.Close
+		fcs, err := openFileClaims(root, time.Now)
+		if err != nil {
+			fps.Close()
+			return fail(fmt.Errorf("load interaction claims: %w", err))
+		}
+		ps, es, cs = fps, fes, fcs
+		closeDB = func() error { return errors.Join(fps.Close(), fcs.Close()) }
 	}
-	svc := NewService(root, cfg.Dir, bearers, ps, es, log, time.Now)
+	svc := NewService(root, cfg.Dir, bearers, ps, es, cs, log, time.Now)
 	srv := &http.Server{
 		Handler:           svc.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,

@@ -72,6 +72,7 @@ type Service struct {
 	bearers  *Bearers
 	people   PeopleStore
 	episodes EpisodeStore
+	claims   ClaimStore
 	log      *zap.Logger
 	now      func() time.Time
 	metrics  *metrics
@@ -84,14 +85,14 @@ type syncObserved interface {
 }
 
 // NewService wires the stores behind the routes.
-func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e EpisodeStore, log *zap.Logger, now func() time.Time) *Service {
+func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e EpisodeStore, c ClaimStore, log *zap.Logger, now func() time.Time) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, log: log, now: now}
+	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, claims: c, log: log, now: now}
 	s.metrics = newMetrics(s)
 	fsync := durable.Syncs(func(d time.Duration) { s.metrics.fsync.Observe(d.Seconds()) })
-	for _, st := range []any{p, e} {
+	for _, st := range []any{p, e, c} {
 		if o, ok := st.(syncObserved); ok {
 			o.ObserveSyncs(fsync)
 		}

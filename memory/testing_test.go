@@ -87,7 +87,7 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 			}
 			return m
 		}
-		svc := NewService(root, dir, bearers, ps, es, log, now)
+		svc := NewService(root, dir, bearers, ps, es, db.Claims(), log, now)
 		return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es, dump: dump}
 	}
 	ps, err := people.Open(root, log, now)
@@ -98,7 +98,12 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc := NewService(root, dir, bearers, ps, es, log, now)
+	cs, err := openFileClaims(root, now)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cs.Close() })
+	svc := NewService(root, dir, bearers, ps, es, cs, log, now)
 	return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es}
 }
 
