@@ -90,6 +90,23 @@ func TestMethodsHitTheirRoutes(t *testing.T) {
 			wantValue: api.RecallResponse{SchemaVersion: 1},
 		},
 		{
+			name: "claim interaction",
+			invoke: func(ctx context.Context, c *Client) (any, error) {
+				return c.ClaimInteraction(ctx, "1234567890123456789")
+			},
+			method: "POST", path: "/v1/memory/interactions/1234567890123456789/claim",
+			status: 201, wantValue: true,
+		},
+		{
+			name: "claim interaction already claimed",
+			invoke: func(ctx context.Context, c *Client) (any, error) {
+				return c.ClaimInteraction(ctx, "1234567890123456789")
+			},
+			method: "POST", path: "/v1/memory/interactions/1234567890123456789/claim",
+			status: 409, answer: api.Error{Code: "already_claimed", Message: "This interaction was already claimed."},
+			wantValue: false,
+		},
+		{
 			name: "mine",
 			invoke: func(ctx context.Context, c *Client) (any, error) {
 				return c.Mine(ctx, hGuild, hUser, "u9")
@@ -467,5 +484,23 @@ func TestHelpers(t *testing.T) {
 		if got := backoff(i + 1); got != want {
 			t.Errorf("backoff(%d) = %v, want %v", i+1, got, want)
 		}
+	}
+}
+
+// TestClaimInteractionFailsAndIsNotRetried: a claim the service could not
+// make is an error, sent once (a retry of a claim whose answer was lost
+// would refuse the interaction that made it); an id that is not a
+// snowflake is refused before sending.
+func TestClaimInteractionFailsAndIsNotRetried(t *testing.T) {
+	f := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ int) {
+		reply(w, 503, api.Error{Code: "store_unavailable", Message: "The memory database could not be reached."})
+	})
+	claimed, err := f.client(t).ClaimInteraction(context.Background(), "42")
+	if claimed || KindOf(err) != KindUnavailable || len(f.calls()) != 1 {
+		t.Fatalf("claimed %v, %v after %d requests; want an unavailable error after 1", claimed, err, len(f.calls()))
+	}
+	claimed, err = f.client(t).ClaimInteraction(context.Background(), "12/../34")
+	if claimed || KindOf(err) != KindInvalid || len(f.calls()) != 1 {
+		t.Fatalf("a non-snowflake: %v, %v, %d requests", claimed, err, len(f.calls()))
 	}
 }

@@ -2,6 +2,7 @@ package memoryclient
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"strings"
@@ -284,4 +285,24 @@ func (cl *Client) CorruptFiles(ctx context.Context) (api.CorruptFiles, error) {
 		return api.CorruptFiles{}, err
 	}
 	return out, nil
+}
+
+// ClaimInteraction claims a Discord interaction id for this replica (POST
+// /v1/memory/interactions/{interactionId}/claim; Discord lanes). It
+// returns true when the service claimed it now, false (and no error) when
+// it was claimed within the last 15 minutes: by another replica, by this
+// one before a restart, or by an earlier delivery. Not retried: a retry of
+// a claim whose answer was lost would find it claimed and refuse the
+// interaction that made it; the caller fails closed instead.
+func (cl *Client) ClaimInteraction(ctx context.Context, interactionID string) (bool, error) {
+	const op = "claim_interaction"
+	if !api.ValidInteractionID(interactionID) {
+		return false, invalidArg(op, "invalid_request", "the interaction id must be a Discord snowflake (digits only)")
+	}
+	_, err := cl.do(ctx, call{op: op, route: api.RouteClaimInteraction, args: []string{interactionID}}, nil)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindConflict && e.Code == "already_claimed" {
+		return false, nil
+	}
+	return err == nil, err
 }
