@@ -19,8 +19,26 @@ type Metrics struct {
 	interactions  *prometheus.CounterVec
 	firstCallback *prometheus.HistogramVec
 	reconnects    prometheus.Counter
+	refused       *prometheus.CounterVec
 	connected     sync.Map // *discordgo.Session → true once it connected
 }
+
+// Refusal is why the HTTP interactions endpoint refused a request: the
+// reason label of clankie_bridge_interactions_refused_total.
+type Refusal string
+
+// Refusal reasons, a closed set.
+const (
+	RefusedMissingSignature   Refusal = "missing_signature"   // no X-Signature-Ed25519 or X-Signature-Timestamp
+	RefusedMalformedSignature Refusal = "malformed_signature" // not 128 hex digits, or a timestamp not decimal digits
+	RefusedStaleTimestamp     Refusal = "stale_timestamp"     // signed more than MaxSignatureSkew from now
+	RefusedTooLarge           Refusal = "too_large"           // a body over MaxInteractionBody
+	RefusedBadSignature       Refusal = "bad_signature"       // the signature does not verify
+	RefusedReplayed           Refusal = "replayed"            // the interaction was claimed already (another replica, a restart)
+)
+
+var refusals = []Refusal{RefusedMissingSignature, RefusedMalformedSignature, RefusedStaleTimestamp,
+	RefusedTooLarge, RefusedBadSignature, RefusedReplayed}
 
 // Outcome is how an interaction ended: the outcome label of
 // clankie_bridge_interactions_total.
@@ -56,9 +74,23 @@ func NewMetrics(reg prometheus.Registerer, bridge string) *Metrics {
 			Name: "clankie_bridge_gateway_reconnects_total",
 			Help: "Gateway connections after the first (each reconnect or resume).",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "clankie_bridge_interactions_refused_total",
+			Help: "Requests the HTTP interactions endpoint refused before serving them, by reason.",
+		}, []string{"reason"}),
 	}
-	r.MustRegister(m.interactions, m.firstCallback, m.reconnects)
+	for _, reason := range refusals {
+		m.refused.WithLabelValues(string(reason)) // present at 0 before the first refusal
+	}
+	r.MustRegister(m.interactions, m.firstCallback, m.reconnects, m.refused)
 	return m
+}
+
+// refusal counts one request the endpoint refused; nil-safe.
+func (m *Metrics) refusal(reason Refusal) {
+	if m != nil {
+		m.refused.WithLabelValues(string(reason)).Inc()
+	}
 }
 
 // interaction counts one answered interaction; nil-safe.

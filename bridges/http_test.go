@@ -116,7 +116,7 @@ func TestHTTPInteractionsServeCommands(t *testing.T) {
 }
 
 // TestHTTPInteractionsRefuseWhatDiscordDidNotSign: bad signatures, stale or
-// future timestamps (more than 5 minutes off), missing headers get 401, an
+// future timestamps (more than 60 seconds off), missing headers get 401, an
 // oversized body 413, and none of them stores anything.
 func TestHTTPInteractionsRefuseWhatDiscordDidNotSign(t *testing.T) {
 	l := newLogs()
@@ -135,6 +135,7 @@ func TestHTTPInteractionsRefuseWhatDiscordDidNotSign(t *testing.T) {
 		want int
 	}{
 		{"bad signature", discordtest.SignedPost{Body: body, BadSignature: true}, http.StatusUnauthorized},
+		{"timestamp 61 seconds old", discordtest.SignedPost{Body: body, At: time.Now().Add(-61 * time.Second)}, http.StatusUnauthorized},
 		{"timestamp 6 minutes old", discordtest.SignedPost{Body: body, At: time.Now().Add(-6 * time.Minute)}, http.StatusUnauthorized},
 		{"timestamp 6 minutes ahead", discordtest.SignedPost{Body: body, At: time.Now().Add(6 * time.Minute)}, http.StatusUnauthorized},
 		{"body over the bound", discordtest.SignedPost{Body: append(bytes.Repeat([]byte(" "), bot.MaxInteractionBody), body...)}, http.StatusRequestEntityTooLarge},
@@ -166,9 +167,9 @@ func TestHTTPInteractionsRefuseWhatDiscordDidNotSign(t *testing.T) {
 			t.Fatalf("answered %d", resp.StatusCode)
 		}
 	})
-	// A timestamp 4 minutes old is within the window: the same request,
+	// A timestamp 50 seconds old is within the window: the same request,
 	// signed, is served (so the refusals above were for their reason).
-	res, err := fake.PostSigned(ctx, endpoint, discordtest.SignedPost{Body: body, At: time.Now().Add(-4 * time.Minute)})
+	res, err := fake.PostSigned(ctx, endpoint, discordtest.SignedPost{Body: body, At: time.Now().Add(-50 * time.Second)})
 	if err != nil || res.Status != http.StatusOK {
 		t.Fatalf("a fresh enough request answered %d, %v", res.Status, err)
 	}
@@ -325,5 +326,64 @@ func TestInteractionsAddrBarePortIsLoopback(t *testing.T) {
 		if ip := net.ParseIP(u.Hostname()); ip.IsLoopback() != tc.loopback || !tc.loopback && !ip.IsUnspecified() {
 			t.Errorf("DISCORD_INTERACTIONS_ADDR=%s listens on %s (loopback only: %v)", tc.addr, u.Host, tc.loopback)
 		}
+	}
+}
+
+// TestHTTPReplicasAnswerAnInteractionOnce: one signed interaction (someone's
+// ephemeral /person-memory mine) POSTed to two replicas sharing one memory
+// service is answered by the first only; the second, and the first after a
+// restart, answer 409 with none of it. The memory service's claims decide,
+// not each process's memory.
+func TestHTTPReplicasAnswerAnInteractionOnce(t *testing.T) {
+	l := newLogs()
+	mem := startMemory(t, l.log)
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
+	cfg := httpTextConfig(fake, mem.url)
+	_, ea := startHTTPText(t, cfg, l, true)
+	if got, _ := httpReply(t, fake, ea, pm(guildID, textA, alice, "propose", person(alice), str("fact", "alice keeps bees"))); !strings.Contains(strings.ToLower(got), "remember") {
+		t.Fatalf("propose answered %q", got)
+	}
+	in, err := fake.BuildInteraction(pm(guildID, textA, alice, "mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t, 10*time.Second)
+	res, err := fake.PostSigned(ctx, ea, discordtest.SignedPost{Body: in.Payload()})
+	if err != nil || res.Status != http.StatusOK || !strings.Contains(string(res.Body), "alice keeps bees") {
+		t.Fatalf("first delivery answered %d %s, %v", res.Status, res.Body, err)
+	}
+	_, eb := startHTTPText(t, cfg, newLogs(), false)
+	restartedA, ea2 := startHTTPText(t, cfg, newLogs(), false) // replica A after a restart: a new process state
+	_ = restartedA
+	for name, endpoint := range map[string]string{"another replica": eb, "a restarted replica": ea2, "the same replica": ea} {
+		res, err := fake.PostSigned(ctx, endpoint, discordtest.SignedPost{Body: in.Payload()})
+		if err != nil || res.Status != http.StatusConflict || strings.Contains(string(res.Body), "bees") {
+			t.Errorf("%s answered the replay %d %s, %v; want 409 without content", name, res.Status, res.Body, err)
+		}
+	}
+	l.assertClean(t, fake.Token(), tokens.TextBridge, "alice keeps bees")
+}
+
+// TestHTTPInteractionsFailClosedWithoutMemory: with the memory service
+// unreachable an interaction cannot be claimed, so nothing is done and the
+// person reads, ephemerally, that memory is unreachable (a callback Discord
+// accepts); autocomplete gets no choices.
+func TestHTTPInteractionsFailClosedWithoutMemory(t *testing.T) {
+	l := newLogs()
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
+	_, endpoint := startHTTPText(t, httpTextConfig(fake, deadURL(t)), l, true)
+	if err := fake.PingHTTP(ctxFor(t, 5*time.Second), endpoint); err != nil {
+		t.Fatalf("the portal's PING needs no memory: %v", err)
+	}
+	got, _ := httpReply(t, fake, endpoint, pm(guildID, textA, alice, "propose", person(alice), str("fact", "never stored")))
+	if !strings.Contains(got, "can't reach my memory") {
+		t.Fatalf("answered %q", got)
+	}
+	ctx := ctxFor(t, 10*time.Second)
+	ac := fake.InteractHTTP(ctx, endpoint, discordtest.InteractionSpec{GuildID: guildID, ChannelID: textA, UserID: alice,
+		Command: "person-memory", Subcommand: "forget", Autocomplete: true, Options: []discordtest.OptionValue{str("fact", "").Focus()}})
+	cb, err := ac.WaitCallback(ctx)
+	if err != nil || cb.Type != discordgo.InteractionApplicationCommandAutocompleteResult || len(cb.Choices) != 0 {
+		t.Fatalf("autocomplete callback %+v, %v", cb, err)
 	}
 }

@@ -52,8 +52,11 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger, metrics *bot
 	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, commands.PersonMemory(mem, policy, time.Now))
 	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
 	if cfg.InteractionsAddr != "" {
-		t.HTTP = &bot.HTTPBot{REST: shards.REST(), Router: router, Key: cfg.PublicKeyBytes(), Addr: cfg.InteractionsListenAddr(),
-			GuildIDs: cfg.Discord.GuildIDs, Log: log}
+		// The memory service's claims, shared by every replica, decide
+		// which replica serves an interaction (and that none serves a
+		// replay).
+		t.HTTP = &bot.HTTPBot{REST: shards.REST(), Router: router, Key: cfg.PublicKeyBytes(), Claims: mem,
+			Addr: cfg.InteractionsListenAddr(), GuildIDs: cfg.Discord.GuildIDs, Log: log}
 		return t, nil
 	}
 	t.Bot = &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log}
