@@ -41,6 +41,16 @@ func (c *claimClock) age(t *testing.T, dir string, d time.Duration) {
 		c.mu.Unlock()
 		return
 	}
+	conn := claimsConn(t, dir)
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "UPDATE interaction_claims SET claimed_at = claimed_at - make_interval(secs => $1)", d.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claimsConn connects to the PostgreSQL schema of the service on dir.
+func claimsConn(t *testing.T, dir string) *pgx.Conn {
+	t.Helper()
 	cfg, err := pgx.ParseConfig(os.Getenv(testPostgresEnv))
 	if err != nil {
 		t.Fatal(err)
@@ -50,10 +60,7 @@ func (c *claimClock) age(t *testing.T, dir string, d time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(context.Background(), "UPDATE interaction_claims SET claimed_at = claimed_at - make_interval(secs => $1)", d.Seconds()); err != nil {
-		t.Fatal(err)
-	}
+	return conn
 }
 
 func claimAs(t *testing.T, url, token, id string) (int, string) {
@@ -122,6 +129,16 @@ func TestInteractionClaims(t *testing.T) {
 	}
 	if got, _ := claimAs(t, start(), txt, id); got != 409 {
 		t.Fatalf("the claim taken after expiry did not survive a restart: %d", got)
+	}
+	if onPostgres() {
+		// The new process's first claim swept the expired rows ("42").
+		conn := claimsConn(t, dir)
+		defer conn.Close(context.Background())
+		rows, _ := conn.Query(context.Background(), "SELECT interaction_id FROM interaction_claims")
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) != 1 || ids[0] != id {
+			t.Fatalf("rows left %v, %v; want only the live claim", ids, err)
+		}
 	}
 }
 
