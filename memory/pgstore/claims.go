@@ -11,26 +11,8 @@ import (
 	"github.com/clankie/clankie/api"
 )
 
-// claimsTable holds the claimed Discord interaction ids. It is created
-// here, idempotently, rather than as a numbered migration: it stands
-// alone (no other table refers to it, nothing is moved into it), so it
-// needs no version of its own and merges with schema changes elsewhere.
-const claimsTable = `CREATE TABLE IF NOT EXISTS interaction_claims (
-	interaction_id text COLLATE "C" PRIMARY KEY,
-	-- the database's clock, so replicas and service processes with
-	-- different clocks agree on when a claim expires
-	claimed_at     timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS interaction_claims_claimed_at ON interaction_claims (claimed_at)`
-
 // claimSweepEvery is how often one process deletes the expired claims.
 const claimSweepEvery = time.Minute
-
-// ensureClaims creates the claims table if it is missing.
-func (db *DB) ensureClaims(ctx context.Context) error {
-	_, err := db.pool.Exec(ctx, claimsTable)
-	return err
-}
 
 // Claims is the interaction claims in PostgreSQL, shared by every service
 // process on the database.

@@ -41,6 +41,14 @@ var migrations = []string{
 		version bigint NOT NULL
 	);
 	INSERT INTO episode_clock VALUES (1, 0);`,
+	// 2: the claimed Discord interaction ids (HTTP interactions answered
+	// once across replicas); claimed_at is the database's clock, so
+	// processes with different clocks agree on when a claim expires.
+	`CREATE TABLE interaction_claims (
+		interaction_id text COLLATE "C" PRIMARY KEY,
+		claimed_at     timestamptz NOT NULL DEFAULT now()
+	);
+	CREATE INDEX interaction_claims_claimed_at ON interaction_claims (claimed_at);`,
 }
 
 // migrateLock is the advisory lock key that serialises schema changes of

@@ -109,10 +109,6 @@ func Open(ctx context.Context, dsn string, log *zap.Logger, now func() time.Time
 		pool.Close()
 		return nil, fmt.Errorf("migrate the database %s names: %s", Variable, reason(err))
 	}
-	if err := db.ensureClaims(pctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("create the interaction claims table in the database %s names: %s", Variable, reason(err))
-	}
 	return db, nil
 }
 
