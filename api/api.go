@@ -247,7 +247,9 @@ type BriefingResponse struct {
 
 // Catalog is GET /v1/memory, answered from counters.
 type Catalog struct {
-	SchemaVersion    int          `json:"schemaVersion"`
+	SchemaVersion int `json:"schemaVersion"`
+	// Store is where the service keeps memory: StoreFile or StorePostgres.
+	Store            string       `json:"store"`
 	People           int          `json:"people"`
 	Facts            int          `json:"facts"`
 	Episodes         int          `json:"episodes"`
@@ -260,6 +262,12 @@ type Catalog struct {
 	// GET /v1/memory/discord-people/corrupt lists them.
 	CorruptPersonFiles int `json:"corruptPersonFiles"`
 }
+
+// The stores a Catalog names.
+const (
+	StoreFile     = "file"
+	StorePostgres = "postgres"
+)
 
 // CorruptFile is a person file the service set aside because it could not
 // be parsed: its path under the memory root, when, and its size.

@@ -23,6 +23,7 @@ func (s *Service) catalog(*request) (reply, error) {
 	es := s.episodes.Stats()
 	return reply{body: api.Catalog{
 		SchemaVersion:    api.SchemaVersion,
+		Store:            ps.Store,
 		People:           ps.People,
 		Facts:            ps.Facts,
 		Episodes:         es.Total,

@@ -647,3 +647,19 @@ func TestProposalAnswerIsItsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestCatalogNamesTheStore: GET /v1/memory says where memory lives, so
+// `clankie memory status` names the store (and shows the corrupt-file count
+// only where there are person files).
+func TestCatalogNamesTheStore(t *testing.T) {
+	h := newHarness(t)
+	var cat api.Catalog
+	h.do(op, "GET", "/v1/memory", nil).decode(t, &cat)
+	want := api.StoreFile
+	if onPostgres() {
+		want = api.StorePostgres
+	}
+	if cat.Store != want {
+		t.Fatalf("the catalog names the store %q, want %q", cat.Store, want)
+	}
+}

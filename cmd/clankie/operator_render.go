@@ -89,13 +89,21 @@ func renderStatus(w io.Writer, url string, c api.Catalog) error {
 
 	tw := newTable(w)
 	fmt.Fprintf(tw, "Memory service\t%s\n", url)
+	switch c.Store {
+	case api.StorePostgres:
+		fmt.Fprintf(tw, "Store\tPostgreSQL\t(CLANKIE_MEMORY_STORE; shared by every service process on it)\n")
+	case api.StoreFile:
+		fmt.Fprintf(tw, "Store\tfiles\t(the service's CLANKIE_MEMORY_DIR; one service process)\n")
+	}
 	fmt.Fprintf(tw, "People\t%d\n", c.People)
 	fmt.Fprintf(tw, "Facts\t%d\n", c.Facts)
 	fmt.Fprintf(tw, "Episodes\t%d\n", c.Episodes)
 	fmt.Fprintf(tw, "  unretained\t%d of %d\t(the recent window across every lane; the oldest age out)\n", c.Unretained, ring)
 	fmt.Fprintf(tw, "  retained\t%d of %d\t(kept for good; they never age out)\n", c.Retained, shelf)
 	fmt.Fprintf(tw, "  headroom\t%d\t(how many more episodes can be kept)\n", headroom)
-	fmt.Fprintf(tw, "Corrupt person files\t%d\t(set aside as unreadable; 'clankie memory corrupt' lists them)\n", c.CorruptPersonFiles)
+	if c.Store != api.StorePostgres { // PostgreSQL keeps no person files
+		fmt.Fprintf(tw, "Corrupt person files\t%d\t(set aside as unreadable; 'clankie memory corrupt' lists them)\n", c.CorruptPersonFiles)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -742,3 +742,15 @@ func TestLoadOperatorExpandsTheDefaultRoot(t *testing.T) {
 		t.Errorf("clankie env lists the operator's variables %v", seen)
 	}
 }
+
+// TestStatusOnPostgresHasNoCorruptFileRow: the corrupt-file count is about
+// person files, which PostgreSQL does not keep; status names the store.
+func TestStatusOnPostgresHasNoCorruptFileRow(t *testing.T) {
+	var b strings.Builder
+	if err := renderStatus(&b, "http://127.0.0.1:4310", api.Catalog{Store: api.StorePostgres}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "Corrupt person files") || !regexp.MustCompile(`Store\s+PostgreSQL`).MatchString(b.String()) {
+		t.Fatalf("status on PostgreSQL:\n%s", b.String())
+	}
+}

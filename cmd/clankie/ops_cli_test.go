@@ -112,7 +112,7 @@ func TestStatusCountsCorruptFilesAndCLIListsThem(t *testing.T) {
 	}
 
 	f := startMemory(t)
-	mustMatch(t, "healthy status", f.mustRun(t, "status"), `Corrupt person files\s+0\s`)
+	mustMatch(t, "healthy status", f.mustRun(t, "status"), `Corrupt person files\s+0\s`, `Store\s+files\s`)
 	mustMatch(t, "healthy corrupt", f.mustRun(t, "corrupt"), `^No person file has been set aside\.\n$`)
 }
 

@@ -566,13 +566,18 @@ func (s *Store) subjectOf(name string) api.Subject {
 }
 
 // Stats are the catalog's figures, from memory.
-type Stats struct{ People, Facts int }
+type Stats struct {
+	People, Facts int
+	// Store names the store (api.StoreFile or api.StorePostgres), so the
+	// catalog says where memory lives without probing the store's type.
+	Store string
+}
 
 // Stats returns the counters without touching the disk.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{People: s.idx.len(), Facts: s.facts}
+	return Stats{People: s.idx.len(), Facts: s.facts, Store: api.StoreFile}
 }
 
 // Metrics are the store's running totals since Open, for a metrics

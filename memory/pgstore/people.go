@@ -349,7 +349,9 @@ func (s *People) Refresh() error {
 func (s *People) Stats() people.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats
+	st := s.stats
+	st.Store = api.StorePostgres
+	return st
 }
 
 // Metrics returns the counts as of the last Refresh; the file store's
