@@ -211,8 +211,13 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 		if e.Code == "" || e.Message == "" || strings.Contains(string(r.body), testDBPassword) || strings.Contains(strings.ToLower(e.Message), "dial") {
 			t.Errorf("%s: %s", c.name, r.body)
 		}
-		if c.method != "GET" && (e.Code != "store_unavailable" || !strings.Contains(e.Message, "nothing was saved")) {
+		read := c.method == "GET" || c.name == "briefing"
+		if !read && (e.Code != "store_unavailable" || !strings.Contains(e.Message, "nothing was saved")) {
 			t.Errorf("%s: %s; want store_unavailable saying nothing was saved", c.name, r.body)
+		}
+		// A read saves nothing by nature: it must not say "nothing was saved".
+		if read && c.name != "readyz" && (e.Code != "store_unavailable" || strings.Contains(e.Message, "saved") || !strings.Contains(e.Message, "nothing could be read")) {
+			t.Errorf("%s: %s; want store_unavailable saying nothing could be read", c.name, r.body)
 		}
 	}
 	for _, e := range logs.All() {
@@ -230,6 +235,17 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	_, err = pgstore.Open(context.Background(), "postgres://u:"+testDBPassword+"@[bad", log, nil, pgstore.Options{})
 	if err == nil || strings.Contains(err.Error(), testDBPassword) || !strings.Contains(err.Error(), "CLANKIE_MEMORY_STORE") {
 		t.Fatalf("a malformed connection string: %v", err)
+	}
+	// A server that answers with a refusal (here: no such database) is not
+	// "a database that does not answer".
+	cfg, err := pgconn.ParseConfig(os.Getenv(testPostgresEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noDB := fmt.Sprintf("postgres://%s@/clankie_no_such_database?host=%s&port=%d", cfg.User, cfg.Host, cfg.Port)
+	if _, err = pgstore.Open(context.Background(), noDB, log, nil, pgstore.Options{}); err == nil ||
+		!strings.Contains(err.Error(), "refused the connection") || strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("a server that refuses: %v; want it to say the database refused the connection", err)
 	}
 }
 

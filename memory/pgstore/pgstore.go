@@ -94,7 +94,12 @@ func Open(ctx context.Context, dsn string, log *zap.Logger, now func() time.Time
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("the database %s names does not answer: %s", Variable, reason(err))
+		verb := "does not answer"
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			verb = "refused the connection" // it answered: a role, a password, a database name
+		}
+		return nil, fmt.Errorf("the database %s names %s: %s", Variable, verb, reason(err))
 	}
 	if o.Unchanged {
 		return db, nil
@@ -163,6 +168,16 @@ func errOutcomeUnknown() error {
 // fail turns a driver error into the client's answer and logs it content
 // free (its class and SQLSTATE only). A fault (the rules' answer) passes.
 func (db *DB) fail(op string, err error) error {
+	if f := db.logUnlessFault(op, err); f != nil {
+		return f
+	}
+	return errNothingSaved()
+}
+
+// logUnlessFault returns err when it is a fault (the rules' answer), and
+// otherwise logs the driver error content free (its class and SQLSTATE
+// only) and returns nil, for the caller to word the answer.
+func (db *DB) logUnlessFault(op string, err error) error {
 	if _, ok := fault.As(err); ok {
 		return err
 	}
@@ -173,7 +188,7 @@ func (db *DB) fail(op string, err error) error {
 	}
 	db.log.Warn("memory database operation failed", zap.String("op", op), zap.String("sqlstate", code),
 		zap.String("errorType", fmt.Sprintf("%T", err)))
-	return errNothingSaved()
+	return nil
 }
 
 // write runs fn in a transaction and commits it. A commit that fails
@@ -214,7 +229,12 @@ func (db *DB) read(op string, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if err := fn(ctx); err != nil {
-		return db.fail(op, err)
+		if f := db.logUnlessFault(op, err); f != nil {
+			return f // the rules' own answer
+		}
+		// A read saves nothing by nature; saying so would puzzle.
+		return fault.New(fault.Unavailable, "store_unavailable",
+			"The memory database could not be reached, so nothing could be read; try again shortly.")
 	}
 	return nil
 }
