@@ -53,16 +53,47 @@ func newSession(token string, intents discordgo.Intent) (*discordgo.Session, err
 
 // CheckToken asks Discord who the bot is, so a wrong token is one clear
 // line at start rather than a reconnect loop.
+//
+// Discord having a bad moment at start (a 5xx) is retried a few times with
+// a growing pause before the start gives up: a deploy that lands on a brief
+// outage should not exit at once. A refusal (401, any other 4xx) and a
+// network failure (usually a setting: DNS, TLS, a wrong URL) are final.
 func CheckToken(ctx context.Context, s *discordgo.Session) (*discordgo.User, error) {
-	u, err := s.User("@me", discordgo.WithContext(ctx))
-	if err != nil {
+	return checkToken(ctx, s, time.Second, startRetries)
+}
+
+// startRetries is how many times CheckToken tries again: pauses of 1, 2, 4
+// and 8 s, 15 s in all.
+const startRetries = 4
+
+// checkToken asks Discord who the token belongs to, pausing first, then
+// twice as long each time, between at most retries more attempts.
+func checkToken(ctx context.Context, s *discordgo.Session, first time.Duration, retries int) (*discordgo.User, error) {
+	pause := first
+	for attempt := 0; ; attempt++ {
+		u, err := s.User("@me", discordgo.WithContext(ctx))
+		if err == nil {
+			return u, nil
+		}
 		var re *discordgo.RESTError
 		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
 			return nil, ErrTokenRejected
 		}
-		return nil, fmt.Errorf("reach discord to check the bot token: %s", restError(err))
+		if !errors.As(err, &re) || re.Response == nil || re.Response.StatusCode < 500 {
+			// A refusal, or a network failure (DNS, TLS, a refused
+			// connection) that is a setting to fix: one line, at once.
+			return nil, fmt.Errorf("reach discord to check the bot token: %s", restError(err))
+		}
+		if attempt >= retries || ctx.Err() != nil {
+			return nil, fmt.Errorf("reach discord to check the bot token (%d attempts): %s", attempt+1, restError(err))
+		}
+		select {
+		case <-time.After(pause):
+			pause *= 2
+		case <-ctx.Done():
+			return nil, fmt.Errorf("reach discord to check the bot token: %w", ctx.Err())
+		}
 	}
-	return u, nil
 }
 
 // Bot is a connected Discord application serving a Router over its gateway
