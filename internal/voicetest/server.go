@@ -59,6 +59,9 @@ type Options struct {
 	// (default 900000000000000001): a test whose bot joins through a fake
 	// main gateway sets its guild's.
 	ServerID string
+	// ReadyIP is the ip ready (op 2) names for UDP (default 127.0.0.1):
+	// a test of a hostile server sets one that does not parse.
+	ReadyIP string
 }
 
 // Peer is one connected client as the DAVE role sees it.
@@ -130,6 +133,9 @@ type Server struct {
 	sessions map[string]*session    // by session id, once identified
 	byAddr   map[string]*session
 	nextSSRC uint32
+	// hello, when set, is sent verbatim as hello's heartbeat_interval
+	// (SetHelloInterval): a hostile server's value.
+	hello string
 
 	relayed  atomic.Uint64
 	rejected atomic.Uint64
@@ -152,6 +158,9 @@ func New(tb testing.TB, opts Options) *Server {
 func Start(opts Options, dir string) (*Server, error) {
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = 13750 * time.Millisecond
+	}
+	if opts.ReadyIP == "" {
+		opts.ReadyIP = "127.0.0.1"
 	}
 	if len(opts.Modes) == 0 {
 		opts.Modes = []string{"aead_aes256_gcm_rtpsize", "aead_xchacha20_poly1305_rtpsize"}
@@ -229,6 +238,16 @@ func (s *Server) Close() {
 		ss.dropSocket()
 	}
 	s.wg.Wait()
+}
+
+// SetHelloInterval makes the hello (op 8) of every websocket opened from
+// now on carry raw, verbatim, as its heartbeat_interval: a hostile or
+// broken voice server's value (e.g. "1e-7", "1e300", "-5"). "" restores
+// Options.HeartbeatInterval.
+func (s *Server) SetHelloInterval(raw string) {
+	s.mu.Lock()
+	s.hello = raw
+	s.mu.Unlock()
 }
 
 // Endpoint is the host:port a VOICE_SERVER_UPDATE would carry.

@@ -173,6 +173,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	c := &wsConn{ws: ws}
 	hb := s.opts.HeartbeatInterval
 	b, _ := json.Marshal(map[string]any{"op": 8, "d": map[string]any{"heartbeat_interval": hb.Milliseconds()}})
+	s.mu.Lock()
+	if s.hello != "" {
+		b = []byte(`{"op":8,"d":{"heartbeat_interval":` + s.hello + `}}`)
+	}
+	s.mu.Unlock()
 	if c.write(websocket.TextMessage, b) != nil {
 		_ = ws.Close()
 		return
@@ -363,7 +368,7 @@ func (s *Server) identify(c *wsConn, raw json.RawMessage) (*session, error) {
 	s.mu.Unlock()
 	port := s.udp.LocalAddr().(*net.UDPAddr).Port
 	err := sess.SendJSON(2, map[string]any{
-		"ssrc": sess.ssrc, "ip": "127.0.0.1", "port": port, "modes": s.opts.Modes, "heartbeat_interval": 1,
+		"ssrc": sess.ssrc, "ip": s.opts.ReadyIP, "port": port, "modes": s.opts.Modes, "heartbeat_interval": 1,
 	})
 	return sess, err
 }

@@ -76,12 +76,26 @@ type Stats struct {
 	SendDroppedE2EE   uint64 // frames not sent: DAVE not ready
 	GatewayMalformed  uint64
 	Resumes           uint64
+	// GatewayPanics and MediaPanics count inputs whose handling panicked
+	// and was recovered: a gateway message, a datagram or a frame to send,
+	// dropped while the connection lived on.
+	GatewayPanics uint64
+	MediaPanics   uint64
+	// SSRCRefused counts speaking ops (5) that named a new SSRC when
+	// maxSSRCs were already mapped: ignored, as a hostile server's flood.
+	SSRCRefused uint64
 }
 
 type counters struct {
 	received, malformed, notAudio, unknown, heldSSRC, noConsent, transportFail,
-	daveFail, delivered, overflow, sent, droppedE2EE, gatewayBad, resumes atomic.Uint64
+	daveFail, delivered, overflow, sent, droppedE2EE, gatewayBad, resumes,
+	gatewayPanics, mediaPanics, ssrcRefused atomic.Uint64
 }
+
+// maxSSRCs bounds the SSRC→user map: a voice call has at most a few dozen
+// speakers (each with an audio and perhaps a video SSRC), and a voice
+// server that names more is not to be believed nor let grow our memory.
+const maxSSRCs = 1024
 
 // Conn is a voice connection. Its methods are safe for concurrent use.
 type Conn struct {
@@ -129,6 +143,10 @@ type Conn struct {
 
 // ErrClosed reports a connection closed by its owner.
 var ErrClosed = errors.New("voice connection closed")
+
+// errPeerPanic ends a connection whose resume handshake panicked on the
+// voice server's input; like a failed resume, it calls for a rejoin.
+var errPeerPanic = fmt.Errorf("%w: the voice server's input could not be handled", &CloseError{Code: 1006, Action: Rejoin})
 
 type readyData struct {
 	SSRC  uint32   `json:"ssrc"`
@@ -208,15 +226,21 @@ func (c *Conn) handshake(ctx context.Context) error {
 		return fail(err)
 	}
 	var r readyData
-	if err := json.Unmarshal(m.D, &r); err != nil || r.IP == "" || r.Port <= 0 || r.Port > 65535 {
+	if err := json.Unmarshal(m.D, &r); err != nil || r.Port <= 0 || r.Port > 65535 {
 		return fail(errors.New("voice gateway ready lacks a usable address"))
+	}
+	// An ip that does not parse would make DialUDP aim at this machine;
+	// the voice server must name where its media goes.
+	udpIP := net.ParseIP(r.IP)
+	if udpIP == nil || udpIP.IsUnspecified() {
+		return fail(errors.New("voice gateway ready names no usable UDP ip address"))
 	}
 	mode, ok := ChooseMode(r.Modes)
 	if !ok {
 		return fail(errors.New("voice server offers no encryption mode we support"))
 	}
 	c.ssrc, c.mode = r.SSRC, mode
-	udp, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.ParseIP(r.IP), Port: r.Port})
+	udp, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: udpIP, Port: r.Port})
 	if err != nil {
 		return fail(fmt.Errorf("voice UDP: %w", err))
 	}
@@ -255,7 +279,7 @@ func (c *Conn) handshake(ctx context.Context) error {
 	}
 	c.daveStarted = true
 	for _, m := range c.daveEarly {
-		c.handle(m)
+		c.handleSafely(m)
 	}
 	c.daveEarly = nil
 	c.wg.Add(3)
@@ -332,6 +356,13 @@ func (s signal) SendBinary(op Opcode, payload []byte) error {
 	return errNoSocket
 }
 
+// handleSafely is handle behind recover: a message whose handling panics
+// is dropped and counted, and the connection carries on.
+func (c *Conn) handleSafely(m message) {
+	defer c.recoverPeer(&c.stats.gatewayPanics, ComponentGateway)
+	c.handle(m)
+}
+
 // handle acts on one gateway message other than the one a handshake awaits.
 func (c *Conn) handle(m message) {
 	if !c.daveStarted && m.Op.IsDAVE() {
@@ -358,7 +389,11 @@ func (c *Conn) handle(m message) {
 		}
 		if json.Unmarshal(m.D, &d) == nil && d.UserID != "" && d.SSRC != 0 && d.SSRC != c.ssrc {
 			c.mu.Lock()
-			c.bySSRC[d.SSRC] = d.UserID
+			if _, known := c.bySSRC[d.SSRC]; known || len(c.bySSRC) < maxSSRCs {
+				c.bySSRC[d.SSRC] = d.UserID
+			} else {
+				c.stats.ssrcRefused.Add(1)
+			}
 			c.mu.Unlock()
 		}
 	case OpClientsConnect:
@@ -393,6 +428,16 @@ func (c *Conn) handle(m message) {
 // as the close code says.
 func (c *Conn) run(s *socket, stopHB chan struct{}) {
 	defer c.wg.Done()
+	defer func() {
+		// Each message is handled behind its own recover; this one covers
+		// the resume handshake, and ends the connection rather than the
+		// process.
+		if r := recover(); r != nil {
+			c.stats.gatewayPanics.Add(1)
+			c.log.Error("recovered from a panic on the voice gateway; the connection ends", zap.String("component", ComponentGateway))
+			c.shutdown(errPeerPanic)
+		}
+	}()
 	for {
 		err := c.readLoop(s)
 		close(stopHB)
@@ -425,7 +470,7 @@ func (c *Conn) readLoop(s *socket) error {
 			return asCloseError(err)
 		}
 		c.noteSeq(m)
-		c.handle(m)
+		c.handleSafely(m)
 	}
 }
 
@@ -546,6 +591,7 @@ func (c *Conn) Stats() Stats {
 		TransportFailures: s.transportFail.Load(), DAVEFailures: s.daveFail.Load(),
 		FramesDelivered: s.delivered.Load(), FramesOverflow: s.overflow.Load(), FramesSent: s.sent.Load(),
 		SendDroppedE2EE: s.droppedE2EE.Load(), GatewayMalformed: s.gatewayBad.Load(), Resumes: s.resumes.Load(),
+		GatewayPanics: s.gatewayPanics.Load(), MediaPanics: s.mediaPanics.Load(), SSRCRefused: s.ssrcRefused.Load(),
 	}
 	if c.transport != nil {
 		st.TransportOpens = c.transport.Opens()

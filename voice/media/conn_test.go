@@ -446,7 +446,7 @@ func TestPacerHoldsABurstToRealTime(t *testing.T) {
 // TestUnacknowledgedHeartbeatsReconnect: a gateway that stops answering
 // heartbeats is closed by the client after two misses and resumed.
 func TestUnacknowledgedHeartbeatsReconnect(t *testing.T) {
-	srv := voicetest.New(t, voicetest.Options{HeartbeatInterval: 40 * time.Millisecond, IgnoreHeartbeats: true})
+	srv := voicetest.New(t, voicetest.Options{HeartbeatInterval: time.Second, IgnoreHeartbeats: true})
 	a := dial(t, srv, "100", allowAll)
 	waitFor(t, "a resume", func() bool { return a.Stats().Resumes >= 1 && srv.Resumes() >= 1 })
 	select {

@@ -154,7 +154,7 @@ func (c *Conn) await(ctx context.Context, s *socket, op Opcode) (message, error)
 		if !m.binary && m.Op == op {
 			return m, nil
 		}
-		c.handle(m)
+		c.handleSafely(m)
 	}
 }
 
@@ -182,10 +182,30 @@ type hello struct {
 	HeartbeatInterval float64 `json:"heartbeat_interval"`
 }
 
+// The heartbeat intervals a hello may name; Discord sends 13.75 s. Outside
+// them a hello is refused as a failed dial: a tiny value would truncate to
+// a zero ticker period, a huge one overflow time.Duration, and either
+// panic time.NewTicker, while a value that is merely odd would have us
+// flood the gateway or never prove we are alive.
+const (
+	minHeartbeat = time.Second
+	maxHeartbeat = 10 * time.Minute
+)
+
+// heartbeatInterval checks hello's interval, in milliseconds, against the
+// bounds; NaN and infinities fail the comparison too.
+func heartbeatInterval(ms float64) (time.Duration, error) {
+	if !(ms >= float64(minHeartbeat/time.Millisecond) && ms <= float64(maxHeartbeat/time.Millisecond)) {
+		return 0, fmt.Errorf("voice gateway hello names a heartbeat interval outside %v–%v", minHeartbeat, maxHeartbeat)
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
+}
+
 // heartbeat sends op 3 with seq_ack every interval until stop closes; when
 // two heartbeats go unacknowledged it closes the socket, which resumes.
 func (c *Conn) heartbeat(s *socket, interval time.Duration, stop <-chan struct{}) {
 	defer c.wg.Done()
+	defer c.recoverPeer(&c.stats.gatewayPanics, ComponentGateway)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -213,12 +233,16 @@ func (c *Conn) startHeartbeat(ctx context.Context, s *socket) (chan struct{}, er
 		return nil, err
 	}
 	var h hello
-	if err := json.Unmarshal(m.D, &h); err != nil || h.HeartbeatInterval <= 0 {
+	if err := json.Unmarshal(m.D, &h); err != nil {
 		return nil, fmt.Errorf("voice gateway hello has no heartbeat interval")
+	}
+	interval, err := heartbeatInterval(h.HeartbeatInterval)
+	if err != nil {
+		return nil, err
 	}
 	stop := make(chan struct{})
 	c.unacked.Store(0)
 	c.wg.Add(1)
-	go c.heartbeat(s, time.Duration(h.HeartbeatInterval*float64(time.Millisecond)), stop)
+	go c.heartbeat(s, interval, stop)
 	return stop, nil
 }

@@ -20,8 +20,16 @@ func (c *Conn) receive() {
 			}
 			continue
 		}
-		c.receivePacket(buf[:n], scratch, time.Now())
+		c.receiveSafely(buf[:n], scratch, time.Now())
 	}
+}
+
+// receiveSafely is receivePacket behind recover: a datagram whose handling
+// panics (in a parser, the DAVE session) is dropped and counted, and the
+// next one is read.
+func (c *Conn) receiveSafely(pkt, scratch []byte, arrived time.Time) {
+	defer c.recoverPeer(&c.stats.mediaPanics, ComponentMedia)
+	c.receivePacket(pkt, scratch, arrived)
 }
 
 // Packets from an SSRC the gateway has not named yet are held, still

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -239,4 +240,29 @@ func FuzzGatewayMessage(f *testing.F) {
 		c.noteSeq(m)
 		c.handle(m)
 	})
+}
+
+// TestSSRCMapIsCapped: a voice server naming ever more SSRCs grows the map
+// to maxSSRCs and no further; the rest are refused and counted, while a
+// known SSRC may still be renamed.
+func TestSSRCMapIsCapped(t *testing.T) {
+	c := newReceiver(t, ModeAES256GCM, func(string) bool { return true })
+	clear(c.bySSRC)
+	speaking := func(ssrc uint32, user string) message {
+		d, _ := json.Marshal(map[string]any{"user_id": user, "ssrc": ssrc, "speaking": 1})
+		return message{inbound: inbound{Op: OpSpeaking, D: d}}
+	}
+	for i := range maxSSRCs + 1 {
+		c.handle(speaking(uint32(1000+i), "u"))
+	}
+	c.handle(speaking(1000, "renamed"))
+	if n := len(c.bySSRC); n != maxSSRCs {
+		t.Fatalf("SSRC map holds %d entries, want %d", n, maxSSRCs)
+	}
+	if got := c.Stats().SSRCRefused; got != 1 {
+		t.Fatalf("SSRCRefused = %d, want 1", got)
+	}
+	if u, _ := c.UserBySSRC(1000); u != "renamed" {
+		t.Fatalf("known SSRC not renamed: %q", u)
+	}
 }

@@ -203,6 +203,9 @@ func later(a, b time.Time) time.Time {
 // sends while DAVE says it cannot encrypt.
 func (s *sender) transmit(frame []byte) {
 	c := s.c
+	// The DAVE session encrypts under keys a voice server's MLS messages
+	// set up; a panic there drops this frame, not the process.
+	defer c.recoverPeer(&c.stats.mediaPanics, ComponentMedia)
 	s.ts += SamplesPerFrame
 	if !c.dave.CanEncrypt() {
 		c.stats.droppedE2EE.Add(1)
