@@ -166,6 +166,13 @@ func (e *encryptor) setPassthrough(on bool) {
 	e.mu.Unlock()
 }
 
+// inClear reports whether our frames go out unencrypted (passthrough).
+func (e *encryptor) inClear() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.passthrough
+}
+
 func (e *encryptor) ready() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/thomas-vilte/mls-go/group"
@@ -73,6 +74,12 @@ type Session struct {
 	recognized map[UserID]bool
 	nextOwn    *keyRatchet // our send ratchet for the epoch a transition will execute
 	members    []UserID    // the established group's roster
+	// e2ee records that the call has been end-to-end encrypted (a protocol
+	// version above 0 was selected or executed): from then on only the
+	// documented downgrade may put our frames in the clear.
+	e2ee bool
+
+	refused refusals
 
 	enc encryptor
 
@@ -109,6 +116,60 @@ func New(opts Options) (*Session, error) {
 	s.passOn = true
 	return s, nil
 }
+
+// Refusals count what a session refused or survived from the voice
+// server: counts only, never who or what.
+type Refusals struct {
+	// Panics counts messages or frames whose handling panicked (inside
+	// mls-go, a pre-1.0 parser of the server's bytes, or our own): each
+	// was dropped, a commit or welcome answered as invalid, and the
+	// session lives on.
+	Panics uint64
+	// UsersOverCap counts users op 11 named beyond maxRecognized.
+	UsersOverCap uint64
+	// Downgrades counts attempts to drop an end-to-end encrypted call to
+	// protocol version 0 other than the documented transition (op 21 with
+	// a transition id, then op 22): refused, our frames stay encrypted.
+	Downgrades uint64
+}
+
+type refusals struct{ panics, users, downgrades atomic.Uint64 }
+
+// Refusals returns the session's counts of refused and recovered input.
+func (s *Session) Refusals() Refusals {
+	return Refusals{Panics: s.refused.panics.Load(), UsersOverCap: s.refused.users.Load(), Downgrades: s.refused.downgrades.Load()}
+}
+
+// ErrPeerPanic reports a message whose handling panicked; it was dropped.
+var ErrPeerPanic = errors.New("dave: message could not be handled and was dropped")
+
+// ErrDowngradeRefused reports a move of an end-to-end encrypted call to
+// protocol version 0 that is not Discord's documented downgrade.
+var ErrDowngradeRefused = errors.New("dave: downgrade to protocol version 0 refused: not the documented transition")
+
+// caught, deferred by a handler with a named error, turns a panic in it
+// into ErrPeerPanic and counts it. The handler's deferred unlock still
+// runs, so the session stays usable.
+func (s *Session) caught(err *error) {
+	if recover() != nil {
+		s.refused.panics.Add(1)
+		*err = ErrPeerPanic
+	}
+}
+
+// Downgraded reports that the call was end-to-end encrypted and our frames
+// now go out in the clear (transport encryption only), after the voice
+// server's documented downgrade: what /voice status must say.
+func (s *Session) Downgraded() bool {
+	s.mu.Lock()
+	e2ee := s.e2ee
+	s.mu.Unlock()
+	return e2ee && s.enc.inClear()
+}
+
+// maxRecognized bounds the users op 11 may name: a voice call holds at
+// most a few hundred, and a server naming more would only grow our memory.
+const maxRecognized = 1024
 
 func groupID(channel uint64) []byte {
 	b := make([]byte, 8)
@@ -179,6 +240,10 @@ func (s *Session) EpochAuthenticator() []byte {
 func (s *Session) AddUser(u UserID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.recognized[u] && len(s.recognized) >= maxRecognized {
+		s.refused.users.Add(1)
+		return
+	}
 	s.recognized[u] = true
 }
 
@@ -208,11 +273,17 @@ func MaxEncryptedSize(n int) int { return n + tagSize + 5 + suppSizeSize + marke
 // with ErrAuthentication (corrupted, or under a key we do not hold),
 // ErrReplayedNonce, ErrNoKey, ErrNotEncrypted or ErrMalformedFrame; a sender
 // Options.Allow refuses gets ErrSkipped with no decryption work.
-func (s *Session) Decrypt(u UserID, dst, frame []byte) ([]byte, error) {
+func (s *Session) Decrypt(u UserID, dst, frame []byte) (out []byte, err error) {
 	if s.allow != nil && !s.allow(u) {
 		s.Skip(u)
 		return dst, ErrSkipped
 	}
+	defer func() {
+		if recover() != nil {
+			s.refused.panics.Add(1)
+			out, err = dst, ErrPeerPanic
+		}
+	}()
 	return s.decryptor(u).decrypt(dst, frame, s.now())
 }
 
@@ -285,7 +356,8 @@ func (s *Session) eachDecryptor(f func(UserID, *decryptor)) {
 // HandleJSON handles a JSON voice gateway opcode DAVE cares about (4, 11,
 // 13, 21, 22, 24) given its "d" object, and returns what to send back.
 // Other opcodes are ignored.
-func (s *Session) HandleJSON(op Opcode, d json.RawMessage) ([]Message, error) {
+func (s *Session) HandleJSON(op Opcode, d json.RawMessage) (_ []Message, err error) {
+	defer s.caught(&err)
 	var p struct {
 		ProtocolVersion     *uint16  `json:"protocol_version"`
 		DAVEProtocolVersion uint16   `json:"dave_protocol_version"`
@@ -337,8 +409,9 @@ func (s *Session) HandleJSON(op Opcode, d json.RawMessage) ([]Message, error) {
 // their sequence number) and returns the parsed header, for the caller's
 // seq_ack, and what to send back. When a commit or welcome cannot be used,
 // the messages are op 31 and a fresh key package, and the error says why.
-func (s *Session) HandleBinary(msg []byte) (BinaryMessage, []Message, error) {
-	b, err := ParseBinary(msg)
+func (s *Session) HandleBinary(msg []byte) (b BinaryMessage, _ []Message, err error) {
+	defer s.caught(&err)
+	b, err = ParseBinary(msg)
 	if err != nil {
 		return b, nil, err
 	}
@@ -358,14 +431,20 @@ func (s *Session) HandleBinary(msg []byte) (BinaryMessage, []Message, error) {
 
 // OnSelectProtocolAck starts DAVE when the gateway selects a version above
 // 0, returning our key package; version 0 means passthrough.
-func (s *Session) OnSelectProtocolAck(version uint16) ([]Message, error) {
+func (s *Session) OnSelectProtocolAck(version uint16) (_ []Message, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.caught(&err)
+	if version == 0 && s.e2ee {
+		s.refused.downgrades.Add(1)
+		return nil, ErrDowngradeRefused
+	}
 	s.version = version
 	if version == 0 {
 		s.passthroughLocked()
 		return nil, nil
 	}
+	s.e2ee = true
 	// The call is end-to-end encrypted from now on: our frames wait for a
 	// key; others' unencrypted frames pass for a transition period.
 	s.enc.setPassthrough(false)
@@ -375,11 +454,17 @@ func (s *Session) OnSelectProtocolAck(version uint16) ([]Message, error) {
 
 // OnPrepareEpoch handles op 24: epoch 1 announces a new group, so we reset
 // and send a new key package.
-func (s *Session) OnPrepareEpoch(epoch uint64, version uint16) ([]Message, error) {
+func (s *Session) OnPrepareEpoch(epoch uint64, version uint16) (_ []Message, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.caught(&err)
 	if epoch != 1 {
 		return nil, nil
+	}
+	if version == 0 && s.e2ee {
+		// protocol.md announces a downgrade with op 21, never op 24.
+		s.refused.downgrades.Add(1)
+		return nil, ErrDowngradeRefused
 	}
 	s.version = version
 	if version == 0 {
@@ -390,9 +475,10 @@ func (s *Session) OnPrepareEpoch(epoch uint64, version uint16) ([]Message, error
 }
 
 // OnExternalSender handles op 25.
-func (s *Session) OnExternalSender(payload []byte) ([]Message, error) {
+func (s *Session) OnExternalSender(payload []byte) (_ []Message, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.caught(&err)
 	if err := s.m.setExternalSender(payload); err != nil {
 		return nil, err
 	}
@@ -406,9 +492,10 @@ func (s *Session) OnExternalSender(payload []byte) ([]Message, error) {
 
 // OnProposals handles op 27 and returns our commit (op 28) when proposals
 // remain to be committed.
-func (s *Session) OnProposals(payload []byte) ([]Message, error) {
+func (s *Session) OnProposals(payload []byte) (_ []Message, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.caught(&err)
 	out, err := s.m.proposals(payload, func(u uint64) bool { return s.recognized[UserID(u)] })
 	if err != nil || out == nil {
 		return nil, err
@@ -417,9 +504,10 @@ func (s *Session) OnProposals(payload []byte) ([]Message, error) {
 }
 
 // OnAnnounceCommit handles op 29.
-func (s *Session) OnAnnounceCommit(transitionID uint16, commit []byte) ([]Message, error) {
+func (s *Session) OnAnnounceCommit(transitionID uint16, commit []byte) (out []Message, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.recoverCommitLocked(transitionID, &out, &err)
 	changed, err := s.m.processCommit(commit)
 	if err != nil {
 		return s.recoverLocked(transitionID, err)
@@ -431,9 +519,10 @@ func (s *Session) OnAnnounceCommit(transitionID uint16, commit []byte) ([]Messag
 }
 
 // OnWelcome handles op 30.
-func (s *Session) OnWelcome(transitionID uint16, welcome []byte) ([]Message, error) {
+func (s *Session) OnWelcome(transitionID uint16, welcome []byte) (out []Message, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.recoverCommitLocked(transitionID, &out, &err)
 	if s.m.established != nil {
 		return nil, nil
 	}
@@ -443,11 +532,29 @@ func (s *Session) OnWelcome(transitionID uint16, welcome []byte) ([]Message, err
 	return s.enterEpochLocked(transitionID)
 }
 
+// recoverCommitLocked, deferred by the commit and welcome handlers, answers
+// one whose handling panicked (in mls-go, on the server's bytes) as an
+// unusable commit or welcome: op 31 and a fresh key package, the group
+// state reset, so that nothing half-applied is kept. s.mu is held.
+func (s *Session) recoverCommitLocked(transitionID uint16, out *[]Message, err *error) {
+	if recover() != nil {
+		s.refused.panics.Add(1)
+		*out, *err = s.recoverLocked(transitionID, ErrPeerPanic)
+	}
+}
+
 // OnPrepareTransition handles op 21 and returns op 23 unless the transition
-// (id 0) executes at once.
+// (id 0) executes at once. In a call that was end-to-end encrypted, a
+// transition to protocol version 0 is accepted only as protocol.md
+// documents a downgrade: announced with a transition id, executed by op 22.
+// One with id 0 (executed at once) is refused and nothing answered.
 func (s *Session) OnPrepareTransition(transitionID, version uint16) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if version == 0 && transitionID == 0 && s.e2ee {
+		s.refused.downgrades.Add(1)
+		return nil
+	}
 	s.pending[transitionID] = version
 	if transitionID == 0 {
 		s.executeLocked(transitionID)
@@ -482,6 +589,7 @@ func (s *Session) executeLocked(transitionID uint16) {
 		s.enc.setRatchet(s.nextOwn)
 		s.nextOwn = nil
 	}
+	s.e2ee = true
 	s.enc.setPassthrough(false)
 	s.setPassthroughAll(false, cryptorExpiry)
 	current := make(map[UserID]bool, len(s.members))
