@@ -88,6 +88,10 @@ type InboundStats struct {
 	DroppedOverflow uint64
 	// DecodeErrors counts frames that did not decode (skipped).
 	DecodeErrors uint64
+	// DecoderPanics counts the part of DecodeErrors on which the decoder
+	// panicked (pion/opus is a pre-1.0 parser of a peer's packets): each
+	// recovered, the frame skipped and the speaker's decoder replaced.
+	DecoderPanics uint64
 	// SpeakersActive is how many speakers the last mix step carried;
 	// SpeakersPeak the most any step carried.
 	SpeakersActive, SpeakersPeak int
@@ -96,6 +100,7 @@ type InboundStats struct {
 type inboundCounters struct {
 	audioIn, speechIn                                          atomic.Int64 // samples at 24 kHz
 	framesIn, decoded, noConsent, self, overflow, decodeErrors atomic.Uint64
+	decoderPanics                                              atomic.Uint64
 	active, peak                                               atomic.Int64
 }
 
@@ -191,6 +196,7 @@ func (in *Inbound) Stats() InboundStats {
 		DroppedSelf:      s.self.Load(),
 		DroppedOverflow:  s.overflow.Load(),
 		DecodeErrors:     s.decodeErrors.Load(),
+		DecoderPanics:    s.decoderPanics.Load(),
 		SpeakersActive:   int(s.active.Load()),
 		SpeakersPeak:     int(s.peak.Load()),
 	}
@@ -207,6 +213,7 @@ func (s InboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddUint64("dropped_self", s.DroppedSelf)
 	enc.AddUint64("dropped_overflow", s.DroppedOverflow)
 	enc.AddUint64("decode_errors", s.DecodeErrors)
+	enc.AddUint64("decoder_panics", s.DecoderPanics)
 	enc.AddInt("speakers_active", s.SpeakersActive)
 	enc.AddInt("speakers_peak", s.SpeakersPeak)
 	return nil
@@ -409,9 +416,12 @@ func (m *mixer) decode(s *speaker, frame []byte) ([]int16, bool) {
 		s.dec = dec
 	}
 	m.in.stats.decoded.Add(1)
-	n, err := s.dec.Decode(m.ctx, frame, m.decodeBuf)
+	n, err := m.decodeSafely(s, frame)
 	if err != nil {
 		m.in.stats.decodeErrors.Add(1)
+		if errors.Is(err, opus.ErrDecoderPanicked) {
+			m.in.stats.decoderPanics.Add(1)
+		}
 		return nil, false
 	}
 	if s.dec.Channels() == 2 {
@@ -420,6 +430,21 @@ func (m *mixer) decode(s *speaker, frame []byte) ([]int16, bool) {
 		s.mono = append(s.mono[:0], m.decodeBuf[:n]...)
 	}
 	return s.mono, true
+}
+
+// decodeSafely decodes frame with s's decoder behind recover, whatever the
+// decoder: one that panics (on a packet a peer chose) is closed and
+// dropped, the next frame gets a fresh one, and the panic is reported as
+// opus.ErrDecoderPanicked.
+func (m *mixer) decodeSafely(s *speaker, frame []byte) (n int, err error) {
+	defer func() {
+		if recover() != nil {
+			closeDecoder(m.ctx, s.dec)
+			s.dec = nil
+			n, err = 0, opus.ErrDecoderPanicked
+		}
+	}()
+	return s.dec.Decode(m.ctx, frame, m.decodeBuf)
 }
 
 // emit resamples mono 48 kHz samples to 24 kHz and hands them to the sink.

@@ -533,3 +533,59 @@ func TestInboundSurvivesBadFrames(t *testing.T) {
 		t.Errorf("dominant frequency %.1f Hz beside a speaker sending garbage, want 440 ± 3", dom)
 	}
 }
+
+// panicOnce is a decoder that panics on its first frame, as a parser bug
+// on a hostile packet would, then decodes.
+type panicOnce struct {
+	Decoder
+	done *atomic.Bool
+}
+
+func (d panicOnce) Decode(ctx context.Context, packet []byte, out []int16) (int, error) {
+	if d.done.CompareAndSwap(false, true) {
+		var m map[string]int
+		m["x"] = 1
+	}
+	return d.Decoder.Decode(ctx, packet, out)
+}
+
+// TestInboundSurvivesADecoderPanic: a decoder that panics on a speaker's
+// frame is recovered: the frame is skipped and counted in DecoderPanics,
+// the decoder replaced, and the speaker still heard. Before, the panic
+// ended the process.
+func TestInboundSurvivesADecoderPanic(t *testing.T) {
+	rt := newRuntime(t)
+	consent := newConsentSet("111")
+	sink := &pcmSink{}
+	clock := newFakeClock()
+	var made atomic.Int32
+	var done atomic.Bool
+	in, err := NewInbound(InboundConfig{BotUserID: botID, Consented: consent.Consented, Sink: sink.Sink, Clock: clock,
+		NewDecoder: func(u string) (Decoder, error) {
+			made.Add(1)
+			dec, err := GoDecoders(u)
+			return panicOnce{Decoder: dec, done: &done}, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &inboundRig{in: in, clock: clock, consent: consent, sink: sink}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = in.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	for _, f := range toneOpus(t, rt, 440, 25) {
+		in.Push("111", f)
+		r.tick(t)
+	}
+	st := in.Stats()
+	if st.DecoderPanics != 1 || st.DecodeErrors != 1 {
+		t.Fatalf("decoder panics %d, decode errors %d; want 1 and 1", st.DecoderPanics, st.DecodeErrors)
+	}
+	if n := made.Load(); n != 2 {
+		t.Fatalf("%d decoders made, want 2 (the one that panicked replaced)", n)
+	}
+	if dom := pcm.DominantFrequency(sink.samples(t, 5), ModelRate, 100, 4000); dom < 437 || dom > 443 {
+		t.Errorf("dominant frequency %.1f Hz after the panic, want 440 ± 3", dom)
+	}
+}

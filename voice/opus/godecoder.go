@@ -2,6 +2,7 @@ package opus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	pionopus "github.com/pion/opus"
@@ -16,20 +17,39 @@ import (
 // is caught here as ErrInvalidPacket rather than contained by wasm. Same
 // contract as Decoder.Decode; not safe for concurrent use.
 type GoDecoder struct {
-	dec      pionopus.Decoder
+	dec      pionDecoder
 	channels int
 }
+
+// pionDecoder is the one method GoDecoder uses of *pionopus.Decoder; a
+// test puts a decoder that panics in its place.
+type pionDecoder interface {
+	DecodeToInt16(in []byte, out []int16) (int, error)
+}
+
+// ErrDecoderPanicked reports a packet on which pion/opus panicked: it is
+// an ErrInvalidPacket (skipped like any malformed packet), told apart so
+// that callers can count what a hostile packet did to the parser.
+var ErrDecoderPanicked = fmt.Errorf("%w: the pure-Go decoder panicked on it", ErrInvalidPacket)
 
 // NewGoDecoder returns a pure-Go decoder producing the given channel count (1 or 2).
 func NewGoDecoder(channels int) (*GoDecoder, error) {
 	if err := validChannels(channels); err != nil {
 		return nil, err
 	}
+	dec, err := newPion(channels)
+	if err != nil {
+		return nil, err
+	}
+	return &GoDecoder{dec: dec, channels: channels}, nil
+}
+
+func newPion(channels int) (*pionopus.Decoder, error) {
 	dec, err := pionopus.NewDecoderWithOutput(SampleRate, channels)
 	if err != nil {
 		return nil, fmt.Errorf("opus: pure-Go decoder: %w", err)
 	}
-	return &GoDecoder{dec: dec, channels: channels}, nil
+	return &dec, nil
 }
 
 // Channels reports the channel count Decode writes.
@@ -37,8 +57,10 @@ func (d *GoDecoder) Channels() int { return d.channels }
 
 // Decode decodes one packet into pcm (interleaved) and returns the samples
 // per channel written. An empty packet (lost) decodes to FrameSamples of
-// silence. Malformed packets, and any panic inside pion/opus on them, are
-// ErrInvalidPacket; pcm shorter than the packet's duration is ErrBufferTooSmall.
+// silence. Malformed packets are ErrInvalidPacket, and a panic inside
+// pion/opus on one is ErrDecoderPanicked (an ErrInvalidPacket too), after
+// which the decoder starts afresh, its half-updated state discarded; pcm
+// shorter than the packet's duration is ErrBufferTooSmall.
 func (d *GoDecoder) Decode(_ context.Context, packet []byte, pcm []int16) (n int, err error) {
 	if len(packet) == 0 {
 		if len(pcm) < FrameSamples*d.channels {
@@ -59,7 +81,12 @@ func (d *GoDecoder) Decode(_ context.Context, packet []byte, pcm []int16) (n int
 	}
 	defer func() {
 		if recover() != nil {
-			n, err = 0, ErrInvalidPacket
+			n, err = 0, ErrDecoderPanicked
+			if fresh, ferr := newPion(d.channels); ferr == nil {
+				d.dec = fresh
+			} else {
+				err = errors.Join(ErrDecoderPanicked, ferr)
+			}
 		}
 	}()
 	n, err = d.dec.DecodeToInt16(packet, pcm)
