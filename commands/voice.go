@@ -124,8 +124,12 @@ func (h voiceHandler) status(_ context.Context, inv interaction.Invocation) (int
 	if st.Consented == 1 {
 		speakers = "speaker has"
 	}
-	return interaction.Reply{Content: fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
-		st.ChannelID, st.Policy, st.Consented, speakers, st.Model, st.BriefingsDelivered)}, nil
+	content := fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
+		st.ChannelID, st.Policy, st.Consented, speakers, st.Model, st.BriefingsDelivered)
+	if st.Encryption != "" {
+		content += "\n" + st.Encryption
+	}
+	return interaction.Reply{Content: content}, nil
 }
 
 // voiceSentence turns voice's errors into what the invoker reads; any other

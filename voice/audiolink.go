@@ -258,7 +258,7 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 		// The figures of a connection that ended go to the bridge's
 		// totals, so its metrics never go down.
 		m.mu.Lock()
-		m.ended.addPath(path.Stats(), conn.Stats())
+		m.ended.addPath(path.Stats(), conn.Stats(), link.dave)
 		delete(m.links, link)
 		m.mu.Unlock()
 		log.Info("receipt", zap.String("receipt", "voice.audio"), zap.Duration("connected", time.Since(start)),

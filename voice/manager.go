@@ -302,6 +302,7 @@ func (m *Manager) Status(guildID string) (Status, bool) {
 		st.BriefingsDelivered = s.model.Stats().BriefingsDelivered
 	}
 	st.Model = modelSentence(m.model != nil, s.modelFailed, state)
+	st.Encryption = encryptionSentence(s.link)
 	return st, true
 }
 

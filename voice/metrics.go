@@ -30,6 +30,35 @@ type Totals struct {
 	// ModelDropped counts 20 ms input chunks the model connection did not
 	// take (not open, or reconnecting): paused, never buffered.
 	ModelDropped uint64
+	// PeerPanics counts inputs from a voice server or a peer whose
+	// handling panicked and was recovered (the input dropped, the
+	// connection kept); PeerRefused what was refused as hostile.
+	PeerPanics  PeerPanics
+	PeerRefused PeerRefused
+}
+
+// PeerPanics are recovered panics by component, a small fixed set: the
+// voice gateway websocket, the media (RTP) path, the DAVE session (mls-go
+// and our frame parser) and the Opus decoder (pion/opus).
+type PeerPanics struct{ Gateway, Media, DAVE, Opus uint64 }
+
+// PeerRefused counts a voice server's input refused as hostile: speaking
+// ops past the SSRC cap, users past DAVE's recognised-user cap, and moves
+// of an end-to-end encrypted call to protocol 0 that are not the
+// documented downgrade.
+type PeerRefused struct{ SSRCOverCap, DAVEUsersOverCap, DAVEDowngrades uint64 }
+
+// addConn adds one connection's and its DAVE session's counts.
+func (t *Totals) addConn(conn media.Stats, d media.DAVE) {
+	t.PeerPanics.Gateway += conn.GatewayPanics
+	t.PeerPanics.Media += conn.MediaPanics
+	t.PeerRefused.SSRCOverCap += conn.SSRCRefused
+	if ds, ok := d.(*davemedia.Session); ok {
+		r := ds.DAVE().Refusals()
+		t.PeerPanics.DAVE += r.Panics
+		t.PeerRefused.DAVEUsersOverCap += r.UsersOverCap
+		t.PeerRefused.DAVEDowngrades += r.Downgrades
+	}
 }
 
 // ended accumulates the figures of sessions and connections that ended,
@@ -38,9 +67,12 @@ type ended struct {
 	briefings int
 	path      audio.PathStats
 	noConsent uint64 // the media connections' drops
+	peers     Totals // only PeerPanics and PeerRefused
 }
 
-func (e *ended) addPath(ps audio.PathStats, conn media.Stats) {
+func (e *ended) addPath(ps audio.PathStats, conn media.Stats, d media.DAVE) {
+	e.peers.addConn(conn, d)
+	e.peers.PeerPanics.Opus += ps.In.DecoderPanics
 	e.path.In.AudioIn += ps.In.AudioIn
 	e.path.In.DroppedNoConsent += ps.In.DroppedNoConsent
 	e.path.Out.AudioOut += ps.Out.AudioOut
@@ -55,7 +87,8 @@ func (m *Manager) Totals() Totals {
 	defer m.mu.Unlock()
 	t := Totals{Sessions: len(m.sessions), BriefingsDelivered: m.ended.briefings,
 		AudioIn: m.ended.path.In.AudioIn, AudioOut: m.ended.path.Out.AudioOut, BargeIns: m.ended.path.Out.BargeIns,
-		DroppedNoConsent: m.ended.path.In.DroppedNoConsent + m.ended.noConsent, ModelDropped: m.ended.path.ModelDropped}
+		DroppedNoConsent: m.ended.path.In.DroppedNoConsent + m.ended.noConsent, ModelDropped: m.ended.path.ModelDropped,
+		PeerPanics: m.ended.peers.PeerPanics, PeerRefused: m.ended.peers.PeerRefused}
 	for _, s := range m.sessions {
 		if s.model != nil {
 			t.BriefingsDelivered += s.model.Stats().BriefingsDelivered
@@ -69,9 +102,12 @@ func (m *Manager) Totals() Totals {
 			t.BargeIns += ps.Out.BargeIns
 			t.DroppedNoConsent += ps.In.DroppedNoConsent
 			t.ModelDropped += ps.ModelDropped
+			t.PeerPanics.Opus += ps.In.DecoderPanics
 		}
 		if c := l.conn.Load(); c != nil {
-			t.DroppedNoConsent += c.Stats().DroppedNoConsent
+			st := c.Stats()
+			t.DroppedNoConsent += st.DroppedNoConsent
+			t.addConn(st, l.dave)
 		}
 	}
 	return t
@@ -108,6 +144,37 @@ func (m *Manager) RegisterMetrics(reg prometheus.Registerer) error {
 		} else {
 			c = prometheus.NewCounterFunc(prometheus.CounterOpts{Name: mt.name, Help: mt.help}, f)
 		}
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return m.registerPeerMetrics(reg)
+}
+
+// registerPeerMetrics registers the recovered panics by component and the
+// refusals by reason: fixed label sets, read from Totals at scrape time.
+func (m *Manager) registerPeerMetrics(reg prometheus.Registerer) error {
+	type labelled struct {
+		name, help, label, value string
+		count                    func(Totals) uint64
+	}
+	const (
+		panics  = "clankie_voice_peer_panics_total"
+		refused = "clankie_voice_peer_refused_total"
+	)
+	panicsHelp := "Inputs from a voice server or peer whose handling panicked; each was dropped and the connection kept."
+	refusedHelp := "Inputs from a voice server refused as hostile."
+	for _, l := range []labelled{
+		{panics, panicsHelp, "component", "gateway", func(t Totals) uint64 { return t.PeerPanics.Gateway }},
+		{panics, panicsHelp, "component", "media", func(t Totals) uint64 { return t.PeerPanics.Media }},
+		{panics, panicsHelp, "component", "dave", func(t Totals) uint64 { return t.PeerPanics.DAVE }},
+		{panics, panicsHelp, "component", "opus", func(t Totals) uint64 { return t.PeerPanics.Opus }},
+		{refused, refusedHelp, "reason", "ssrc_cap", func(t Totals) uint64 { return t.PeerRefused.SSRCOverCap }},
+		{refused, refusedHelp, "reason", "dave_users_cap", func(t Totals) uint64 { return t.PeerRefused.DAVEUsersOverCap }},
+		{refused, refusedHelp, "reason", "dave_downgrade", func(t Totals) uint64 { return t.PeerRefused.DAVEDowngrades }},
+	} {
+		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: l.name, Help: l.help,
+			ConstLabels: prometheus.Labels{l.label: l.value}}, func() float64 { return float64(l.count(m.Totals())) })
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
@@ -17,6 +18,31 @@ type Status struct {
 	Model string
 	// BriefingsDelivered counts briefings the model's server acknowledged.
 	BriefingsDelivered int
+	// Encryption is one sentence on whether the call is end-to-end
+	// encrypted, "" while the session has no voice connection. Above all
+	// it says when a call that was end-to-end encrypted was downgraded,
+	// since Clankie's speech then goes out in the clear to Discord.
+	Encryption string
+}
+
+// encryptionSentence says whether the session's call is end-to-end
+// encrypted, for /voice status; "" when it has no voice connection.
+func encryptionSentence(link *audioLink) string {
+	if link == nil {
+		return ""
+	}
+	if d, ok := link.dave.(*davemedia.Session); ok {
+		switch ds := d.DAVE(); {
+		case ds.Downgraded():
+			return "Not end-to-end encrypted: the call was downgraded to transport encryption only (Discord's servers can hear it, Clankie included)."
+		case ds.ProtocolVersion() > 0:
+			return "End-to-end encrypted (DAVE)."
+		}
+	}
+	if link.conn.Load() == nil {
+		return ""
+	}
+	return "Not end-to-end encrypted: the call uses transport encryption only."
 }
 
 // modelSentence says where a session's model connection stands, in one
