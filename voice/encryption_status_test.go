@@ -17,7 +17,7 @@ import (
 // server's side by hand.
 type nopSignal struct{}
 
-func (nopSignal) SendJSON(media.Opcode, any) error       { return nil }
+func (nopSignal) SendJSON(media.Opcode, any) error      { return nil }
 func (nopSignal) SendBinary(media.Opcode, []byte) error { return nil }
 
 // TestStatusSaysWhenTheCallWasDowngraded: after the voice server's
