@@ -151,6 +151,10 @@ func (sh *Shards) ChannelVoiceJoinManual(gID, cID string, mute, deaf bool) error
 	return s.ChannelVoiceJoinManual(gID, cID, mute, deaf)
 }
 
+// maxRecommendedShards bounds the shard count GET /gateway/bot may
+// recommend: 65536 shards serve some 65 million servers.
+const maxRecommendedShards = 1 << 16
+
 // gatewayInfo is what GET /gateway/bot tells a bot before it connects.
 type gatewayInfo struct {
 	count          int
@@ -164,6 +168,12 @@ func (sh *Shards) gatewayBot(ctx context.Context) (gatewayInfo, error) {
 	gb, err := sh.rest.GatewayBot(discordgo.WithContext(ctx))
 	if err != nil {
 		return gatewayInfo{}, fmt.Errorf("ask discord how to connect (GET /gateway/bot): %s", restError(err))
+	}
+	if gb.Shards > maxRecommendedShards {
+		// Discord recommends one shard per 1000 servers or so; a count past
+		// this is not an answer to act on, and enumerating it would exhaust
+		// memory before a single identify.
+		return gatewayInfo{}, fmt.Errorf("discord recommended %d gateway shards (GET /gateway/bot), more than the %d this bot will plan for; set DISCORD_SHARD_COUNT", gb.Shards, maxRecommendedShards)
 	}
 	l := gb.SessionStartLimit
 	gi := gatewayInfo{count: gb.Shards, maxConcurrency: l.MaxConcurrency, remaining: l.Remaining,

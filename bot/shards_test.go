@@ -234,3 +234,16 @@ func BenchmarkShardStart(b *testing.B) {
 		})
 	}
 }
+
+// A shard count GET /gateway/bot recommends that no bot could use is
+// refused with a sentence naming the setting, before anything is
+// allocated for it or identified; before, the process enumerated that many
+// shard ids and ran out of memory.
+func TestAnImplausibleRecommendedShardCountIsRefused(t *testing.T) {
+	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(manyGuilds(1)...),
+		discordtest.WithRecommendedShards(1<<40))
+	_, _, err := openShards(t, fake, bot.ShardPlan{}, time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "DISCORD_SHARD_COUNT") || len(fake.Identifies()) != 0 {
+		t.Fatalf("err %v, %d identifies", err, len(fake.Identifies()))
+	}
+}
