@@ -266,3 +266,27 @@ func TestSSRCMapIsCapped(t *testing.T) {
 		t.Fatalf("known SSRC not renamed: %q", u)
 	}
 }
+
+// FuzzHelloInterval feeds arbitrary hello data to the heartbeat interval
+// check: whatever it accepts is within the bounds and a ticker can run
+// on it, so no hello can panic the heartbeat goroutine.
+func FuzzHelloInterval(f *testing.F) {
+	for _, s := range []string{`{"heartbeat_interval":13750}`, `{"heartbeat_interval":1e-7}`, `{"heartbeat_interval":1e300}`,
+		`{"heartbeat_interval":-5}`, `{"heartbeat_interval":1000}`, `{"heartbeat_interval":600000}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, d []byte) {
+		var h hello
+		if json.Unmarshal(d, &h) != nil {
+			return
+		}
+		iv, err := heartbeatInterval(h.HeartbeatInterval)
+		if err != nil {
+			return
+		}
+		if iv < minHeartbeat || iv > maxHeartbeat {
+			t.Fatalf("accepted %v from %q", iv, d)
+		}
+		time.NewTicker(iv).Stop()
+	})
+}
