@@ -212,6 +212,8 @@ func (c *Conn) heartbeat(s *socket, interval time.Duration, stop <-chan struct{}
 		select {
 		case <-stop:
 			return
+		case <-c.ctx.Done(): // the connection ended without closing stop
+			return
 		case <-t.C:
 		}
 		if c.unacked.Add(1) > 2 {
