@@ -543,8 +543,7 @@ type panicOnce struct {
 
 func (d panicOnce) Decode(ctx context.Context, packet []byte, out []int16) (int, error) {
 	if d.done.CompareAndSwap(false, true) {
-		var m map[string]int
-		m["x"] = 1
+		_ = packet[len(packet)+1] // index out of range: a parser bug on a hostile frame
 	}
 	return d.Decoder.Decode(ctx, packet, out)
 }

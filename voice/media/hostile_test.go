@@ -81,8 +81,7 @@ type panicky struct {
 
 func (p *panicky) Decrypt(dst []byte, u string, frame []byte) ([]byte, error) {
 	if p.decrypts.Add(1) == 1 {
-		var m map[string]int
-		m["boom"]++ // a nil map write: the kind of bug a parser has
+		_ = frame[len(frame)+1] // index out of range: the kind of bug a parser has
 	}
 	return p.Passthrough.Decrypt(dst, u, frame)
 }
