@@ -2,6 +2,7 @@ package dave
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -99,6 +100,14 @@ func FuzzBinaryOpcodes(f *testing.F) {
 			if out[0].Op != OpMLSInvalidCommitWelcome || out[0].TransitionID != b.TransitionID {
 				t.Fatalf("bad op %d answered with %+v", b.Op, out[0])
 			}
+		}
+		// A panic inside mls-go is recovered, counted once, and leaves a
+		// session that still takes the next message.
+		if errors.Is(err, ErrPeerPanic) != (s.Refusals().Panics == 1) {
+			t.Fatalf("err %v with %d panics counted", err, s.Refusals().Panics)
+		}
+		if _, err := s.OnExternalSender(pkg); errors.Is(err, ErrPeerPanic) {
+			t.Fatalf("after op %d the session panics on the external sender", b.Op)
 		}
 		_, _, _ = parseProposals(msg)
 		_, _, _ = SplitCommitWelcome(msg)
