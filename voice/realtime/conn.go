@@ -568,7 +568,8 @@ func (c *converse) ack(itemID string) {
 	}
 }
 
-// flush writes the latest briefing if this connection has not had it yet.
+// flush writes the latest briefing if this connection has not had it yet,
+// after BriefingPrefix.
 // A briefing already written on an earlier connection (acknowledged or not:
 // the connection may have dropped between the server reading it and its
 // acknowledgement reaching us) is a re-seed and gets ReseedPrefix; one the
@@ -582,12 +583,12 @@ func (c *converse) flush() error {
 	if !due {
 		return nil
 	}
-	text, kind := b.text, "briefing"
+	text, kind := BriefingPrefix+b.text, "briefing"
 	switch {
 	case b.delivered || b.written:
-		text, kind = ReseedPrefix+text, "reseed"
+		text, kind = ReseedPrefix+b.text, "reseed"
 	case b.refresh:
-		text, kind = RefreshPrefix+text, "refresh"
+		text, kind = RefreshPrefix+b.text, "refresh"
 	}
 	id := newItemID()
 	msg, eventID, err := briefingItem(id, text)

@@ -100,6 +100,7 @@ func placeholder(fr realtimetest.Frame, texts ...string) string {
 		b, _ := json.Marshal(t)
 		out = strings.ReplaceAll(out, strings.Trim(string(b), `"`), "<briefing>")
 	}
+	out = strings.ReplaceAll(out, `"text":"`+strings.Trim(mustJSON(BriefingPrefix), `"`)+`<briefing>"`, `"text":"<BriefingPrefix><briefing>"`)
 	out = strings.ReplaceAll(out, `"text":"`+strings.Trim(mustJSON(RefreshPrefix), `"`)+`<briefing>"`, `"text":"<RefreshPrefix><briefing>"`)
 	out = strings.ReplaceAll(out, `"text":"`+strings.Trim(mustJSON(ReseedPrefix), `"`)+`<briefing>"`, `"text":"<ReseedPrefix><briefing>"`)
 	return out

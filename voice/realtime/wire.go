@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"strings"
 )
 
 // Client events, in the OpenAI Realtime GA shape. Only the fields the
@@ -129,7 +130,7 @@ func sessionUpdate(cfg Config) ([]byte, error) {
 		EventID: newEventID(),
 		Session: sessionParams{
 			Type:             "realtime",
-			Instructions:     cfg.Instructions,
+			Instructions:     sessionInstructions(cfg.Instructions),
 			OutputModalities: []string{"audio"},
 			Audio: audioParams{
 				Input:  audioInput{Format: pcm, TurnDetection: turnDetection{Type: cfg.TurnDetection}},
@@ -139,9 +140,11 @@ func sessionUpdate(cfg Config) ([]byte, error) {
 	})
 }
 
-// briefingItem is a system message holding the briefing text. System role,
-// because the briefing is context for the model, not something a speaker
-// said.
+// briefingItem is a user message holding the briefing text as data. Not
+// the system role: the briefing quotes what members wrote about themselves,
+// and text in the highest-trust role would be read as the operator's own
+// instructions. The rule that says how to read it (BriefingRule) is in the
+// session's instructions, where no member's text ever goes.
 func briefingItem(itemID, text string) (msg []byte, eventID string, err error) {
 	eventID = newEventID()
 	msg, err = json.Marshal(itemCreateEvent{
@@ -150,11 +153,21 @@ func briefingItem(itemID, text string) (msg []byte, eventID string, err error) {
 		Item: item{
 			ID:      itemID,
 			Type:    "message",
-			Role:    "system",
+			Role:    "user",
 			Content: []contentPart{{Type: "input_text", Text: text}},
 		},
 	})
 	return msg, eventID, err
+}
+
+// sessionInstructions are the caller's instructions followed by
+// BriefingRule, so every session says how briefings are to be read whatever
+// the caller wrote.
+func sessionInstructions(own string) string {
+	if strings.TrimSpace(own) == "" {
+		return BriefingRule
+	}
+	return own + "\n\n" + BriefingRule
 }
 
 func audioAppend(pcm []byte) ([]byte, error) {
