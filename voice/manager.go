@@ -326,7 +326,9 @@ func (m *Manager) Close() {
 func (m *Manager) endLocked(s *Session) {
 	delete(m.sessions, s.guildID)
 	if s.model != nil {
-		m.ended.briefings += s.model.Stats().BriefingsDelivered
+		st := s.model.Stats()
+		m.ended.briefings += st.BriefingsDelivered
+		m.ended.model.addModel(st)
 	}
 	s.setConsented(nil)
 	m.stopAudioLocked(s)

@@ -9,6 +9,7 @@ import (
 	"github.com/clankie/clankie/voice/dave"
 	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/media"
+	"github.com/clankie/clankie/voice/realtime"
 )
 
 // Totals are a bridge's voice figures since it started: counts and
@@ -35,6 +36,14 @@ type Totals struct {
 	// connection kept); PeerRefused what was refused as hostile.
 	PeerPanics  PeerPanics
 	PeerRefused PeerRefused
+	// OutputOverflow counts 20 ms frames of the model's audio dropped
+	// unencoded because the queue to the channel was full.
+	OutputOverflow uint64
+	// OutputCut is the model's audio dropped because one delta held more
+	// than 2 s of it; OversizedEvents counts model events over 1 MiB, each
+	// of which closed its connection.
+	OutputCut       time.Duration
+	OversizedEvents int
 }
 
 // PeerPanics are recovered panics by component, a small fixed set: the
@@ -61,10 +70,22 @@ func (t *Totals) addConn(conn media.Stats, d media.DAVE) {
 	}
 }
 
+// addModel adds a model connection's hostile-input counts to t.
+func (t *Totals) addModel(st realtime.Stats) {
+	t.OutputCut += pcmDuration(st.AudioBytesCut)
+	t.OversizedEvents += st.OversizedEvents
+}
+
+// pcmDuration is how long n bytes of the model's PCM16 mono audio play.
+func pcmDuration(n int64) time.Duration {
+	return time.Duration(n) * time.Second / (2 * realtime.SampleRate)
+}
+
 // ended accumulates the figures of sessions and connections that ended,
 // so the totals never go down. Guarded by Manager.mu.
 type ended struct {
 	briefings int
+	model     Totals // OutputCut and OversizedEvents of models closed
 	path      audio.PathStats
 	noConsent uint64 // the media connections' drops
 	peers     Totals // only PeerPanics and PeerRefused
@@ -78,6 +99,7 @@ func (e *ended) addPath(ps audio.PathStats, conn media.Stats, d media.DAVE) {
 	e.path.Out.AudioOut += ps.Out.AudioOut
 	e.path.Out.BargeIns += ps.Out.BargeIns
 	e.path.ModelDropped += ps.ModelDropped
+	e.path.Out.DroppedOverflow += ps.Out.DroppedOverflow
 	e.noConsent += conn.DroppedNoConsent
 }
 
@@ -88,10 +110,13 @@ func (m *Manager) Totals() Totals {
 	t := Totals{Sessions: len(m.sessions), BriefingsDelivered: m.ended.briefings,
 		AudioIn: m.ended.path.In.AudioIn, AudioOut: m.ended.path.Out.AudioOut, BargeIns: m.ended.path.Out.BargeIns,
 		DroppedNoConsent: m.ended.path.In.DroppedNoConsent + m.ended.noConsent, ModelDropped: m.ended.path.ModelDropped,
-		PeerPanics: m.ended.peers.PeerPanics, PeerRefused: m.ended.peers.PeerRefused}
+		PeerPanics: m.ended.peers.PeerPanics, PeerRefused: m.ended.peers.PeerRefused,
+		OutputOverflow: m.ended.path.Out.DroppedOverflow, OutputCut: m.ended.model.OutputCut, OversizedEvents: m.ended.model.OversizedEvents}
 	for _, s := range m.sessions {
 		if s.model != nil {
-			t.BriefingsDelivered += s.model.Stats().BriefingsDelivered
+			st := s.model.Stats()
+			t.BriefingsDelivered += st.BriefingsDelivered
+			t.addModel(st)
 		}
 	}
 	for l := range m.links {
@@ -103,6 +128,7 @@ func (m *Manager) Totals() Totals {
 			t.DroppedNoConsent += ps.In.DroppedNoConsent
 			t.ModelDropped += ps.ModelDropped
 			t.PeerPanics.Opus += ps.In.DecoderPanics
+			t.OutputOverflow += ps.Out.DroppedOverflow
 		}
 		if c := l.conn.Load(); c != nil {
 			st := c.Stats()
@@ -136,6 +162,12 @@ func (m *Manager) RegisterMetrics(reg prometheus.Registerer) error {
 			func(t Totals) float64 { return float64(t.BargeIns) }},
 		{"clankie_voice_model_audio_dropped_total", "20 ms input chunks dropped while the model connection was not ready.", false,
 			func(t Totals) float64 { return float64(t.ModelDropped) }},
+		{"clankie_voice_output_frames_dropped_total", "20 ms frames of the model's audio dropped unencoded because the queue to the channel was full.", false,
+			func(t Totals) float64 { return float64(t.OutputOverflow) }},
+		{"clankie_voice_model_audio_cut_seconds_total", "Seconds of the model's audio dropped because one delta held more than 2 s.", false,
+			func(t Totals) float64 { return t.OutputCut.Seconds() }},
+		{"clankie_voice_model_events_oversized_total", "Model events over 1 MiB, each of which closed its connection.", false,
+			func(t Totals) float64 { return float64(t.OversizedEvents) }},
 	} {
 		f := func() float64 { return mt.value(m.Totals()) }
 		var c prometheus.Collector

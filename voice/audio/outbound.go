@@ -87,7 +87,7 @@ type OutboundStats struct {
 	// DroppedCancelled counts frames of an item or response already cut,
 	// encoded from deltas that arrived after the barge-in.
 	DroppedCancelled uint64
-	// DroppedOverflow counts frames refused by a full queue.
+	// DroppedOverflow counts frames refused by a full queue, unencoded.
 	DroppedOverflow uint64
 	// DroppedModelLost counts queued frames dropped because the model
 	// connection that produced them was lost.
@@ -222,7 +222,18 @@ func (o *Outbound) endItemLocked() {
 // encodeLocked encodes one stereo frame of the current item and queues it.
 // The context is not the caller's: OutputAudio has none (it is a
 // realtime.Listener method), and an encode is a bounded computation.
+//
+// A frame the queue has no room for is dropped (counted as overflow)
+// before it is encoded: a model that sends audio far faster than it plays
+// costs no encoding beyond what can be played.
 func (o *Outbound) encodeLocked(frame []int16) {
+	o.mu.Lock()
+	full := len(o.queue) >= o.cfg.MaxQueue
+	o.mu.Unlock()
+	if full {
+		o.stats.overflow.Add(1)
+		return
+	}
 	n, err := o.cfg.Encoder.Encode(context.Background(), frame, o.packet)
 	if err != nil {
 		o.stats.errors.Add(1)

@@ -489,3 +489,52 @@ func TestOutboundModelLost(t *testing.T) {
 		t.Errorf("truncates %+v, want item_2 at 40 ms", r.model.truncates)
 	}
 }
+
+// countingEncoder stands in for Opus where only the number of encodes
+// matters.
+type countingEncoder struct{ n int }
+
+func (e *countingEncoder) Encode(_ context.Context, _ []int16, out []byte) (int, error) {
+	e.n++
+	out[0] = 0xFC
+	return 1, nil
+}
+
+// TestOutboundDropsWhatCannotQueueBeforeEncoding: a model that sends audio
+// far faster than it plays (here 2 s at once into a queue of 10 frames)
+// costs only the encodes the queue can take; the rest is dropped unencoded
+// and counted as overflow.
+func TestOutboundDropsWhatCannotQueueBeforeEncoding(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		maxQueue int
+		audio    time.Duration
+		encoded  int
+	}{
+		{"fits", 200, 2 * time.Second, 100},
+		{"overflows", 10, 2 * time.Second, 10},
+		{"overflows across deltas", 10, 400 * time.Millisecond, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enc := &countingEncoder{}
+			o, err := NewOutbound(OutboundConfig{Encoder: enc, Send: func([]byte) {}, MaxQueue: tc.maxQueue})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pcmBytes := int(tc.audio/FrameDuration) * 960 // 20 ms of PCM16 at 24 kHz
+			o.OutputAudio("resp_1", "item_1", make([]byte, pcmBytes/2))
+			o.OutputAudio("resp_1", "item_1", make([]byte, pcmBytes-pcmBytes/2))
+			frames := int(tc.audio / FrameDuration)
+			st := o.Stats()
+			if enc.n != tc.encoded || st.Encoded != uint64(tc.encoded) {
+				t.Errorf("%d encodes (Encoded %d), want %d", enc.n, st.Encoded, tc.encoded)
+			}
+			if want := uint64(frames - tc.encoded); st.DroppedOverflow != want {
+				t.Errorf("DroppedOverflow = %d, want %d", st.DroppedOverflow, want)
+			}
+			if st.Queued != tc.encoded {
+				t.Errorf("Queued = %d, want %d", st.Queued, tc.encoded)
+			}
+		})
+	}
+}

@@ -635,6 +635,15 @@ func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
 	for {
 		_, data, err := conn.ReadMessage()
 		if err != nil {
+			if errors.Is(err, websocket.ErrReadLimit) {
+				// gorilla refused the event from its header, unread, and
+				// sent close 1009; the connection is replaced.
+				s.mu.Lock()
+				s.stats.OversizedEvents++
+				s.mu.Unlock()
+				s.log.Warn("realtime event over the size limit; connection closed",
+					zap.String("host", s.host), zap.Int("limit_bytes", maxEventBytes))
+			}
 			rd.err = err
 			return
 		}
@@ -663,13 +672,20 @@ func (s *Session) hear(ev serverEvent) bool {
 	l := s.cfg.Listener
 	switch ev.Type {
 	case "response.output_audio.delta":
-		pcm, err := base64.StdEncoding.DecodeString(ev.Delta)
+		delta, cut := ev.Delta, 0
+		if limit := base64.StdEncoding.EncodedLen(maxDeltaBytes); len(delta) > limit {
+			// maxDeltaBytes is a multiple of 3, so the kept part is whole
+			// base64 quanta; the rest is never decoded.
+			delta, cut = delta[:limit], base64.StdEncoding.DecodedLen(len(delta)-limit)
+		}
+		pcm, err := base64.StdEncoding.DecodeString(delta)
 		if err != nil {
 			s.log.Debug("realtime event", zap.String("type", "undecodable_audio"))
 			return true
 		}
 		s.mu.Lock()
 		s.stats.AudioBytesReceived += int64(len(pcm))
+		s.stats.AudioBytesCut += int64(cut)
 		s.mu.Unlock()
 		if l != nil {
 			l.OutputAudio(ev.ResponseID, ev.ItemID, pcm)

@@ -70,9 +70,16 @@ const (
 	// closeGrace is how long Close waits for the server to answer the close
 	// frame (and the longest a stuck write can hold Close up).
 	closeGrace = time.Second
-	// maxEventBytes bounds one server event we must buffer before discarding
-	// it. Audio deltas are far smaller; a larger frame means a broken server.
-	maxEventBytes = 16 << 20
+	// maxEventBytes bounds one server event. The live server's events are
+	// far smaller (an audio delta is a fraction of a second); a larger one
+	// means a broken or hostile endpoint, and is refused before it is read:
+	// the connection is closed (1009) and replaced, and the event counted.
+	maxEventBytes = 1 << 20
+	// maxDeltaBytes bounds the PCM one response.output_audio.delta may
+	// hand the Listener: 2 s. The rest of a longer delta is dropped unread
+	// and counted, so one event cannot make the audio path encode minutes
+	// of audio on the read goroutine (and stall barge-in meanwhile).
+	maxDeltaBytes = 2 * SampleRate * 2
 	// audioQueue is how many input audio chunks may wait for the socket
 	// (50 × 20 ms = 1 s); beyond that, chunks are dropped and counted.
 	audioQueue = 50
@@ -315,6 +322,12 @@ type Stats struct {
 	AudioChunksDropped int
 	// AudioBytesReceived counts decoded output audio bytes.
 	AudioBytesReceived int64
+	// AudioBytesCut counts output audio bytes dropped because their delta
+	// held more than 2 s of audio.
+	AudioBytesCut int64
+	// OversizedEvents counts server events over the 1 MiB limit; each
+	// closed its connection.
+	OversizedEvents int
 }
 
 // briefing is the latest text handed to Brief. Only the latest matters: a
