@@ -43,6 +43,11 @@ func TestValidatorIsStrictWithLiveCodes(t *testing.T) {
 		{"response.cancel", `{"type":"response.cancel","response_id":"resp_1"}`, "", ""},
 		{"truncate", `{"type":"conversation.item.truncate","item_id":"i","content_index":0,"audio_end_ms":10}`, "", ""},
 		{"truncate without audio_end_ms", `{"type":"conversation.item.truncate","item_id":"i","content_index":0}`, "missing_required_parameter", "audio_end_ms"},
+		{"user briefing item", `{"type":"conversation.item.create","event_id":"e4","item":{"id":"brf_2","type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}}`, "", ""},
+		{"item delete", `{"type":"conversation.item.delete","event_id":"e5","item_id":"item_1"}`, "", ""},
+		{"item delete without item_id", `{"type":"conversation.item.delete"}`, "missing_required_parameter", "item_id"},
+		{"audio buffer clear", `{"type":"input_audio_buffer.clear","event_id":"e6"}`, "", ""},
+		{"audio buffer commit", `{"type":"input_audio_buffer.commit"}`, "", ""},
 		{"unknown event", `{"type":"session.create"}`, "unknown_event", "type"},
 		{"not JSON", `hello`, "invalid_json", ""},
 	} {

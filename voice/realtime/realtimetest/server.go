@@ -3,9 +3,15 @@
 // against OpenAI's published schemas (../shared/openai-realtime-spec), and
 // answers the way the live server does — session.created on connect,
 // session.updated after a valid update, conversation.item.added and .done
-// for an item, and error events with the live codes for the wrong shapes
+// for an item, conversation.item.deleted for a delete, committed and
+// cleared for the input audio buffer, and error events with the live codes for the wrong shapes
 // (beta_api_shape_disabled with close 4000, unknown_parameter,
 // missing_required_parameter, invalid_api_key at the handshake as 401).
+//
+// It keeps each connection's server-side conversation (items created by
+// the client, by committed audio, by responses; removed by
+// conversation.item.delete) and drops it when the connection ends, so a
+// test can ask what the model could still see (Live, Conversation).
 //
 // Every event the fake sends is validated too, so it cannot drift from the
 // server it stands for. A client frame that does not validate fails the
@@ -62,6 +68,21 @@ type Frame struct {
 	ItemID, Role, ContentType, Text string
 }
 
+// Item is one item of a connection's server-side conversation, as the
+// fake keeps it: what a test must be able to look for after the client
+// asked for it to be forgotten.
+type Item struct {
+	Conn int
+	ID   string
+	// Role is user, assistant or system.
+	Role string
+	// Text is the text of a message's text parts, or an assistant's
+	// transcript.
+	Text string
+	// Audio is the PCM of a user audio item made by a commit.
+	Audio []byte
+}
+
 // Conn is one accepted WebSocket connection.
 type Conn struct {
 	N      int
@@ -76,8 +97,21 @@ type Conn struct {
 	killOnce  sync.Once
 	closeCode int
 	session   map[string]any
-	items     []string
-	audio     []byte
+	audio     []byte // every byte appended, for Audio
+	// convo is the server-side conversation and buffer the input audio not
+	// committed yet; both end with the connection (gone), as the live
+	// server's session does.
+	convo  []Item
+	buffer []byte
+	gone   bool
+}
+
+// lastID is the id of the conversation's last item, or nil. s.mu is held.
+func (c *Conn) lastID() any {
+	if n := len(c.convo); n > 0 {
+		return c.convo[n-1].ID
+	}
+	return nil
 }
 
 func (c *Conn) stop() { c.killOnce.Do(func() { close(c.kill) }) }
@@ -268,6 +302,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.readUntilClosed(c, nil)
 		return
 	}
+	defer s.endConversation(c)
+	ws.SetCloseHandler(func(code int, _ string) error {
+		// The session, and with it the conversation, ends before the
+		// close is answered: a client that waits for the answer knows
+		// the server holds nothing of it any more.
+		s.endConversation(c)
+		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
+		return nil
+	})
 	ws.SetPongHandler(func(string) error {
 		s.mu.Lock()
 		s.pongs++
@@ -433,11 +476,8 @@ func (s *Server) handle(c *Conn, fr Frame) {
 			id = "item_" + randomHex(8)
 		}
 		s.mu.Lock()
-		prev := any(nil)
-		if n := len(c.items); n > 0 {
-			prev = c.items[n-1]
-		}
-		c.items = append(c.items, id)
+		prev := c.lastID()
+		c.convo = append(c.convo, Item{Conn: c.N, ID: id, Role: fr.Role, Text: fr.Text})
 		s.mu.Unlock()
 		if s.echo {
 			s.echoContent(c, fr)
@@ -461,7 +501,31 @@ func (s *Server) handle(c *Conn, fr Frame) {
 		}
 		s.mu.Lock()
 		c.audio = append(c.audio, pcm...)
+		c.buffer = append(c.buffer, pcm...)
 		s.mu.Unlock()
+	case "input_audio_buffer.commit":
+		s.commit(c, fr.EventID)
+	case "input_audio_buffer.clear":
+		s.mu.Lock()
+		c.buffer = nil
+		s.mu.Unlock()
+		s.send(c, map[string]any{"type": "input_audio_buffer.cleared"})
+	case "conversation.item.delete":
+		var ev struct {
+			ItemID string `json:"item_id"`
+		}
+		_ = json.Unmarshal(fr.Raw, &ev)
+		s.mu.Lock()
+		i := slices.IndexFunc(c.convo, func(it Item) bool { return it.ID == ev.ItemID })
+		if i >= 0 {
+			c.convo = slices.Delete(c.convo, i, i+1)
+		}
+		s.mu.Unlock()
+		if i < 0 {
+			s.sendError(c, fr.EventID, "invalid_request_error", "item_delete_invalid_item_id", "item_id", "Error deleting item: the item does not exist.")
+			return
+		}
+		s.send(c, map[string]any{"type": "conversation.item.deleted", "item_id": ev.ItemID})
 	case "conversation.item.truncate":
 		var ev struct {
 			ItemID       string `json:"item_id"`
@@ -474,6 +538,38 @@ func (s *Server) handle(c *Conn, fr Frame) {
 		// Nothing is generating in the fake; the live server answers so too.
 		s.sendError(c, fr.EventID, "invalid_request_error", "response_cancel_not_active", "", "Cancellation failed: no active response found.")
 	}
+}
+
+// commit turns the input audio buffer into a user audio item, as the
+// live server does on input_audio_buffer.commit or when its VAD ends a
+// turn; an empty buffer is an error. It returns the item's id ("" when
+// nothing was committed).
+func (s *Server) commit(c *Conn, clientEventID string) string {
+	s.mu.Lock()
+	if len(c.buffer) == 0 || c.gone {
+		s.mu.Unlock()
+		s.sendError(c, clientEventID, "invalid_request_error", "input_audio_buffer_commit_empty", "", "Error committing input audio buffer: the buffer is empty.")
+		return ""
+	}
+	id := "item_" + randomHex(8)
+	prev := c.lastID()
+	c.convo = append(c.convo, Item{Conn: c.N, ID: id, Role: "user", Audio: c.buffer})
+	c.buffer = nil
+	s.mu.Unlock()
+	item := map[string]any{"id": id, "object": "realtime.item", "type": "message", "status": "completed", "role": "user",
+		"content": []any{map[string]any{"type": "input_audio"}}}
+	s.send(c, map[string]any{"type": "input_audio_buffer.committed", "previous_item_id": prev, "item_id": id})
+	s.send(c, map[string]any{"type": "conversation.item.added", "previous_item_id": prev, "item": item})
+	s.send(c, map[string]any{"type": "conversation.item.done", "previous_item_id": prev, "item": item})
+	return id
+}
+
+// endConversation drops a connection's conversation and input buffer: the
+// live server's session ends with its connection.
+func (s *Server) endConversation(c *Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.convo, c.buffer, c.gone = nil, nil, true
 }
 
 func (s *Server) echoContent(c *Conn, fr Frame) {
@@ -548,6 +644,35 @@ func (s *Server) EmitAudio(n int, responseID, itemID string, pcm []byte, chunk i
 			"output_index": 0, "content_index": 0, "delta": base64.StdEncoding.EncodeToString(pcm[:k])})
 		pcm = pcm[k:]
 	}
+}
+
+// Commit commits connection n's input audio buffer as a user audio item,
+// as the server's VAD does at the end of a turn, and returns the item's
+// id ("" when the buffer was empty).
+func (s *Server) Commit(n int) string { return s.commit(s.Conn(n), "") }
+
+// Respond makes connection n's model answer: an assistant audio item whose
+// transcript is transcript joins the conversation, announced with the
+// events of a whole response. It returns the item's id.
+func (s *Server) Respond(n int, transcript string) string {
+	c := s.Conn(n)
+	respID, id := "resp_"+randomHex(8), "item_"+randomHex(8)
+	s.mu.Lock()
+	prev := c.lastID()
+	c.convo = append(c.convo, Item{Conn: c.N, ID: id, Role: "assistant", Text: transcript})
+	s.mu.Unlock()
+	item := func(status string, content []any) map[string]any {
+		return map[string]any{"id": id, "object": "realtime.item", "type": "message", "status": status, "role": "assistant", "content": content}
+	}
+	done := item("completed", []any{map[string]any{"type": "output_audio", "transcript": transcript}})
+	s.send(c, map[string]any{"type": "response.created", "response": map[string]any{"id": respID, "object": "realtime.response", "status": "in_progress", "output": []any{}}})
+	s.send(c, map[string]any{"type": "response.output_item.added", "response_id": respID, "output_index": 0, "item": item("in_progress", []any{})})
+	s.send(c, map[string]any{"type": "conversation.item.added", "previous_item_id": prev, "item": item("in_progress", []any{})})
+	s.EmitTranscript(n, respID, id, transcript)
+	s.send(c, map[string]any{"type": "conversation.item.done", "previous_item_id": prev, "item": done})
+	s.send(c, map[string]any{"type": "response.output_item.done", "response_id": respID, "output_index": 0, "item": done})
+	s.send(c, map[string]any{"type": "response.done", "response": map[string]any{"id": respID, "object": "realtime.response", "status": "completed", "output": []any{done}}})
+	return id
 }
 
 // EmitTranscript sends a transcript of the model's audio to connection n.
@@ -700,6 +825,33 @@ func (s *Server) Audio(n int) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(c.audio)
+}
+
+// Conversation returns connection n's server-side conversation now (empty
+// once the connection ended).
+func (s *Server) Conversation(n int) []Item {
+	c := s.Conn(n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(c.convo)
+}
+
+// Live returns what the fake holds now for every connection still open:
+// the items of their conversations, and their input audio not committed
+// yet. A connection's conversation ends with it, as on the live server.
+func (s *Server) Live() (items []Item, pending [][]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.conns {
+		if c.gone {
+			continue
+		}
+		items = append(items, c.convo...)
+		if len(c.buffer) > 0 {
+			pending = append(pending, c.buffer)
+		}
+	}
+	return items, pending
 }
 
 // Attempts returns how many HTTP requests reached the endpoint.
