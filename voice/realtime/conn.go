@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -55,6 +56,10 @@ func (s *Session) run() {
 		if out.refusal != nil {
 			s.refuse(*out.refusal)
 			return
+		}
+		if out.replaced {
+			failures = 0 // a fresh conversation, at once: nothing failed
+			continue
 		}
 		// A connection that was ready for a while resets the backoff. One
 		// the server drops at once does not, so a server that accepts and
@@ -298,12 +303,16 @@ func (s *Session) sleep(d time.Duration) bool {
 type reader struct {
 	events chan serverEvent
 	err    error
+	// muted: the connection's conversation was forgotten; its audio is
+	// no longer handed to the Listener.
+	muted atomic.Bool
 }
 
 // outcome is how a connection ended.
 type outcome struct {
-	ready   bool     // it became ready at some point
-	refusal *refusal // non-nil: permanently refused
+	ready    bool     // it became ready at some point
+	refusal  *refusal // non-nil: permanently refused
+	replaced bool     // closed by Forget; dial a fresh one at once
 }
 
 // serve runs one connection from just after the handshake until it is gone,
@@ -315,6 +324,9 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	s.mu.Unlock()
 	for len(s.audio) > 0 { // audio from before the outage is stale
 		<-s.audio
+	}
+	for len(s.ctrl) > 0 { // and so are cancels and truncates of its items
+		<-s.ctrl
 	}
 
 	rd := &reader{events: make(chan serverEvent, 64)}
@@ -342,8 +354,9 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 		}
 	}()
 
-	c := &converse{s: s, conn: conn, rd: rd, items: map[string]uint64{}}
+	c := &converse{s: s, conn: conn, rd: rd, items: map[string]uint64{}, epoch: s.epoch.Load()}
 	err := c.run()
+	replaced := errors.Is(err, errReplaced)
 	_ = conn.Close()
 	// A write can fail because the server already refused and closed (it
 	// sends the error event first): the events read meanwhile still say why.
@@ -356,7 +369,10 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	close(connDone)
 	<-watchDone
 
-	if c.refused == nil {
+	switch {
+	case replaced:
+		s.setPhase(Connecting, 0)
+	case c.refused == nil:
 		s.setPhase(Reconnecting, failures+2) // the run loop's next attempt
 	}
 	s.ready.Store(false)
@@ -366,7 +382,15 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	if l, ok := s.cfg.Listener.(ConnectionListener); ok && c.ready {
 		l.ModelLost() // the read loop has ended: no delta of this connection follows
 	}
-	out := outcome{ready: c.ready, refusal: c.refused}
+	out := outcome{ready: c.ready, refusal: c.refused, replaced: replaced && c.refused == nil}
+	if out.replaced && s.ctx.Err() == nil {
+		s.mu.Lock()
+		s.stats.ConversationsReplaced++
+		s.replaced = true
+		s.mu.Unlock()
+		s.log.Info("realtime conversation forgotten; connecting a fresh one", zap.String("host", s.host))
+		return out
+	}
 	if s.ctx.Err() != nil {
 		s.log.Info("realtime session closed", zap.String("host", s.host), zap.Int("connects", s.Stats().Connects))
 		return out
@@ -403,6 +427,10 @@ type converse struct {
 	// itemEvents maps the event ids of those writes to their gen, to tell
 	// an error about a briefing from others.
 	itemEvents map[string]uint64
+	// epoch is the Forget epoch this connection's content belongs to, and
+	// wrote whether it carried any (a briefing or audio).
+	epoch uint64
+	wrote bool
 }
 
 // run seeds a fresh connection (session.update; once the server answers
@@ -430,12 +458,23 @@ func (c *converse) run() error {
 		ping = t.C
 	}
 	for {
+		// Forget first: nothing more goes into a conversation that holds
+		// what must be forgotten.
+		if e := s.epoch.Load(); e != c.epoch {
+			if c.wrote {
+				return c.replace()
+			}
+			c.epoch = e // nothing of the old epoch was sent here
+			if c.ready {
+				s.setPhase(Ready, 0)
+			}
+		}
 		if c.ready {
 			if err := c.flush(); err != nil {
 				return err
 			}
 		}
-		var audio <-chan []byte
+		var audio <-chan chunk
 		var ctrl <-chan []byte
 		if c.ready {
 			audio, ctrl = s.audio, s.ctrl
@@ -449,16 +488,25 @@ func (c *converse) run() error {
 				return nil
 			}
 		case <-s.kick:
-		case pcm := <-audio:
-			msg, err := audioAppend(pcm)
+		case ch := <-audio:
+			if ch.epoch != c.epoch || s.epoch.Load() != c.epoch {
+				// Appended before a Forget: it may hold a voice that must
+				// not reach the model any more.
+				s.mu.Lock()
+				s.stats.AudioChunksDropped++
+				s.mu.Unlock()
+				continue
+			}
+			msg, err := audioAppend(ch.pcm)
 			if err != nil {
 				return err
 			}
+			c.wrote = true
 			if err := c.write(msg); err != nil {
 				return err
 			}
 			s.mu.Lock()
-			s.stats.AudioBytesSent += int64(len(pcm))
+			s.stats.AudioBytesSent += int64(len(ch.pcm))
 			s.mu.Unlock()
 		case msg := <-ctrl:
 			if err := c.write(msg); err != nil {
@@ -493,7 +541,35 @@ func (c *converse) run() error {
 
 var (
 	errReadyTimeout = errors.New("no session.updated in time")
+	errReplaced     = errors.New("conversation forgotten")
 )
+
+// replace ends a connection whose conversation must be forgotten. The
+// model's audio from it stops reaching the Listener at once (and a
+// ConnectionListener drops what it queued), then the close handshake runs:
+// the server ends the session, conversation and all, before it answers.
+// If it does not answer within closeGrace the socket is dropped, which
+// ends the session too. Nothing else is written to the connection.
+func (c *converse) replace() error {
+	c.rd.muted.Store(true)
+	if l, ok := c.s.cfg.Listener.(ConnectionListener); ok && c.ready {
+		l.ModelLost()
+	}
+	_ = c.conn.WriteControl(websocket.CloseMessage,
+		websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeGrace))
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-c.rd.events:
+			if !ok {
+				return errReplaced
+			}
+		case <-t.C:
+			return errReplaced
+		}
+	}
+}
 
 // handle acts on one server event; it reports whether the connection must
 // end (a refusal).
@@ -512,9 +588,10 @@ func (c *converse) handle(ev serverEvent) (stop bool) {
 			c.ready = true
 			s.mu.Lock()
 			s.stats.Connects++
-			if s.stats.Connects > 1 {
+			if s.stats.Connects > 1 && !s.replaced {
 				s.stats.Reconnects++
 			}
+			s.replaced = false
 			connects := s.stats.Connects
 			s.mu.Unlock()
 			s.setPhase(Ready, 0)
@@ -597,6 +674,7 @@ func (c *converse) flush() error {
 	}
 	c.items[id] = b.gen
 	c.itemEvents[eventID] = b.gen
+	c.wrote = true
 	if err := c.write(msg); err != nil {
 		return err
 	}
@@ -652,7 +730,7 @@ func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
 		if err := json.Unmarshal(data, &ev); err != nil {
 			s.log.Debug("realtime event", zap.String("type", "unparseable"), zap.Int("bytes", len(data)))
 			ev = serverEvent{Type: "unparseable"}
-		} else if s.hear(ev) {
+		} else if s.hear(ev, rd) {
 			continue
 		} else if ev.Type != "error" {
 			s.log.Debug("realtime event", zap.String("type", safeToken(ev.Type)))
@@ -668,8 +746,11 @@ func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
 
 // hear hands audio-path events to the Listener and reports whether the
 // event was one of them. Transcripts are dropped unread: they are content.
-func (s *Session) hear(ev serverEvent) bool {
+func (s *Session) hear(ev serverEvent, rd *reader) bool {
 	l := s.cfg.Listener
+	if rd.muted.Load() {
+		l = nil // the conversation is being forgotten: nothing of it plays
+	}
 	switch ev.Type {
 	case "response.output_audio.delta":
 		delta, cut := ev.Delta, 0

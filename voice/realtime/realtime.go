@@ -297,8 +297,12 @@ type State struct {
 type Stats struct {
 	// Connects counts connections that became ready, the first included.
 	Connects int
-	// Reconnects counts connections that became ready after the first.
+	// Reconnects counts connections that became ready after the first,
+	// except those that replaced a conversation Forget ended.
 	Reconnects int
+	// ConversationsReplaced counts connections closed and replaced by a
+	// fresh one because Forget ended their conversation.
+	ConversationsReplaced int
 	// DialFailures counts connection attempts that failed before the
 	// handshake completed.
 	DialFailures int
@@ -357,9 +361,13 @@ type Session struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the background loop has returned
 	kick   chan struct{} // capacity 1: "a new briefing is waiting"
-	audio  chan []byte   // input audio chunks for the socket
+	audio  chan chunk    // input audio chunks for the socket
 	ctrl   chan []byte   // prebuilt control events (response.cancel, truncate)
 	ready  atomic.Bool   // mirrors state.Phase == Ready, read per audio chunk
+	// epoch counts Forget calls. A chunk carries the epoch it was
+	// appended in, and a connection that carried content from an earlier
+	// epoch is replaced before it sends anything more.
+	epoch atomic.Uint64
 
 	mu        sync.Mutex
 	gen       uint64
@@ -369,6 +377,15 @@ type Session struct {
 	delivered map[uint64]bool
 	stats     Stats
 	state     State
+	// replaced: the connection underway replaces one Forget ended, so its
+	// readiness is not a reconnect.
+	replaced bool
+}
+
+// chunk is one input audio chunk and the epoch it was appended in.
+type chunk struct {
+	pcm   []byte
+	epoch uint64
 }
 
 // Start validates cfg and starts a session that connects in the background;
@@ -433,7 +450,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
 		log:       log,
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
-		audio:     make(chan []byte, audioQueue),
+		audio:     make(chan chunk, audioQueue),
 		ctrl:      make(chan []byte, 16),
 		delivered: map[uint64]bool{},
 	}
@@ -534,17 +551,57 @@ func (s *Session) AppendAudio(pcm []byte) bool {
 	if len(pcm) == 0 {
 		return false
 	}
+	// Under s.mu, so a chunk is either queued before a Forget (and carries
+	// the old epoch, which drops it) or after it, when no connection is
+	// ready until a fresh conversation is.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.ready.Load() {
 		select {
-		case s.audio <- pcm:
+		case s.audio <- chunk{pcm, s.epoch.Load()}:
 			return true
 		default:
 		}
 	}
-	s.mu.Lock()
 	s.stats.AudioChunksDropped++
-	s.mu.Unlock()
 	return false
+}
+
+// Forget takes everything this session has given the model out of its
+// context: every briefing and every chunk of audio, and so everything the
+// model said back. The voice bridge calls it when the set of consented
+// speakers shrinks (an opt-out, a consented person leaving), because the
+// conversation holds that person's facts (the briefings), their voice (the
+// mixed audio of every turn) and the model's answers, which may repeat
+// either.
+//
+// The mechanism is a fresh conversation, not conversation.item.delete: the
+// server-side conversation lives as long as the connection, so a connection
+// that carried any briefing or audio is closed (with the close handshake,
+// so the server has ended the session when its answer arrives, or dropped
+// after a second) and replaced by a new one, which starts with nothing.
+// That also ends the input audio buffer and any response in progress, and
+// it cannot miss an item the client never heard of (a turn the server's
+// VAD committed just before, say), as deleting items one by one could.
+//
+// Until the new connection is ready no audio is sent: chunks appended
+// before Forget are dropped, and so are chunks appended while the
+// connection is replaced (counted as dropped). The latest briefing is
+// dropped too, never re-sent: the caller briefs the new conversation with
+// Brief (its first briefing). The model's audio still arriving from the
+// old conversation is no longer handed to the Listener, and a
+// ConnectionListener hears ModelLost at once, so Clankie stops saying what
+// the old conversation made him say. Forget never blocks.
+func (s *Session) Forget() {
+	s.mu.Lock()
+	s.epoch.Add(1)
+	s.latest = briefing{}
+	s.ready.Store(false)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
 // CancelResponse asks the model to stop the response in progress
