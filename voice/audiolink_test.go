@@ -36,6 +36,7 @@ func (a *audioModel) Brief(context.Context, string, bool) error { return nil }
 func (a *audioModel) State() realtime.State                     { return realtime.State{} }
 func (a *audioModel) Stats() realtime.Stats                     { return realtime.Stats{} }
 func (a *audioModel) Close() error                              { return nil }
+func (a *audioModel) Forget()                                   {}
 
 func (a *audioModel) AppendAudio(pcm []byte) bool {
 	a.mu.Lock()

@@ -28,6 +28,10 @@ type Gateway interface {
 // *realtime.Session satisfies it.
 type Model interface {
 	Brief(ctx context.Context, text string, refresh bool) error
+	// Forget takes everything the model was given out of its context (a
+	// fresh conversation); it never blocks, and the next Brief seeds the
+	// fresh conversation.
+	Forget()
 	State() realtime.State
 	Stats() realtime.Stats
 	Close() error
@@ -180,12 +184,34 @@ func (m *Manager) reconcile(guildID string) {
 // session now: the humans present (never the bot, never another bot),
 // under the policy, at most 25. It also publishes the answer to the
 // session's Consented snapshot, so the audio path sees every change as
-// soon as it is made. m.mu is held.
+// soon as it is made, and when someone dropped out of the set (an
+// opt-out, a leave, a move, a new arrival pushing them past the cap) it
+// has the model forget the whole conversation: it holds their facts, the
+// mixed audio of their turns and answers that may repeat either. m.mu is
+// held.
 func (m *Manager) permittedLocked(s *Session) []string {
 	present := m.roster.humans(s.guildID, s.channelID, m.botID)
 	permitted := s.consent.permitted(present, api.MaxBriefingUsers)
-	s.setConsented(permitted)
+	if s.setConsented(permitted) {
+		m.forgetLocked(s)
+	}
 	return permitted
+}
+
+// forgetLocked ends what the model heard and was told in s, after the
+// consented set shrank. The model's Forget returns at once, and is called
+// under m.mu, the lock brief sends a briefing under: a briefing pulled for
+// the old set and not yet handed over is never sent after it (brief sees
+// forgets changed and drops it). The next briefing is pulled for the new
+// set even if it equals the one last sent (the fresh conversation has
+// none). m.mu is held.
+func (m *Manager) forgetLocked(s *Session) {
+	s.forgets++
+	s.lastSent = nil
+	if s.model != nil {
+		s.model.Forget()
+	}
+	s.poke()
 }
 
 // Session returns the server's live session, or nil: the audio path

@@ -38,6 +38,9 @@ type Session struct {
 	modelFailed        bool // the model could not be opened (bad settings)
 	lastSent           []string
 	briefed            bool
+	// forgets counts the times the consented set shrank and the model was
+	// made to forget; a briefing pulled before one is never sent.
+	forgets uint64
 
 	// consented is the set of user ids whose audio may leave the bridge,
 	// replaced (never mutated) by the Manager.
@@ -85,13 +88,20 @@ func (s *Session) Consented(userID string) bool {
 	return ok
 }
 
-// setConsented replaces the snapshot Consented reads.
-func (s *Session) setConsented(ids []string) {
+// setConsented replaces the snapshot Consented reads, and reports whether
+// someone in the old snapshot is not in the new one.
+func (s *Session) setConsented(ids []string) (shrank bool) {
 	m := make(map[string]struct{}, len(ids))
 	for _, id := range ids {
 		m[id] = struct{}{}
 	}
-	s.consented.Store(&m)
+	old := s.consented.Swap(&m)
+	for id := range *old {
+		if _, ok := m[id]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // AudioModel is what the audio path may send to the model: consented
@@ -224,6 +234,7 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 	}
 	refresh := s.briefed
 	md := s.model
+	forgets := s.forgets
 	m.mu.Unlock()
 
 	start := time.Now()
@@ -247,15 +258,24 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 		if cut {
 			outcome = egressSentCut
 		}
-		if berr := md.Brief(ctx, text, refresh); errors.Is(berr, realtime.ErrRefused) {
+		// Under m.mu, so no Forget (permittedLocked) falls between the
+		// check and the hand-over: a briefing pulled for a set someone
+		// has since left is never given to the model. Brief never blocks.
+		m.mu.Lock()
+		if s.forgets != forgets {
+			outcome = egressSuperseded
+		} else if berr := md.Brief(ctx, text, refresh); errors.Is(berr, realtime.ErrRefused) {
 			outcome = egressRealtimeRefused
 		} else if berr != nil {
 			outcome = egressRealtimeError
 		}
+		m.mu.Unlock()
 	}
 	if err == nil {
 		m.mu.Lock()
-		s.briefed, s.lastSent = true, sorted
+		if s.forgets == forgets {
+			s.briefed, s.lastSent = true, sorted
+		}
 		m.mu.Unlock()
 	}
 	m.log.Info("receipt",
@@ -284,7 +304,10 @@ const (
 	egressNoRealtimeEndpoint egressOutcome = "no_realtime_endpoint"
 	egressRealtimeRefused    egressOutcome = "realtime_refused"
 	egressRealtimeError      egressOutcome = "realtime_error"
-	egressMemoryPrefix       egressOutcome = "memory_"
+	// egressSuperseded: someone left the consented set while the briefing
+	// was pulled; it was not sent, and one for the new set follows.
+	egressSuperseded   egressOutcome = "superseded"
+	egressMemoryPrefix egressOutcome = "memory_"
 )
 
 // boundBriefing is the 8000-character rule at the edge to the model: the
