@@ -207,7 +207,6 @@ func (m *Manager) permittedLocked(s *Session) []string {
 // none). m.mu is held.
 func (m *Manager) forgetLocked(s *Session) {
 	s.forgets++
-	s.lastSent = nil
 	if s.model != nil {
 		s.model.Forget()
 	}

@@ -40,7 +40,9 @@ type Session struct {
 	briefed            bool
 	// forgets counts the times the consented set shrank and the model was
 	// made to forget; a briefing pulled before one is never sent.
-	forgets uint64
+	// briefedAt is forgets when the last briefing was handed over: the
+	// fresh conversation after a forget needs one, whoever it is for.
+	forgets, briefedAt uint64
 
 	// consented is the set of user ids whose audio may leave the bridge,
 	// replaced (never mutated) by the Manager.
@@ -228,7 +230,7 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 	m.mu.Lock()
 	permitted := m.permittedLocked(s)
 	sorted := slices.Sorted(slices.Values(permitted))
-	if s.briefed && slices.Equal(sorted, s.lastSent) {
+	if s.briefed && s.briefedAt == s.forgets && slices.Equal(sorted, s.lastSent) {
 		m.mu.Unlock()
 		return
 	}
@@ -274,7 +276,7 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 	if err == nil {
 		m.mu.Lock()
 		if s.forgets == forgets {
-			s.briefed, s.lastSent = true, sorted
+			s.briefed, s.lastSent, s.briefedAt = true, sorted, forgets
 		}
 		m.mu.Unlock()
 	}
