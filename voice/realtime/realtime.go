@@ -25,6 +25,9 @@
 //     refresh). A permanent one (the endpoint refused the key, the model or
 //     the request shape, or is not a Realtime endpoint at all) stops
 //     reconnecting at once: retrying would only hammer it.
+//   - Forgetful on demand: Forget ends the server-side conversation (every
+//     briefing, audio turn and answer in it) before anything more is sent,
+//     by replacing the connection, for when a person's consent ends.
 //   - Private: briefings, transcripts and audio are content and the API key
 //     is a secret. None appears in a log line, an error string or a panic;
 //     logs carry the endpoint's host, counts, close codes, server event
@@ -207,7 +210,8 @@ type Listener interface {
 }
 
 // ConnectionListener is a Listener that also hears when a connection that
-// was ready is lost, before the next one is dialled: the audio it sent and
+// was ready is lost, before the next one is dialled (and at once when
+// Forget ends its conversation): the audio it sent and
 // the items it named belong to a conversation the next connection knows
 // only from its re-seed, so the audio path drops its queue and forgets the
 // item rather than truncate it there.
