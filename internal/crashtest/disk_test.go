@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,6 +140,22 @@ func readDisk(root string) (*diskState, error) {
 			}
 			if !json.Valid(b) {
 				d.broken = append(d.broken, rel+": not JSON")
+			}
+		case dir == "." && name == "interaction-claims":
+			// "<unix nanoseconds> <interaction id>" lines; a last line
+			// without its newline is a claim a kill cut short (never
+			// acknowledged), which the next start drops.
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			lines := strings.Split(string(b), "\n")
+			for _, l := range lines[:len(lines)-1] {
+				at, id, ok := strings.Cut(l, " ")
+				if _, err := strconv.ParseInt(at, 10, 64); err != nil || !ok || !api.ValidInteractionID(id) {
+					d.broken = append(d.broken, rel+": a line is not a claim")
+					break
+				}
 			}
 		case dir == people.Dir && (name == people.JournalName || name == people.CatalogName):
 			// The journal is zeros and lines; the catalog is checked by
