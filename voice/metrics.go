@@ -48,8 +48,9 @@ type Totals struct {
 
 // PeerPanics are recovered panics by component, a small fixed set: the
 // voice gateway websocket, the media (RTP) path, the DAVE session (mls-go
-// and our frame parser) and the Opus decoder (pion/opus).
-type PeerPanics struct{ Gateway, Media, DAVE, Opus uint64 }
+// and our frame parser), the Opus decoder (pion/opus) and the realtime
+// model's server events.
+type PeerPanics struct{ Gateway, Media, DAVE, Opus, Realtime uint64 }
 
 // PeerRefused counts a voice server's input refused as hostile: speaking
 // ops past the SSRC cap, users past DAVE's recognised-user cap, and moves
@@ -74,6 +75,7 @@ func (t *Totals) addConn(conn media.Stats, d media.DAVE) {
 func (t *Totals) addModel(st realtime.Stats) {
 	t.OutputCut += pcmDuration(st.AudioBytesCut)
 	t.OversizedEvents += st.OversizedEvents
+	t.PeerPanics.Realtime += uint64(st.Panics)
 }
 
 // pcmDuration is how long n bytes of the model's PCM16 mono audio play.
@@ -85,7 +87,7 @@ func pcmDuration(n int64) time.Duration {
 // so the totals never go down. Guarded by Manager.mu.
 type ended struct {
 	briefings int
-	model     Totals // OutputCut and OversizedEvents of models closed
+	model     Totals // OutputCut, OversizedEvents and realtime panics of models closed
 	path      audio.PathStats
 	noConsent uint64 // the media connections' drops
 	peers     Totals // only PeerPanics and PeerRefused
@@ -112,6 +114,7 @@ func (m *Manager) Totals() Totals {
 		DroppedNoConsent: m.ended.path.In.DroppedNoConsent + m.ended.noConsent, ModelDropped: m.ended.path.ModelDropped,
 		PeerPanics: m.ended.peers.PeerPanics, PeerRefused: m.ended.peers.PeerRefused,
 		OutputOverflow: m.ended.path.Out.DroppedOverflow, OutputCut: m.ended.model.OutputCut, OversizedEvents: m.ended.model.OversizedEvents}
+	t.PeerPanics.Realtime += m.ended.model.PeerPanics.Realtime
 	for _, s := range m.sessions {
 		if s.model != nil {
 			st := s.model.Stats()
@@ -201,6 +204,7 @@ func (m *Manager) registerPeerMetrics(reg prometheus.Registerer) error {
 		{panics, panicsHelp, "component", "media", func(t Totals) uint64 { return t.PeerPanics.Media }},
 		{panics, panicsHelp, "component", "dave", func(t Totals) uint64 { return t.PeerPanics.DAVE }},
 		{panics, panicsHelp, "component", "opus", func(t Totals) uint64 { return t.PeerPanics.Opus }},
+		{panics, panicsHelp, "component", "realtime", func(t Totals) uint64 { return t.PeerPanics.Realtime }},
 		{refused, refusedHelp, "reason", "ssrc_cap", func(t Totals) uint64 { return t.PeerRefused.SSRCOverCap }},
 		{refused, refusedHelp, "reason", "dave_users_cap", func(t Totals) uint64 { return t.PeerRefused.DAVEUsersOverCap }},
 		{refused, refusedHelp, "reason", "dave_downgrade", func(t Totals) uint64 { return t.PeerRefused.DAVEDowngrades }},

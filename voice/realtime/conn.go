@@ -484,7 +484,11 @@ func (c *converse) run() error {
 			if !ok {
 				return c.rd.err
 			}
-			if stop := c.handle(ev); stop {
+			stop, err := c.handleSafely(ev)
+			if err != nil {
+				return err
+			}
+			if stop {
 				return nil
 			}
 		case <-s.kick:
@@ -573,6 +577,12 @@ func (c *converse) replace() error {
 
 // handle acts on one server event; it reports whether the connection must
 // end (a refusal).
+// handleSafely is handle behind recover (see Session.readEvent).
+func (c *converse) handleSafely(ev serverEvent) (stop bool, err error) {
+	defer c.s.recoverPeer("handle", &err)
+	return c.handle(ev), nil
+}
+
 func (c *converse) handle(ev serverEvent) (stop bool) {
 	s := c.s
 	if !c.created && ev.Type != "session.created" && ev.Type != "error" {
@@ -726,14 +736,13 @@ func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
 			return
 		}
 		extend()
-		var ev serverEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
-			s.log.Debug("realtime event", zap.String("type", "unparseable"), zap.Int("bytes", len(data)))
-			ev = serverEvent{Type: "unparseable"}
-		} else if s.hear(ev, rd) {
+		ev, heard, err := s.readEvent(data, rd)
+		if err != nil {
+			rd.err = err // a panic on the server's input: this connection ends
+			return
+		}
+		if heard {
 			continue
-		} else if ev.Type != "error" {
-			s.log.Debug("realtime event", zap.String("type", safeToken(ev.Type)))
 		}
 		select {
 		case rd.events <- ev:
@@ -741,6 +750,43 @@ func (s *Session) readLoop(conn *websocket.Conn, rd *reader) {
 			// The conversation is closing; keep reading until the close
 			// handshake ends the connection.
 		}
+	}
+}
+
+// errPeerPanic ends a connection whose server sent an event our handling of
+// it panicked on: recovered, counted, and replaced by a fresh connection,
+// never a process exit.
+var errPeerPanic = errors.New("realtime: handling a server event panicked")
+
+// readEvent decodes one server event and hands an audio-path event to the
+// Listener (heard), behind recover: the model's server is a network peer,
+// and no input of a peer may end the process.
+func (s *Session) readEvent(data []byte, rd *reader) (ev serverEvent, heard bool, err error) {
+	defer s.recoverPeer("read", &err)
+	if err := json.Unmarshal(data, &ev); err != nil {
+		s.log.Debug("realtime event", zap.String("type", "unparseable"), zap.Int("bytes", len(data)))
+		return serverEvent{Type: "unparseable"}, false, nil
+	}
+	if s.hear(ev, rd) {
+		return ev, true, nil
+	}
+	if ev.Type != "error" {
+		s.log.Debug("realtime event", zap.String("type", safeToken(ev.Type)))
+	}
+	return ev, false, nil
+}
+
+// recoverPeer turns a panic into errPeerPanic in *err, counted and logged
+// with where it happened only: never the panic's value, which may hold the
+// server's content.
+func (s *Session) recoverPeer(where string, err *error) {
+	if r := recover(); r != nil {
+		s.mu.Lock()
+		s.stats.Panics++
+		s.mu.Unlock()
+		s.log.Warn("realtime server event panicked our handling; connection replaced",
+			zap.String("host", s.host), zap.String("where", where))
+		*err = errPeerPanic
 	}
 }
 

@@ -2,6 +2,8 @@ package realtime
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,5 +87,45 @@ func TestHostileAudioDeltasCostBoundedEncodes(t *testing.T) {
 	}
 	if !st.Connected || st.Connects != 2 {
 		t.Errorf("Stats = %+v, want the second connection still up", st)
+	}
+}
+
+// panickingListener panics on the model's audio, standing in for any bug a
+// server's event could reach on the read goroutine.
+type panickingListener struct{}
+
+func (panickingListener) OutputAudio(string, string, []byte) {
+	var frames []int
+	_ = frames[len(frames)+1] // index out of range, as a malformed event might cause
+}
+func (panickingListener) SpeechStarted(int) {}
+func (panickingListener) SpeechStopped(int) {}
+
+// TestAPanicOnAServerEventReplacesTheConnection: the model's server is a
+// network peer, and a panic while handling one of its events must not end
+// the process. It is recovered, counted, logged without its value, and the
+// connection is replaced (the latest briefing re-seeded).
+func TestAPanicOnAServerEventReplacesTheConnection(t *testing.T) {
+	noLeaks(t)
+	f := newFake(t)
+	cfg := testConfig(f.URL())
+	cfg.Listener = panickingListener{}
+	s, logs := start(t, cfg)
+	eventually(t, "connected", func() bool { return s.Stats().Connected })
+
+	f.EmitAudio(1, "resp_1", "item_1", []byte("SECRET-AUDIO-0123456789"), 1<<10)
+	eventually(t, "the panic recovered and the connection replaced", func() bool {
+		st := s.Stats()
+		return st.Panics == 1 && st.Reconnects == 1 && st.Connected
+	})
+	if n := logs.FilterMessage("realtime server event panicked our handling; connection replaced").Len(); n != 1 {
+		t.Fatalf("%d log lines about the panic, want 1", n)
+	}
+	for _, e := range logs.AllUntimed() {
+		for k, v := range e.ContextMap() {
+			if s := fmt.Sprint(v); strings.Contains(s, "index out of range") || strings.Contains(s, "SECRET") {
+				t.Errorf("log %q field %s holds the panic or the content: %s", e.Message, k, s)
+			}
+		}
 	}
 }

@@ -336,6 +336,9 @@ type Stats struct {
 	// OversizedEvents counts server events over the 1 MiB limit; each
 	// closed its connection.
 	OversizedEvents int
+	// Panics counts server events whose handling panicked; each was
+	// recovered and its connection replaced.
+	Panics int
 }
 
 // briefing is the latest text handed to Brief. Only the latest matters: a
