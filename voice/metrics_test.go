@@ -45,6 +45,7 @@ func TestPeerPanicAndRefusalMetrics(t *testing.T) {
 		"clankie_voice_peer_panics_total{component=media}":        4,
 		"clankie_voice_peer_panics_total{component=dave}":         0,
 		"clankie_voice_peer_panics_total{component=opus}":         2,
+		"clankie_voice_peer_panics_total{component=realtime}":     0,
 		"clankie_voice_peer_refused_total{reason=ssrc_cap}":       3,
 		"clankie_voice_peer_refused_total{reason=dave_users_cap}": 0,
 		"clankie_voice_peer_refused_total{reason=dave_downgrade}": 0,
