@@ -291,6 +291,12 @@ func TestVoiceSessionEndsWhenTheLastHumanLeaves(t *testing.T) {
 		_, conns, closed := e.rt.snapshot()
 		return conns == 1 && closed == 1
 	})
+	// The last consented person leaving shrinks the consented set, but the
+	// session ends rather than dialling a fresh model conversation to close.
+	time.Sleep(300 * time.Millisecond)
+	if _, conns, _ := e.rt.snapshot(); conns != 1 {
+		t.Fatalf("%d model connections after the last human left, want 1: a fresh one was dialled for a session that ended", conns)
+	}
 	ops, err := e.fake.WaitVoiceStateOps(ctxFor(t, 5*time.Second), 2)
 	if err != nil || ops[len(ops)-1].ChannelID != "" {
 		t.Fatalf("the bot did not leave voice: %+v %v", ops, err)

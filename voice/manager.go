@@ -187,12 +187,15 @@ func (m *Manager) reconcile(guildID string) {
 // soon as it is made, and when someone dropped out of the set (an
 // opt-out, a leave, a move, a new arrival pushing them past the cap) it
 // has the model forget the whole conversation: it holds their facts, the
-// mixed audio of their turns and answers that may repeat either. m.mu is
-// held.
+// mixed audio of their turns and answers that may repeat either. When no
+// human is left the session ends instead (reconcile, right after), which
+// closes the model's connection and so its conversation: a fresh
+// connection dialled only to be closed would cost a model session for
+// nothing. m.mu is held.
 func (m *Manager) permittedLocked(s *Session) []string {
 	present := m.roster.humans(s.guildID, s.channelID, m.botID)
 	permitted := s.consent.permitted(present, api.MaxBriefingUsers)
-	if s.setConsented(permitted) {
+	if s.setConsented(permitted) && len(present) > 0 {
 		m.forgetLocked(s)
 	}
 	return permitted
