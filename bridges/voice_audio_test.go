@@ -360,13 +360,21 @@ func TestVoiceAudioConsentBargeInAndOptOut(t *testing.T) {
 	if len(got) < 25 {
 		t.Fatalf("mover heard %d frames of the answer", len(got))
 	}
-	// Barge-in: mover speaks up while Clankie talks.
-	cutAt := time.Now()
+	// Barge-in: mover speaks up while Clankie talks. The 100 ms run from
+	// when the bridge acted on it (its response.cancel reaching the fake
+	// model), not from when the fake sent speech_started: that delivery
+	// is the test machine's scheduling, and under a loaded -race run it
+	// alone can take longer than the bound.
 	a.rt.EmitSpeechStarted(1, 0)
 	tail := mv.hear(bot, 600*time.Millisecond, nil)
 	freq := toneOf(t, opusOf(got), 5)
+	waitFor(t, 5*time.Second, "response.cancel", func() bool { return len(framesOf(a.rt, 1, "response.cancel")) == 1 })
+	cutAt := framesOf(a.rt, 1, "response.cancel")[0].At
 	var late, afterWindow int
 	for _, f := range tail {
+		if !f.at.After(cutAt) {
+			continue // heard before the bridge acted on the barge-in
+		}
 		late++
 		if f.at.Sub(cutAt) > 100*time.Millisecond {
 			afterWindow++

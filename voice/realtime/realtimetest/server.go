@@ -66,6 +66,8 @@ type Frame struct {
 	// For conversation.item.create: the item's id, role, first content
 	// part's type and the text of its parts.
 	ItemID, Role, ContentType, Text string
+	// At is when the fake read the frame.
+	At time.Time
 }
 
 // Item is one item of a connection's server-side conversation, as the
@@ -405,7 +407,7 @@ func (s *Server) record(c *Conn, fr Frame) {
 }
 
 func (s *Server) decode(c *Conn, data []byte) Frame {
-	fr := Frame{Conn: c.N, Raw: append([]byte(nil), data...)}
+	fr := Frame{Conn: c.N, Raw: append([]byte(nil), data...), At: time.Now()}
 	var raw struct {
 		Type    string         `json:"type"`
 		EventID string         `json:"event_id"`
