@@ -113,6 +113,21 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metr
 	return vb, nil
 }
 
+// SyncCommands registers /person-memory and /voice once, removes the
+// bridge's commands from the scopes it no longer serves (PruneCommands),
+// and returns: `clankie bridge voice sync`, after a change of
+// DISCORD_GUILD_IDS. It opens no gateway and no voice session.
+func (vb *VoiceBridge) SyncCommands(ctx context.Context) error {
+	rest := vb.Bot.Shards.REST()
+	if _, err := bot.CheckToken(ctx, rest); err != nil {
+		return err
+	}
+	if err := bot.SyncAll(ctx, rest, vb.Bot.GuildIDs, vb.Bot.Router.Definitions(), vb.Bot.Log); err != nil {
+		return err
+	}
+	return bot.PruneAll(ctx, rest, vb.Bot.GuildIDs, vb.Bot.Log)
+}
+
 // Run serves until ctx is done, then ends every voice session.
 func (vb *VoiceBridge) Run(ctx context.Context) error {
 	defer func() {

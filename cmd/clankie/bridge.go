@@ -79,7 +79,7 @@ no replica needs --sync-commands, and after changing DISCORD_GUILD_IDS.`,
 }
 
 func newVoiceBridgeCommand() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "voice",
 		Short: "Run the voice bridge: /person-memory and /voice with consented briefings",
 		Long: `Run the voice bridge. It connects to Discord with DISCORD_VOICE_BOT_TOKEN,
@@ -97,6 +97,51 @@ decryption), the model's answer in return, stopped when someone talks over it.`,
 			return runBridgeAlone(cmd.Context(), loadVoiceBridge)
 		},
 	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "sync",
+		Short: "Register /person-memory and /voice with Discord once, remove stale copies, and exit",
+		Long: `Register the voice bridge's slash commands (in each of DISCORD_GUILD_IDS, or
+globally) and exit, writing nothing when Discord already holds the same
+definitions, and remove the bridge's commands from every scope it no longer
+serves (global ones when DISCORD_GUILD_IDS is set; servers no longer listed,
+or every server when it is not), so a server never lists them twice. Run it
+after changing DISCORD_GUILD_IDS. It opens no gateway and no voice session.`,
+		Example: "  DISCORD_VOICE_BOT_TOKEN=... clankie bridge voice sync",
+		Args:    argsNamed(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runVoiceSync(cmd.Context())
+		},
+	})
+	return cmd
+}
+
+// runVoiceSync is `clankie bridge voice sync`.
+func runVoiceSync(ctx context.Context) error {
+	cfg, err := config.LoadVoiceBridge()
+	if err != nil {
+		return configError(err)
+	}
+	bearer, err := config.ResolveBearer(cfg.VoiceBridge, cfg.Memory.Dir, bridges.VoiceLane)
+	if err != nil {
+		return configError(err)
+	}
+	log, err := newLogger(cfg.Log)
+	if err != nil {
+		return configError(err)
+	}
+	defer log.Sync()
+	vb, err := bridges.NewVoiceBridge(cfg, bearer, log.Named("voice"), nil)
+	if err != nil {
+		return configError(err)
+	}
+	err = vb.SyncCommands(ctx)
+	if errors.Is(err, bot.ErrTokenRejected) {
+		return configError(errors.New("DISCORD_VOICE_BOT_TOKEN was rejected by Discord; copy the bot token again from the Developer Portal"))
+	}
+	if err != nil {
+		return fmt.Errorf("voice bridge sync: %w", err)
+	}
+	return nil
 }
 
 // bridgeRunner is a bridge whose settings are loaded and checked.

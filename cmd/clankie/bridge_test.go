@@ -64,37 +64,64 @@ func TestBridgeTextSync(t *testing.T) {
 	}
 }
 
-// TestBridgeTextSyncRemovesCommandsFromScopesNoLongerServed: moving between
+// TestBridgeSyncRemovesCommandsFromScopesNoLongerServed: moving between
 // DISCORD_GUILD_IDS and global commands used to leave the old copies, so a
-// server listed every command twice. `clankie bridge text sync` leaves the
-// commands only where the settings put them.
-func TestBridgeTextSyncRemovesCommandsFromScopesNoLongerServed(t *testing.T) {
+// server listed every command twice. `clankie bridge text sync` and
+// `clankie bridge voice sync` leave each bridge's commands only where the
+// settings put them.
+func TestBridgeSyncRemovesCommandsFromScopesNoLongerServed(t *testing.T) {
 	const other = "100000000000000002"
-	fake := discordtest.New(t, discordtest.WithSpec(discordSpec),
-		discordtest.WithGuilds(discordtest.Guild{ID: syncGuild}, discordtest.Guild{ID: other}))
-	scopes := func() []int {
-		return []int{len(fake.Commands("")), len(fake.Commands(syncGuild)), len(fake.Commands(other))}
-	}
-	for _, step := range []struct {
-		guilds string
-		want   []int // commands: global, syncGuild, other
+	for _, bridge := range []struct {
+		name     string
+		commands int // /person-memory, and /voice for the voice bridge
+		env      map[string]string
 	}{
-		{other + "," + syncGuild, []int{0, 1, 1}},
-		{syncGuild, []int{0, 1, 0}}, // other was dropped from the list
-		{"", []int{1, 0, 0}},        // to global: no server keeps a copy
-		{other, []int{0, 0, 1}},     // and back: the global copy goes
+		{"text", 1, nil},
+		{"voice", 2, map[string]string{"DISCORD_TEXT_BOT_TOKEN": "", "CLANKIE_TEXT_BRIDGE_TOKEN": ""}},
 	} {
-		textEnv(t, fake, map[string]string{"DISCORD_GUILD_IDS": step.guilds})
-		if code, out := runCLI(t, "bridge", "text", "sync"); code != 0 {
-			t.Fatalf("DISCORD_GUILD_IDS=%q: exit %d: %s", step.guilds, code, out)
-		}
-		if got := scopes(); !slices.Equal(got, step.want) {
-			t.Fatalf("after a sync with DISCORD_GUILD_IDS=%q, commands per scope (global, %s, %s) = %v, want %v",
-				step.guilds, syncGuild, other, got, step.want)
-		}
-	}
-	if v := fake.Violations(); len(v) != 0 {
-		t.Fatalf("requests Discord would refuse: %v", v)
+		t.Run(bridge.name, func(t *testing.T) {
+			fake := discordtest.New(t, discordtest.WithSpec(discordSpec),
+				discordtest.WithGuilds(discordtest.Guild{ID: syncGuild}, discordtest.Guild{ID: other}))
+			scopes := func() []int {
+				return []int{len(fake.Commands("")), len(fake.Commands(syncGuild)), len(fake.Commands(other))}
+			}
+			n := bridge.commands
+			for _, step := range []struct {
+				guilds string
+				want   []int // commands: global, syncGuild, other
+			}{
+				{other + "," + syncGuild, []int{0, n, n}},
+				{syncGuild, []int{0, n, 0}}, // other was dropped from the list
+				{"", []int{n, 0, 0}},        // to global: no server keeps a copy
+				{other, []int{0, 0, n}},     // and back: the global copy goes
+			} {
+				env := map[string]string{"DISCORD_GUILD_IDS": step.guilds}
+				textEnv(t, fake, env)
+				if bridge.name == "voice" {
+					env["DISCORD_VOICE_BOT_TOKEN"] = fake.Token()
+					env["CLANKIE_VOICE_BRIDGE_TOKEN"] = "voice-cli-secret-token-000001"
+					for k, v := range bridge.env {
+						env[k] = v
+					}
+					for k, v := range env {
+						t.Setenv(k, v)
+					}
+				}
+				if code, out := runCLI(t, "bridge", bridge.name, "sync"); code != 0 {
+					t.Fatalf("DISCORD_GUILD_IDS=%q: exit %d: %s", step.guilds, code, out)
+				}
+				if got := scopes(); !slices.Equal(got, step.want) {
+					t.Fatalf("after a sync with DISCORD_GUILD_IDS=%q, commands per scope (global, %s, %s) = %v, want %v",
+						step.guilds, syncGuild, other, got, step.want)
+				}
+			}
+			if v := fake.Violations(); len(v) != 0 {
+				t.Fatalf("requests Discord would refuse: %v", v)
+			}
+			if len(fake.Identifies()) != 0 {
+				t.Fatal("sync opened a gateway")
+			}
+		})
 	}
 }
 
