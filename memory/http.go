@@ -177,7 +177,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"The answer could not be encoded."}`)
 	}
-	b = append(b, '\n')
+	b = append(unescapeHTML(b), '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// Said up front, a long answer (a recall of 128 facts) goes out in
@@ -185,6 +185,49 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// unescapeHTML undoes encoding/json's HTML escaping (<, > and & written as
+// \u003c, \u003e and \u0026) in an answer. The stores encode with
+// json.Marshal's exact bytes (stored digests depend on them), so a fact
+// like "<@123> likes tea" reached clients as "\u003c@123\u003e likes tea";
+// the API is not HTML, and every JSON reader reads both the same. Only an
+// escape itself is rewritten: a backslash that is escaped (an even run of
+// them) is text, left alone. The answer is unchanged when it holds no
+// such escape, so the common case costs one scan.
+func unescapeHTML(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u00`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c != '\\' {
+			out = append(out, c)
+			continue
+		}
+		if i+5 < len(b) && b[i+1] == 'u' && b[i+2] == '0' && b[i+3] == '0' {
+			switch string(b[i+4 : i+6]) {
+			case "3c":
+				out, i = append(out, '<'), i+5
+				continue
+			case "3e":
+				out, i = append(out, '>'), i+5
+				continue
+			case "26":
+				out, i = append(out, '&'), i+5
+				continue
+			}
+		}
+		// Any other escape: copy the backslash and the character it
+		// escapes, so an escaped backslash never starts a match.
+		out = append(out, c)
+		if i+1 < len(b) {
+			i++
+			out = append(out, b[i])
+		}
+	}
+	return out
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
