@@ -399,7 +399,7 @@ func TestVoiceAudioConsentBargeInAndOptOut(t *testing.T) {
 		AudioEndMs int    `json:"audio_end_ms"`
 	}
 	_ = json.Unmarshal(framesOf(a.rt, 1, "conversation.item.truncate")[0].Raw, &tr)
-	played := (len(got) + late) * 20
+	played := (len(got) + len(tail)) * 20 // every frame mover heard of the answer
 	t.Logf("truncate item %s at %d ms; mover heard %d ms", tr.ItemID, tr.AudioEndMs, played)
 	if tr.ItemID != "item_1" || tr.AudioEndMs < played-60 || tr.AudioEndMs > played+60 {
 		t.Errorf("truncate %+v, want item_1 at ≈ %d ms (what mover heard)", tr, played)
