@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -33,6 +35,24 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// oneSentence gives every error line the same shape after "clankie: ": a
+// sentence that starts in lower case (a capitalised word such as "No", not
+// a name such as CLANKIE_MEMORY_DIR or "I") and ends with a full stop.
+// Errors come from many places (the service's sentences, config, the
+// client), and each wrote its own.
+func oneSentence(msg string) string {
+	msg = strings.TrimSpace(msg)
+	first, size := utf8.DecodeRuneInString(msg)
+	second, _ := utf8.DecodeRuneInString(msg[size:])
+	if unicode.IsUpper(first) && unicode.IsLower(second) {
+		msg = string(unicode.ToLower(first)) + msg[size:]
+	}
+	if msg != "" && !strings.ContainsRune(".?!", rune(msg[len(msg)-1])) {
+		msg += "."
+	}
+	return msg
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCommand(stdout, stderr)
 	root.SetArgs(args)
@@ -44,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !strings.HasPrefix(msg, "clankie ") && !strings.HasPrefix(msg, "clankie:") {
 		// A usage error already names its command ("clankie memory
 		// person needs …"); every other error gets the binary's name once.
-		msg = "clankie: " + msg
+		msg = "clankie: " + oneSentence(msg)
 	}
 	fmt.Fprintln(stderr, msg)
 	var ee *exitError

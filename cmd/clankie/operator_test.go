@@ -399,7 +399,7 @@ func TestFactEditAndForget(t *testing.T) {
 		{"fact", "forget", "100000000000000011", "200000000000000021", "no-such-fact"},
 	} {
 		code, stdout, stderr := f.run(t, args...)
-		if code != exitNotFound || stdout != "" || !strings.Contains(stderr, "No fact with that id") {
+		if code != exitNotFound || stdout != "" || stderr != "clankie: no fact with that id is kept about this person.\n" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 3 and the service's sentence", args, code, stdout, stderr)
 		}
 	}
@@ -752,5 +752,22 @@ func TestStatusOnPostgresHasNoCorruptFileRow(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "Corrupt person files") || !regexp.MustCompile(`Store\s+PostgreSQL`).MatchString(b.String()) {
 		t.Fatalf("status on PostgreSQL:\n%s", b.String())
+	}
+}
+
+// TestErrorLinesAreOneShapeOfSentence: every error line reads the same way
+// after "clankie: ", whoever wrote the sentence.
+func TestErrorLinesAreOneShapeOfSentence(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"No fact with that id is kept about this person.", "no fact with that id is kept about this person."},
+		{"memory service is not reachable at http://127.0.0.1:4310; is `clankie memory serve` running?", "memory service is not reachable at http://127.0.0.1:4310; is `clankie memory serve` running?"},
+		{"CLANKIE_MEMORY_ADDR must be host:port, such as 127.0.0.1:4310", "CLANKIE_MEMORY_ADDR must be host:port, such as 127.0.0.1:4310."},
+		{"I could not do it", "I could not do it."},
+		{"TLS: the server did not speak TLS", "TLS: the server did not speak TLS."},
+		{"the operator credential is missing\n", "the operator credential is missing."},
+	} {
+		if got := oneSentence(tc.in); got != tc.want {
+			t.Errorf("oneSentence(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
