@@ -4,6 +4,7 @@ import (
 	"context"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,7 +14,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/clankie/clankie/interaction"
-	"github.com/clankie/clankie/voice"
+	"github.com/clankie/clankie/voice/voiceapi"
 )
 
 // TestEverySubcommandIsRouted: the router routes by path; a subcommand
@@ -46,10 +47,12 @@ func TestEverySubcommandIsRouted(t *testing.T) {
 
 type noVoice struct{}
 
-func (noVoice) Join(context.Context, string, string) (string, error) { return "", voice.ErrNotInVoice }
-func (noVoice) Leave(context.Context, string) error                  { return voice.ErrNoSession }
-func (noVoice) Consent(context.Context, string, string, bool) error  { return voice.ErrNoSession }
-func (noVoice) Status(string) (voice.Status, bool)                   { return voice.Status{}, false }
+func (noVoice) Join(context.Context, string, string) (string, error) {
+	return "", voiceapi.ErrNotInVoice
+}
+func (noVoice) Leave(context.Context, string) error                 { return voiceapi.ErrNoSession }
+func (noVoice) Consent(context.Context, string, string, bool) error { return voiceapi.ErrNoSession }
+func (noVoice) Status(string) (voiceapi.Status, bool)               { return voiceapi.Status{}, false }
 
 // TestCommandsDoNotImportTheTransportOrTheClient: handlers see package
 // interaction only; the discordgo transport (bot) is the router's, so a
@@ -72,8 +75,35 @@ func TestCommandsDoNotImportTheTransportOrTheClient(t *testing.T) {
 		}
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
-			if path == "github.com/clankie/clankie/bot" || path == "github.com/clankie/clankie/memoryclient" {
+			if path == "github.com/clankie/clankie/bot" || path == "github.com/clankie/clankie/memoryclient" ||
+				path == "github.com/clankie/clankie/voice" {
 				t.Errorf("%s imports %s", name, path)
+			}
+		}
+	}
+}
+
+// TestCommandsDependOnNoVoiceMachinery: /voice reads the voice sessions
+// through voice/voiceapi (its errors and status) alone, so the command
+// package does not drag in the memory client, opus, DAVE, the media
+// connection or the realtime client. Of ours it reaches only what it names.
+func TestCommandsDependOnNoVoiceMachinery(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	allowed := map[string]bool{
+		"github.com/clankie/clankie/api": true, "github.com/clankie/clankie/config": true,
+		"github.com/clankie/clankie/interaction": true, "github.com/clankie/clankie/voice/voiceapi": true,
+		"github.com/clankie/clankie/commands": true,
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/clankie/clankie/") && !allowed[dep] {
+			t.Errorf("commands depends on %s", dep)
+		}
+		for _, heavy := range []string{"tetratelabs/wazero", "mls-go", "pion/opus", "go-resty"} {
+			if strings.Contains(dep, heavy) {
+				t.Errorf("commands depends on %s", dep)
 			}
 		}
 	}

@@ -8,11 +8,11 @@ import (
 	"github.com/bwmarrin/discordgo"
 
 	"github.com/clankie/clankie/interaction"
-	"github.com/clankie/clankie/voice"
+	"github.com/clankie/clankie/voice/voiceapi"
 )
 
 // VoiceSessions is what /voice needs of the voice bridge's session manager;
-// *voice.Manager satisfies it. Its errors are voice's (voice.ErrNoSession,
+// *voice.Manager satisfies it. Its errors are voice's (voiceapi.ErrNoSession,
 // …), turned into sentences here.
 type VoiceSessions interface {
 	Join(ctx context.Context, guildID, userID string) (channelID string, err error)
@@ -20,7 +20,7 @@ type VoiceSessions interface {
 	Consent(ctx context.Context, guildID, userID string, optIn bool) error
 	// Status is the consent-safe state of a session: a count of consented
 	// speakers, never who they are, and the model connection.
-	Status(guildID string) (voice.Status, bool)
+	Status(guildID string) (voiceapi.Status, bool)
 }
 
 // VoicePolicy says who may start and stop sessions besides Move Members.
@@ -136,13 +136,13 @@ func (h voiceHandler) status(_ context.Context, inv interaction.Invocation) (int
 // error is returned unchanged (the router shows a generic sentence).
 func voiceSentence(err error) error {
 	switch {
-	case errors.Is(err, voice.ErrNotInVoice):
+	case errors.Is(err, voiceapi.ErrNotInVoice):
 		return interaction.UserErrorf("Join a voice channel in this server first, then run `/voice join`.")
-	case errors.Is(err, voice.ErrNoSession):
+	case errors.Is(err, voiceapi.ErrNoSession):
 		return interaction.UserErrorf("There is no voice session in this server.")
-	case errors.Is(err, voice.ErrNotInSessionChannel):
+	case errors.Is(err, voiceapi.ErrNotInSessionChannel):
 		return interaction.UserErrorf("You can manage your consent only from the voice channel the session is in.")
-	case errors.Is(err, voice.ErrOtherChannel):
+	case errors.Is(err, voiceapi.ErrOtherChannel):
 		return interaction.UserErrorf("Clankie is already in another voice channel here; end that session with `/voice leave` first.")
 	}
 	return err

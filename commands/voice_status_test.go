@@ -6,16 +6,16 @@ import (
 	"testing"
 
 	"github.com/clankie/clankie/interaction"
-	"github.com/clankie/clankie/voice"
+	"github.com/clankie/clankie/voice/voiceapi"
 )
 
 // statusVoice answers Status with a fixed session.
 type statusVoice struct {
 	noVoice
-	st voice.Status
+	st voiceapi.Status
 }
 
-func (s statusVoice) Status(string) (voice.Status, bool) { return s.st, true }
+func (s statusVoice) Status(string) (voiceapi.Status, bool) { return s.st, true }
 
 // /voice status shows the encryption sentence as its own last line, and
 // no empty line when there is none (no voice connection yet).
@@ -28,7 +28,7 @@ func TestVoiceStatusShowsEncryption(t *testing.T) {
 		{"no connection", "", "Briefings delivered to the model: 0."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := voiceHandler{sessions: statusVoice{st: voice.Status{ChannelID: "1", Model: "Realtime voice model: ready.", Encryption: tc.encryption}}}
+			h := voiceHandler{sessions: statusVoice{st: voiceapi.Status{ChannelID: "1", Model: "Realtime voice model: ready.", Encryption: tc.encryption}}}
 			r, err := h.status(context.Background(), interaction.Invocation{GuildID: "9"})
 			if err != nil {
 				t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/realtime"
+	"github.com/clankie/clankie/voice/voiceapi"
 )
 
 // Briefer pulls a voice briefing; *memoryclient.Client satisfies it.
@@ -229,13 +230,13 @@ func (m *Manager) Session(guildID string) *Session {
 func (m *Manager) Join(ctx context.Context, guildID, userID string) (string, error) {
 	channelID := m.roster.channelOf(guildID, userID)
 	if channelID == "" {
-		return "", ErrNotInVoice
+		return "", voiceapi.ErrNotInVoice
 	}
 	m.mu.Lock()
 	if s := m.sessions[guildID]; s != nil {
 		if s.channelID != channelID {
 			m.mu.Unlock()
-			return "", ErrOtherChannel
+			return "", voiceapi.ErrOtherChannel
 		}
 		s.consent.optIn(userID)
 		m.permittedLocked(s)
@@ -284,7 +285,7 @@ func (m *Manager) Leave(ctx context.Context, guildID string) error {
 	s := m.sessions[guildID]
 	if s == nil {
 		m.mu.Unlock()
-		return ErrNoSession
+		return voiceapi.ErrNoSession
 	}
 	m.endLocked(s)
 	m.mu.Unlock()
@@ -298,11 +299,11 @@ func (m *Manager) Consent(ctx context.Context, guildID, userID string, optIn boo
 	s := m.sessions[guildID]
 	if s == nil {
 		m.mu.Unlock()
-		return ErrNoSession
+		return voiceapi.ErrNoSession
 	}
 	if m.roster.channelOf(guildID, userID) != s.channelID {
 		m.mu.Unlock()
-		return ErrNotInSessionChannel
+		return voiceapi.ErrNotInSessionChannel
 	}
 	if optIn {
 		s.consent.optIn(userID)
@@ -316,14 +317,14 @@ func (m *Manager) Consent(ctx context.Context, guildID, userID string, optIn boo
 }
 
 // Status returns the consent-safe state of the server's session.
-func (m *Manager) Status(guildID string) (Status, bool) {
+func (m *Manager) Status(guildID string) (voiceapi.Status, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.sessions[guildID]
 	if s == nil {
-		return Status{}, false
+		return voiceapi.Status{}, false
 	}
-	st := Status{ChannelID: s.channelID, Policy: m.policy, Consented: len(m.permittedLocked(s))}
+	st := voiceapi.Status{ChannelID: s.channelID, Policy: m.policy, Consented: len(m.permittedLocked(s))}
 	var state realtime.State // Connecting until the worker has opened the model
 	if s.model != nil {
 		state = s.model.State()

@@ -3,27 +3,9 @@ package voice
 import (
 	"fmt"
 
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/realtime"
 )
-
-// Status is the consent-safe state of a session: a count of consented
-// speakers, never who they are, and where its model connection stands.
-type Status struct {
-	ChannelID string
-	Policy    config.ConsentPolicy
-	Consented int
-	// Model is one plain sentence about the model connection.
-	Model string
-	// BriefingsDelivered counts briefings the model's server acknowledged.
-	BriefingsDelivered int
-	// Encryption is one sentence on whether the call is end-to-end
-	// encrypted, "" while the session has no voice connection. Above all
-	// it says when a call that was end-to-end encrypted was downgraded,
-	// since Clankie's speech then goes out in the clear to Discord.
-	Encryption string
-}
 
 // encryptionSentence says whether the session's call is end-to-end
 // encrypted, for /voice status; "" when it has no voice connection.
