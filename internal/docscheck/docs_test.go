@@ -172,3 +172,38 @@ func TestDocumentsStandAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeLayoutIsTheTree: each entry of README's Layout block (a name at
+// the start of a line, or two spaces in for a package inside the one
+// above) is a directory of the repository, so the map cannot place a
+// package where it is not.
+func TestReadmeLayoutIsTheTree(t *testing.T) {
+	root := repoRoot(t)
+	readme := read(t, root, "README.md")
+	_, rest, ok := strings.Cut(readme, "## Layout\n\n```\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no Layout block")
+	}
+	entry := regexp.MustCompile(`^( {2})?([a-z][a-z0-9]*(?:/[a-z0-9]+)*)/?(?:\s|$)`)
+	parent, checked := "", 0
+	for _, line := range strings.Split(block, "\n") {
+		m := entry.FindStringSubmatch(line)
+		if m == nil {
+			continue // a continuation of the description above
+		}
+		path := m[2]
+		if m[1] == "" {
+			parent = path
+		} else {
+			path = parent + "/" + path
+		}
+		checked++
+		if st, err := os.Stat(filepath.Join(root, path)); err != nil || !st.IsDir() {
+			t.Errorf("README's Layout places %s, which is not a directory of the repository", path)
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d Layout entries read; the pattern is broken", checked)
+	}
+}
