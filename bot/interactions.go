@@ -476,15 +476,16 @@ func (b *HTTPBot) Run(ctx context.Context) error {
 // SyncAll registers defs for the application the REST session's token
 // belongs to (in each of guildIDs, or globally) and logs what it wrote.
 func SyncAll(ctx context.Context, rest *discordgo.Session, guildIDs []string, defs []*discordgo.ApplicationCommand, log *zap.Logger) error {
-	app, err := rest.Application("@me")
+	appID, err := applicationID(rest)
 	if err != nil {
-		var re *discordgo.RESTError
-		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
-			return ErrTokenRejected
-		}
-		return fmt.Errorf("ask discord which application this is: %s", restError(err))
+		return err
 	}
-	synced, err := SyncCommands(ctx, rest, app.ID, guildIDs, defs)
+	return syncLogged(ctx, rest, appID, guildIDs, defs, log)
+}
+
+// syncLogged is SyncCommands for appID, logging what it wrote.
+func syncLogged(ctx context.Context, rest *discordgo.Session, appID string, guildIDs []string, defs []*discordgo.ApplicationCommand, log *zap.Logger) error {
+	synced, err := SyncCommands(ctx, rest, appID, guildIDs, defs)
 	if err != nil {
 		return err
 	}
@@ -492,6 +493,19 @@ func SyncAll(ctx context.Context, rest *discordgo.Session, guildIDs []string, de
 		log.Info("commands synced", zap.String("scope", scopeName(scope)), zap.Bool("registered", wrote))
 	}
 	return nil
+}
+
+// applicationID asks Discord which application rest's token belongs to.
+func applicationID(rest *discordgo.Session) (string, error) {
+	app, err := rest.Application("@me")
+	if err != nil {
+		var re *discordgo.RESTError
+		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
+			return "", ErrTokenRejected
+		}
+		return "", fmt.Errorf("ask discord which application this is: %s", restError(err))
+	}
+	return app.ID, nil
 }
 
 // unreachable answers an interaction that could not be claimed, without

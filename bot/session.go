@@ -75,11 +75,15 @@ func checkToken(ctx context.Context, s *discordgo.Session, first time.Duration, 
 		if err == nil {
 			return u, nil
 		}
+		status := 0 // no answer: a network failure
 		var re *discordgo.RESTError
-		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode == http.StatusUnauthorized {
-			return nil, ErrTokenRejected
+		if errors.As(err, &re) && re.Response != nil {
+			status = re.Response.StatusCode
 		}
-		if !errors.As(err, &re) || re.Response == nil || re.Response.StatusCode < 500 {
+		switch {
+		case status == http.StatusUnauthorized:
+			return nil, ErrTokenRejected
+		case status < 500:
 			// A refusal, or a network failure (DNS, TLS, a refused
 			// connection) that is a setting to fix: one line, at once.
 			return nil, fmt.Errorf("reach discord to check the bot token: %s", restError(err))

@@ -184,14 +184,22 @@ func PruneCommands(ctx context.Context, api interface {
 	return emptied, nil
 }
 
-// PruneAll is PruneCommands for the application rest's token belongs to,
-// logging each scope it emptied.
-func PruneAll(ctx context.Context, rest *discordgo.Session, guildIDs []string, log *zap.Logger) error {
-	app, err := rest.Application("@me")
-	if err != nil {
-		return fmt.Errorf("ask discord which application this is: %s", restError(err))
+// SyncAndPrune is `clankie bridge … sync`: it checks the token, registers
+// defs as SyncAll does, then removes the application's commands from every
+// scope the settings no longer serve (PruneCommands), logging what it wrote
+// and emptied. It opens no gateway.
+func SyncAndPrune(ctx context.Context, rest *discordgo.Session, guildIDs []string, defs []*discordgo.ApplicationCommand, log *zap.Logger) error {
+	if _, err := CheckToken(ctx, rest); err != nil {
+		return err
 	}
-	emptied, err := PruneCommands(ctx, rest, app.ID, guildIDs)
+	appID, err := applicationID(rest)
+	if err != nil {
+		return err
+	}
+	if err := syncLogged(ctx, rest, appID, guildIDs, defs, log); err != nil {
+		return err
+	}
+	emptied, err := PruneCommands(ctx, rest, appID, guildIDs)
 	for _, scope := range emptied {
 		log.Info("commands removed", zap.String("scope", scopeName(scope)))
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-
 	"net/http"
 	"net/http/httputil"
 	"net/url"

@@ -76,13 +76,7 @@ func (t *Text) Run(ctx context.Context) error {
 // `clankie bridge text sync`, for HTTP replicas that leave registration to
 // a separate step and for a move between per-server and global commands.
 func (t *Text) SyncCommands(ctx context.Context) error {
-	if _, err := bot.CheckToken(ctx, t.rest); err != nil {
-		return err
-	}
-	if err := bot.SyncAll(ctx, t.rest, t.guildIDs, t.router.Definitions(), t.log); err != nil {
-		return err
-	}
-	return bot.PruneAll(ctx, t.rest, t.guildIDs, t.log)
+	return bot.SyncAndPrune(ctx, t.rest, t.guildIDs, t.router.Definitions(), t.log)
 }
 
 // newShards builds a bridge's gateway shards from its settings (validated:

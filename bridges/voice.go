@@ -118,14 +118,7 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metr
 // and returns: `clankie bridge voice sync`, after a change of
 // DISCORD_GUILD_IDS. It opens no gateway and no voice session.
 func (vb *VoiceBridge) SyncCommands(ctx context.Context) error {
-	rest := vb.Bot.Shards.REST()
-	if _, err := bot.CheckToken(ctx, rest); err != nil {
-		return err
-	}
-	if err := bot.SyncAll(ctx, rest, vb.Bot.GuildIDs, vb.Bot.Router.Definitions(), vb.Bot.Log); err != nil {
-		return err
-	}
-	return bot.PruneAll(ctx, rest, vb.Bot.GuildIDs, vb.Bot.Log)
+	return bot.SyncAndPrune(ctx, vb.Bot.Shards.REST(), vb.Bot.GuildIDs, vb.Bot.Router.Definitions(), vb.Bot.Log)
 }
 
 // Run serves until ctx is done, then ends every voice session.
