@@ -130,3 +130,21 @@ func MatchesQuery(f *Fact, query string) bool {
 	}
 	return true
 }
+
+// MaxSnowflakeLength bounds a Discord id: a snowflake is an unsigned 64-bit
+// integer, at most 20 decimal digits.
+const MaxSnowflakeLength = 20
+
+// ValidSnowflake reports whether id can be a Discord id (a snowflake: an
+// interaction's, a server's, a user's): 1–20 ASCII digits and nothing else.
+func ValidSnowflake(id string) bool {
+	if id == "" || len(id) > MaxSnowflakeLength {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -33,9 +33,9 @@ type ClaimStore interface {
 // was claimed.
 func (s *Service) claimInteraction(r *request) (reply, error) {
 	id := r.PathValue("interactionId")
-	if !api.ValidInteractionID(id) {
+	if !api.ValidSnowflake(id) {
 		return reply{}, fault.New(fault.Invalid, "invalid_request",
-			"interactionId must be a Discord snowflake: 1 to %d digits.", api.MaxInteractionIDLength)
+			"interactionId must be a Discord snowflake: 1 to %d digits.", api.MaxSnowflakeLength)
 	}
 	claimed, err := s.claims.Claim(r.Context(), id)
 	rec := []zap.Field{zap.String("interactionId", id), zap.Bool("claimed", claimed)}
@@ -104,7 +104,7 @@ func openFileClaims(root *os.Root, now func() time.Time) (*fileClaims, error) {
 		}
 		ts, id, ok := bytes.Cut(line, []byte{' '})
 		n, err := strconv.ParseInt(string(ts), 10, 64)
-		if !ok || err != nil || !api.ValidInteractionID(string(id)) {
+		if !ok || err != nil || !api.ValidSnowflake(string(id)) {
 			continue
 		}
 		at := time.Unix(0, n)

@@ -296,7 +296,7 @@ func (cl *Client) CorruptFiles(ctx context.Context) (api.CorruptFiles, error) {
 // interaction that made it; the caller fails closed instead.
 func (cl *Client) ClaimInteraction(ctx context.Context, interactionID string) (bool, error) {
 	const op = "claim_interaction"
-	if !api.ValidInteractionID(interactionID) {
+	if !api.ValidSnowflake(interactionID) {
 		return false, invalidArg(op, "invalid_request", "the interaction id must be a Discord snowflake (digits only)")
 	}
 	_, err := cl.do(ctx, call{op: op, route: api.RouteClaimInteraction, args: []string{interactionID}}, nil)

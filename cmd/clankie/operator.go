@@ -120,7 +120,7 @@ func argsNamed(names ...string) cobra.PositionalArgs {
 			for i, n := range names {
 				// GUILD and USER are Discord ids: a word there matches no
 				// one, and "No facts" would hide the mistake.
-				if (n == "GUILD" || n == "USER") && !snowflake(args[i]) {
+				if (n == "GUILD" || n == "USER") && !api.ValidSnowflake(args[i]) {
 					return usagef(cmd, "%s must be a Discord id, digits only such as 123456789012345678 (got %q)", n, oneLine(args[i]))
 				}
 			}
@@ -131,19 +131,6 @@ func argsNamed(names ...string) cobra.PositionalArgs {
 		}
 		return usagef(cmd, "needs %s (got %d argument%s)", strings.Join(names, " "), len(args), plural(len(args)))
 	}
-}
-
-// snowflake reports whether s looks like a Discord id: 1 to 20 digits.
-func snowflake(s string) bool {
-	if len(s) < 1 || len(s) > 20 {
-		return false
-	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // groupCommand is an operator parent such as `fact` or `episode`.

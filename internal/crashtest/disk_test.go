@@ -152,7 +152,7 @@ func readDisk(root string) (*diskState, error) {
 			lines := strings.Split(string(b), "\n")
 			for _, l := range lines[:len(lines)-1] {
 				at, id, ok := strings.Cut(l, " ")
-				if _, err := strconv.ParseInt(at, 10, 64); err != nil || !ok || !api.ValidInteractionID(id) {
+				if _, err := strconv.ParseInt(at, 10, 64); err != nil || !ok || !api.ValidSnowflake(id) {
 					d.broken = append(d.broken, rel+": a line is not a claim")
 					break
 				}
