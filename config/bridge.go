@@ -324,7 +324,12 @@ func distinctBotTokens() error {
 	if terr != nil || verr != nil {
 		return nil
 	}
-	if tt := strings.TrimSpace(t.DiscordToken); tt != "" && tt == strings.TrimSpace(v.DiscordToken) {
+	return distinctTokens(t.DiscordToken, v.DiscordToken)
+}
+
+// distinctTokens refuses one Discord token for both bridges.
+func distinctTokens(text, voice string) error {
+	if tt := strings.TrimSpace(text); tt != "" && tt == strings.TrimSpace(voice) {
 		return errors.New("DISCORD_TEXT_BOT_TOKEN and DISCORD_VOICE_BOT_TOKEN are the same token: each bridge needs its own Discord application")
 	}
 	return nil
@@ -404,6 +409,7 @@ func ValidateBridges() error {
 	if err != nil {
 		return err
 	}
+	textToken := t.DiscordToken
 	if t.DiscordToken == "" {
 		t.DiscordToken = "unset" // a missing token only skips the bridge
 	}
@@ -414,11 +420,12 @@ func ValidateBridges() error {
 	if err != nil {
 		return err
 	}
+	voiceToken := v.DiscordToken
 	if v.DiscordToken == "" {
 		v.DiscordToken = "unset"
 	}
 	if err := v.Validate(); err != nil {
 		return err
 	}
-	return distinctBotTokens()
+	return distinctTokens(textToken, voiceToken)
 }

@@ -159,8 +159,9 @@ func (m Memory) Validate() error {
 		// Several processes share one database; a token each minted on
 		// its own host would be refused by every other.
 		var missing []string
+		byLane := m.Tokens.ByLane()
 		for _, l := range api.Lanes() {
-			if m.Tokens.ByLane()[l.Lane] == "" {
+			if byLane[l.Lane] == "" {
 				missing = append(missing, l.TokenVar)
 			}
 		}
