@@ -3,13 +3,10 @@ package memory
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -91,7 +88,7 @@ func openFileClaims(root *os.Root, now func() time.Time) (*fileClaims, error) {
 		now = time.Now
 	}
 	c := &fileClaims{root: root, now: now, compactAt: compactClaimsAt, live: map[string]time.Time{}}
-	data, err := readAll(root, claimsFile)
+	data, err := root.ReadFile(claimsFile)
 	if err != nil && !durable.IsNotExist(err) {
 		return nil, fmt.Errorf("read %s: %w", claimsFile, err)
 	}
@@ -122,15 +119,6 @@ func openFileClaims(root *os.Root, now func() time.Time) (*fileClaims, error) {
 	return c, nil
 }
 
-func readAll(root *os.Root, name string) ([]byte, error) {
-	f, err := root.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
-
 // ObserveSyncs times the store's syncs in the service's fsync histogram.
 func (c *fileClaims) ObserveSyncs(s durable.Syncs) {
 	c.mu.Lock()
@@ -158,13 +146,7 @@ func (c *fileClaims) Claim(_ context.Context, id string) (bool, error) {
 	if _, err := c.f.Write(line); err != nil {
 		return false, c.brokenLocked("write", err)
 	}
-	if err := c.syncs.Sync(func() error {
-		for {
-			if err := syscall.Fdatasync(int(c.f.Fd())); !errors.Is(err, syscall.EINTR) {
-				return err
-			}
-		}
-	}); err != nil {
+	if err := c.syncs.Datasync(c.f); err != nil {
 		return false, c.brokenLocked("fdatasync", err)
 	}
 	c.lines++

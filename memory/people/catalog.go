@@ -365,7 +365,7 @@ func (s *Store) syncLogs(names []string) error {
 			return fmt.Errorf("open a person log to sync it: %w", err)
 		}
 		defer release()
-		if err := fdatasync(s.syncs, f); err != nil {
+		if err := s.syncs.Datasync(f); err != nil {
 			return fmt.Errorf("fdatasync a person log: %w", err)
 		}
 		return nil
@@ -681,7 +681,7 @@ func (s *Store) writeFileVia(tmp, name string, write func(*os.File) error) error
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if err := fdatasync(s.syncs, f); err != nil {
+	if err := s.syncs.Datasync(f); err != nil {
 		f.Close()
 		_ = root.Remove(t)
 		return fmt.Errorf("fdatasync temp file: %w", err)

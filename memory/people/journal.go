@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/clankie/clankie/api"
@@ -350,7 +349,7 @@ func (j *journal) write(buf []byte, off int64) error {
 		return fmt.Errorf("append to the people journal: %w", err)
 	}
 	start := time.Now()
-	err := fdatasync(j.observe, j.f)
+	err := j.observe.Datasync(j.f)
 	j.syncNanos.Add(int64(time.Since(start)))
 	j.syncs.Add(1)
 	if err != nil {
@@ -381,7 +380,7 @@ func (j *journal) reset(gen uint64, zero bool) error {
 				return fmt.Errorf("zero the people journal: %w", err)
 			}
 		}
-		if err := fdatasync(j.observe, j.f); err != nil {
+		if err := j.observe.Datasync(j.f); err != nil {
 			return fmt.Errorf("fdatasync the people journal: %w", err)
 		}
 	}
@@ -460,7 +459,7 @@ func (j *journal) blank(person string, keepLast bool) (int, error) {
 		blanked++
 	}
 	if blanked > 0 {
-		if err := fdatasync(j.observe, j.f); err != nil {
+		if err := j.observe.Datasync(j.f); err != nil {
 			return blanked, fmt.Errorf("fdatasync the people journal: %w", err)
 		}
 	}
@@ -468,16 +467,3 @@ func (j *journal) blank(person string, keepLast bool) (int, error) {
 }
 
 func (j *journal) close() error { return j.f.Close() }
-
-// fdatasync flushes a file's data (and only the metadata needed to read it
-// back): an append into preallocated blocks commits no inode change. Its
-// duration goes to syncs (the fsync histogram).
-func fdatasync(syncs durable.Syncs, f *os.File) error {
-	return syncs.Sync(func() error {
-		for {
-			if err := syscall.Fdatasync(int(f.Fd())); err != syscall.EINTR {
-				return err
-			}
-		}
-	})
-}
