@@ -28,8 +28,8 @@ func indexKey(name string) string { return strings.TrimSuffix(name, "jsonl") }
 
 func nameOf(key []byte) string { return string(key) + "jsonl" }
 
-// set records a person's fact count (0 removes them), between 0 and
-// maxCount, and returns the count it replaces.
+// set records a person's fact count (0 removes them), one that fits in
+// countBytes, and returns the count it replaces.
 func (x *peopleIndex) set(name string, n int) (before int) {
 	at := -1
 	if e, ok := x.extra[name]; ok {
@@ -113,9 +113,9 @@ func (x *peopleIndex) rebuild() {
 //
 //	uvarint(bytes shared with the previous key) uvarint(len(rest)) rest count
 //
-// where count is countBytes bytes, little-endian//
-// and a block's first entry shares nothing, so a lookup binary-searches the
-// blocks by their first key and then reads one block.
+// where count is countBytes bytes, little-endian, and a block's first
+// entry shares nothing, so a lookup binary-searches the blocks by their
+// first key and then reads one block.
 type frontCoded struct {
 	data       []byte
 	blocks     []uint32 // where each block starts in data
@@ -124,12 +124,9 @@ type frontCoded struct {
 
 const blockLen = 16
 
-// countBytes is the width of an entry's count, and maxCount the largest
-// count it holds: a person's facts, at most 256, do not fit in one byte.
-const (
-	countBytes = 2
-	maxCount   = 1<<16 - 1
-)
+// countBytes is the width of an entry's count: a person's facts, at most
+// 256, do not fit in one byte.
+const countBytes = 2
 
 // count returns the count stored at at (where scan found it).
 func (f *frontCoded) count(at int) int {
