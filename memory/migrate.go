@@ -76,6 +76,12 @@ func emptyTarget() *migrationStore {
 	}
 }
 
+// namedBy rewords a store's sentence, which names CLANKIE_MEMORY_STORE,
+// to name the flag that gave the connection string instead.
+func namedBy(flag string, err error) error {
+	return errors.New(strings.ReplaceAll(err.Error(), pgstore.Variable, flag))
+}
+
 // openMigrationStore opens one side. source: it must exist (a typo must not
 // become a new, empty memory root). dryRun: nothing may be created or
 // changed, so a target that does not exist yet reads as empty.
@@ -83,13 +89,13 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 	if pgstore.IsURL(where) {
 		db, err := pgstore.Open(ctx, where, log, nil, pgstore.Options{MaxConns: 2, Unchanged: dryRun})
 		if err != nil {
-			return nil, fmt.Errorf("%s", strings.ReplaceAll(err.Error(), pgstore.Variable, flag))
+			return nil, namedBy(flag, err)
 		}
 		if dryRun {
 			current, err := db.SchemaCurrent(ctx)
 			if err != nil {
 				db.Close()
-				return nil, fmt.Errorf("%s", strings.ReplaceAll(err.Error(), pgstore.Variable, flag))
+				return nil, namedBy(flag, err)
 			}
 			switch {
 			case !current && source:
