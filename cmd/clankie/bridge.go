@@ -117,13 +117,9 @@ after changing DISCORD_GUILD_IDS. It opens no gateway and no voice session.`,
 
 // runVoiceSync is `clankie bridge voice sync`.
 func runVoiceSync(ctx context.Context) error {
-	cfg, err := config.LoadVoiceBridge()
+	cfg, bearer, err := voiceSettings(nil)
 	if err != nil {
-		return configError(err)
-	}
-	bearer, err := config.ResolveBearer(cfg.VoiceBridge, cfg.Memory.Dir, bridges.VoiceLane)
-	if err != nil {
-		return configError(err)
+		return err
 	}
 	log, err := newLogger(cfg.Log)
 	if err != nil {
@@ -134,14 +130,24 @@ func runVoiceSync(ctx context.Context) error {
 	if err != nil {
 		return configError(err)
 	}
-	err = vb.SyncCommands(ctx)
+	return syncOutcome("voice bridge", "DISCORD_VOICE_BOT_TOKEN", vb.SyncCommands(ctx))
+}
+
+// syncOutcome is how `clankie bridge … sync` ends: a token Discord refused
+// is one line naming its variable (exit code 2), as at a bridge's start.
+func syncOutcome(name, tokenVar string, err error) error {
 	if errors.Is(err, bot.ErrTokenRejected) {
-		return configError(errors.New("DISCORD_VOICE_BOT_TOKEN was rejected by Discord; copy the bot token again from the Developer Portal"))
+		return rejectedToken(tokenVar)
 	}
 	if err != nil {
-		return fmt.Errorf("voice bridge sync: %w", err)
+		return fmt.Errorf("%s sync: %w", name, err)
 	}
 	return nil
+}
+
+// rejectedToken is the one line for a Discord token Discord refused.
+func rejectedToken(tokenVar string) error {
+	return configError(fmt.Errorf("%s was rejected by Discord; copy the bot token again from the Developer Portal", tokenVar))
 }
 
 // bridgeRunner is a bridge whose settings are loaded and checked.
@@ -163,7 +169,7 @@ func (b bridgeRunner) run(ctx context.Context, log *zap.Logger, reg prometheus.R
 	}
 	err = run(ctx)
 	if errors.Is(err, bot.ErrTokenRejected) {
-		return configError(fmt.Errorf("%s was rejected by Discord; copy the bot token again from the Developer Portal", b.tokenVar))
+		return rejectedToken(b.tokenVar)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.name, err)
@@ -231,27 +237,13 @@ func runTextSync(ctx context.Context) error {
 	if err != nil {
 		return configError(err)
 	}
-	err = tb.SyncCommands(ctx)
-	if errors.Is(err, bot.ErrTokenRejected) {
-		return configError(errors.New("DISCORD_TEXT_BOT_TOKEN was rejected by Discord; copy the bot token again from the Developer Portal"))
-	}
-	if err != nil {
-		return fmt.Errorf("text bridge sync: %w", err)
-	}
-	return nil
+	return syncOutcome("text bridge", "DISCORD_TEXT_BOT_TOKEN", tb.SyncCommands(ctx))
 }
 
 func loadVoiceBridge(mem *config.MemoryClient) (bridgeRunner, error) {
-	cfg, err := config.LoadVoiceBridge()
+	cfg, bearer, err := voiceSettings(mem)
 	if err != nil {
-		return bridgeRunner{}, configError(err)
-	}
-	if mem != nil {
-		cfg.Memory = *mem
-	}
-	bearer, err := config.ResolveBearer(cfg.VoiceBridge, cfg.Memory.Dir, bridges.VoiceLane)
-	if err != nil {
-		return bridgeRunner{}, configError(err)
+		return bridgeRunner{}, err
 	}
 	return bridgeRunner{name: "voice bridge", tokenVar: "DISCORD_VOICE_BOT_TOKEN", logCfg: cfg.Log, metrics: cfg.Metrics,
 		build: func(log *zap.Logger, reg prometheus.Registerer) (func(context.Context) error, error) {
@@ -267,6 +259,21 @@ func loadVoiceBridge(mem *config.MemoryClient) (bridgeRunner, error) {
 			}
 			return vb.Run, nil
 		}}, nil
+}
+
+func voiceSettings(mem *config.MemoryClient) (config.VoiceBridge, string, error) {
+	cfg, err := config.LoadVoiceBridge()
+	if err != nil {
+		return cfg, "", configError(err)
+	}
+	if mem != nil {
+		cfg.Memory = *mem
+	}
+	bearer, err := config.ResolveBearer(cfg.VoiceBridge, cfg.Memory.Dir, bridges.VoiceLane)
+	if err != nil {
+		return cfg, "", configError(err)
+	}
+	return cfg, bearer, nil
 }
 
 // runBridgeAlone is `clankie bridge text|voice`: one bridge, its own logger.
