@@ -525,20 +525,28 @@ func (c *converse) run() error {
 				return err
 			}
 		case <-s.ctx.Done():
-			_ = c.conn.WriteControl(websocket.CloseMessage,
-				websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeGrace))
-			t := time.NewTimer(closeGrace)
-			defer t.Stop()
-			for {
-				select {
-				case _, ok := <-c.rd.events: // until the server answers the close frame
-					if !ok {
-						return nil
-					}
-				case <-t.C:
-					return nil
-				}
+			c.closeHandshake()
+			return nil
+		}
+	}
+}
+
+// closeHandshake sends a normal close and waits, at most closeGrace, until
+// the server answers it (the reader ends); a server that does not answer
+// has its socket dropped by the caller. Events read meanwhile are dropped.
+func (c *converse) closeHandshake() {
+	_ = c.conn.WriteControl(websocket.CloseMessage,
+		websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeGrace))
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-c.rd.events: // until the server answers the close frame
+			if !ok {
+				return
 			}
+		case <-t.C:
+			return
 		}
 	}
 }
@@ -559,20 +567,8 @@ func (c *converse) replace() error {
 	if l, ok := c.s.cfg.Listener.(ConnectionListener); ok && c.ready {
 		l.ModelLost()
 	}
-	_ = c.conn.WriteControl(websocket.CloseMessage,
-		websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(closeGrace))
-	t := time.NewTimer(closeGrace)
-	defer t.Stop()
-	for {
-		select {
-		case _, ok := <-c.rd.events:
-			if !ok {
-				return errReplaced
-			}
-		case <-t.C:
-			return errReplaced
-		}
-	}
+	c.closeHandshake()
+	return errReplaced
 }
 
 // handle acts on one server event; it reports whether the connection must
