@@ -3,6 +3,7 @@ package bridges
 import (
 	"context"
 	"errors"
+	"net/url"
 	"sync"
 	"time"
 
@@ -69,9 +70,13 @@ func (l *lazyCodec) close() {
 	}
 }
 
+// VoiceOption adjusts the voice session manager's settings before it is
+// built: tests shorten its clocks and trust their fake voice server.
+type VoiceOption func(*voice.Config)
+
 // NewVoiceBridge builds the voice bridge from its settings; metrics, when
 // not nil, counts its interactions.
-func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metrics *bot.Metrics) (*VoiceBridge, error) {
+func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metrics *bot.Metrics, opts ...VoiceOption) (*VoiceBridge, error) {
 	mem, err := memoryclient.New(cfg.Memory.URL, bearer, memoryclient.WithTimeout(memoryTimeout), memoryclient.WithLogger(log.Named("memoryclient")))
 	if err != nil {
 		return nil, err
@@ -92,14 +97,20 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metr
 		}
 	}
 	// A server's voice state updates go out on the shard that owns it.
-	vm := voice.NewManager(cfg.ConsentPolicy, mem, shards, opener, log.Named("voice"))
+	vcfg := voice.Config{Policy: cfg.ConsentPolicy, Bounds: cfg.VoiceSessions, Memory: mem, Gateway: shards,
+		Notices: shards.REST(), Model: opener, ModelHost: hostOf(cfg.RealtimeURL), Log: log.Named("voice")}
 	codec := &lazyCodec{}
 	if opener != nil {
 		// Audio needs a model to talk to: without one, nothing may be heard.
-		vm.Audio = &voice.AudioConfig{Codec: codec.get, DAVE: voice.NewDAVE}
+		vcfg.Audio = &voice.AudioConfig{Codec: codec.get, DAVE: voice.NewDAVE}
 	}
+	for _, o := range opts {
+		o(&vcfg)
+	}
+	vm := voice.NewManager(vcfg)
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
-	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics},
+	// /voice join waits up to the join timeout for Discord's answer.
+	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics, HandlerTimeout: vm.JoinTimeout() + 5*time.Second},
 		commands.PersonMemory(mem, policy, time.Now),
 		commands.Voice(vm, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
 	vb := &VoiceBridge{Bot: &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close},
@@ -111,6 +122,16 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metr
 	shards.AddHandler(vm.OnVoiceStateUpdate)
 	shards.AddHandler(vm.OnVoiceServerUpdate)
 	return vb, nil
+}
+
+// hostOf is the host of the realtime URL, which the disclosure names: who
+// hears consented speakers. Validated at start, so it parses.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }
 
 // SyncCommands registers /person-memory and /voice once, removes the

@@ -63,7 +63,8 @@ func startVoiceAudio(t *testing.T, states ...discordtest.VoiceState) *audioEnv {
 	a.voiceEnv = startVoiceWith(t, config.ConsentExplicit, realtimeKey, voiceSetup{
 		fake: []discordtest.Option{discordtest.WithVoiceServer(admit)},
 		// The bridge trusts the test CA as it would SSL_CERT_FILE's.
-		bridge: func(vb *VoiceBridge) { vb.Voice.Audio.TLS = a.vsrv.ClientTLS() },
+		voice: []VoiceOption{func(c *voice.Config) { c.Audio.TLS = a.vsrv.ClientTLS() }},
+		audio: true,
 	}, states...)
 	return a
 }

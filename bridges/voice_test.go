@@ -17,6 +17,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/discordtest"
+	"github.com/clankie/clankie/voice"
 )
 
 // briefingRecorder sits in front of the memory service and keeps the body
@@ -83,10 +84,15 @@ func startVoiceWithKey(t *testing.T, policy config.ConsentPolicy, key string, st
 }
 
 // voiceSetup adds to a voice test's world: options for the fake Discord,
-// and a last word on the bridge before it runs.
+// and for the session manager (after the test defaults: a 30 ms debounce,
+// 10 ms rejoin backoff, 300 ms recheck).
 type voiceSetup struct {
-	fake   []discordtest.Option
-	bridge func(*VoiceBridge)
+	fake  []discordtest.Option
+	voice []VoiceOption
+	// audio keeps the sessions' voice connections on; without a voice
+	// server (WithVoiceServer) there is nothing to connect to, so they
+	// are off and a session is live once Discord answered.
+	audio bool
 }
 
 func startVoiceWith(t *testing.T, policy config.ConsentPolicy, key string, setup voiceSetup, states ...discordtest.VoiceState) *voiceEnv {
@@ -111,13 +117,16 @@ func startVoiceWith(t *testing.T, policy config.ConsentPolicy, key string, setup
 		cfg.RealtimeAPIKey = key
 		cfg.RealtimeModel = realtimeModel
 	}
-	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"), nil)
+	cfg.VoiceSessions = config.VoiceSessions{JoinTimeout: 10 * time.Second, IdleLeave: 2 * time.Minute, MaxSession: 2 * time.Hour}
+	opts := append([]VoiceOption{func(c *voice.Config) {
+		c.Debounce, c.RejoinBackoff, c.RecheckAfter = 30*time.Millisecond, 10*time.Millisecond, 300*time.Millisecond
+		if !setup.audio {
+			c.Audio = nil
+		}
+	}}, setup.voice...)
+	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, e.l.log.Named("voice-bridge"), nil, opts...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	vb.Voice.Debounce = 30 * time.Millisecond
-	if setup.bridge != nil {
-		setup.bridge(vb)
 	}
 	e.vb = vb
 	before := syncedCount(e.l)

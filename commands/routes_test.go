@@ -47,7 +47,7 @@ func TestEverySubcommandIsRouted(t *testing.T) {
 
 type noVoice struct{}
 
-func (noVoice) Join(context.Context, string, string) (string, error) {
+func (noVoice) Join(context.Context, string, string, string) (string, error) {
 	return "", voiceapi.ErrNotInVoice
 }
 func (noVoice) Leave(context.Context, string) error                 { return voiceapi.ErrNoSession }

@@ -15,7 +15,10 @@ import (
 // *voice.Manager satisfies it. Its errors are voice's (voiceapi.ErrNoSession,
 // …), turned into sentences here.
 type VoiceSessions interface {
-	Join(ctx context.Context, guildID, userID string) (channelID string, err error)
+	// Join waits until Discord has put the bot in the invoker's channel
+	// (or the join timeout passed); textChannelID is where /voice join
+	// ran, where Clankie later says why he left.
+	Join(ctx context.Context, guildID, userID, textChannelID string) (channelID string, err error)
 	Leave(ctx context.Context, guildID string) error
 	Consent(ctx context.Context, guildID, userID string, optIn bool) error
 	// Status is the consent-safe state of a session: a count of consented
@@ -77,7 +80,7 @@ func (h voiceHandler) join(ctx context.Context, inv interaction.Invocation) (int
 	if !h.policy.mayManage(inv) {
 		return interaction.Reply{}, interaction.UserErrorf("You need the Move Members permission or a voice role to bring Clankie into voice.")
 	}
-	ch, err := h.sessions.Join(ctx, inv.GuildID, inv.User.ID)
+	ch, err := h.sessions.Join(ctx, inv.GuildID, inv.User.ID, inv.ChannelID)
 	if err != nil {
 		return interaction.Reply{}, voiceSentence(err)
 	}
@@ -120,16 +123,63 @@ func (h voiceHandler) status(_ context.Context, inv interaction.Invocation) (int
 	if !ok {
 		return interaction.Reply{Content: "There is no voice session in this server."}, nil
 	}
+	if st.State == voiceapi.StateEnded {
+		content := fmt.Sprintf("There is no voice session in this server. The last one, in <#%s>, ended: %s.", st.ChannelID, endedWhy(st))
+		return interaction.Reply{Content: content + budgetLine(st.Budget)}, nil
+	}
 	speakers := "speakers have"
 	if st.Consented == 1 {
 		speakers = "speaker has"
 	}
-	content := fmt.Sprintf("Voice session in <#%s>.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
-		st.ChannelID, st.Policy, st.Consented, speakers, st.Model, st.BriefingsDelivered)
+	state := string(st.State)
+	if st.State != voiceapi.StateJoining {
+		state += fmt.Sprintf(" for %s of at most %s", voiceapi.Human(st.Elapsed), voiceapi.Human(st.MaxSession))
+	}
+	content := fmt.Sprintf("Voice session in <#%s>: %s.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
+		st.ChannelID, state, st.Policy, st.Consented, speakers, st.Model, st.BriefingsDelivered)
 	if st.Encryption != "" {
 		content += "\n" + st.Encryption
 	}
-	return interaction.Reply{Content: content}, nil
+	return interaction.Reply{Content: content + budgetLine(st.Budget)}, nil
+}
+
+// budgetLine is the server's voice time today, when it has a budget.
+func budgetLine(b voiceapi.Budget) string {
+	if b.Limit <= 0 {
+		return ""
+	}
+	left := max(0, b.Limit-b.Used)
+	return fmt.Sprintf("\nVoice time today: %s used of %s, %s left; it resets at 00:00 UTC (<t:%d:R>).",
+		voiceapi.Human(b.Used), voiceapi.Human(b.Limit), voiceapi.Human(left), b.ResetsAt.Unix())
+}
+
+// endedWhy says why a session ended, for /voice status.
+func endedWhy(st voiceapi.Status) string {
+	switch st.Ended {
+	case voiceapi.EndLeave:
+		return "someone ran `/voice leave`"
+	case voiceapi.EndEmpty:
+		return "nobody was left in the channel"
+	case voiceapi.EndIdle:
+		return "nobody who consented was there for a while"
+	case voiceapi.EndMaxSession:
+		return "it reached the longest a session may last (" + voiceapi.Human(st.MaxSession) + ")"
+	case voiceapi.EndBudget:
+		return "the server's voice time for today was used up"
+	case voiceapi.EndJoinTimeout:
+		return "Discord never let Clankie in (the channel may be full, or he may lack Connect/Speak there)"
+	case voiceapi.EndRejoinFailed:
+		return "the voice connection was lost and could not be re-established"
+	case voiceapi.EndDisconnected:
+		return "Clankie was disconnected from the channel"
+	case voiceapi.EndMoved:
+		return "Clankie was moved to another channel"
+	case voiceapi.EndProtocol:
+		return fmt.Sprintf("the voice server refused the connection (code %d)", st.CloseCode)
+	case voiceapi.EndShutdown:
+		return "the voice bridge shut down"
+	}
+	return string(st.Ended)
 }
 
 // voiceSentence turns voice's errors into what the invoker reads; any other
@@ -144,6 +194,18 @@ func voiceSentence(err error) error {
 		return interaction.UserErrorf("You can manage your consent only from the voice channel the session is in.")
 	case errors.Is(err, voiceapi.ErrOtherChannel):
 		return interaction.UserErrorf("Clankie is already in another voice channel here; end that session with `/voice leave` first.")
+	}
+	var je *voiceapi.JoinError
+	if errors.As(err, &je) {
+		if je.Why == voiceapi.EndJoinTimeout {
+			return interaction.UserErrorf("I could not join <#%s>: it may be full, or I may lack Connect/Speak there.", je.ChannelID)
+		}
+		return interaction.UserErrorf("I could not join <#%s>: %s.", je.ChannelID, endedWhy(voiceapi.Status{Ended: je.Why}))
+	}
+	var be *voiceapi.BudgetSpentError
+	if errors.As(err, &be) {
+		return interaction.UserErrorf("This server's voice time for today (%s) is used up. It resets at 00:00 UTC (<t:%d:R>).",
+			voiceapi.Human(be.Budget), be.ResetsAt.Unix())
 	}
 	return err
 }

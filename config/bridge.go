@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clankie/clankie/api"
 )
@@ -260,10 +261,44 @@ type VoiceBridge struct {
 	RealtimeModel  string        `env:"CLANKIE_REALTIME_MODEL" envDefault:"gpt-realtime" help:"Model (OpenAI) or deployment name (Azure), sent as ?model= on the URL; GA fixes the model there."`
 	RealtimeVoice  string        `env:"CLANKIE_REALTIME_VOICE" help:"Voice the model speaks with (e.g. marin, cedar, alloy); empty: the endpoint's default."`
 	RealtimeTurns  string        `env:"CLANKIE_REALTIME_TURN_DETECTION" envDefault:"server_vad" help:"How the model detects turns in what it hears: server_vad (silence) or semantic_vad (meaning)."`
-	Memory         MemoryClient
-	Discord        Discord
-	Log            Log
-	Metrics        Metrics
+	VoiceSessions
+	Memory  MemoryClient
+	Discord Discord
+	Log     Log
+	Metrics Metrics
+}
+
+// VoiceSessions bounds each voice session's life and a server's daily
+// voice time: a session never waits forever, and never runs up cost
+// nobody is there for.
+type VoiceSessions struct {
+	JoinTimeout time.Duration `env:"CLANKIE_VOICE_JOIN_TIMEOUT" envDefault:"10s" help:"How long a /voice join (or a rejoin) waits for Discord to answer before it gives up, as a Go duration (10s, 1m). Discord answers a full channel, or one the bot may not connect to, with silence."`
+	IdleLeave   time.Duration `env:"CLANKIE_VOICE_IDLE_LEAVE" envDefault:"2m" help:"Clankie leaves a voice channel where nobody who consented has been for this long (a Go duration: 90s, 2m)."`
+	MaxSession  time.Duration `env:"CLANKIE_VOICE_MAX_SESSION" envDefault:"2h" help:"The longest a voice session lasts before Clankie leaves (a Go duration: 45m, 2h)."`
+	DailyBudget time.Duration `env:"CLANKIE_VOICE_DAILY_BUDGET" help:"Voice time each server may use per UTC day, summed over its sessions (a Go duration: 90m, 3h); counted in memory, so a restart forgets it. Empty: no limit."`
+}
+
+// Validate names the variable that is wrong.
+func (v VoiceSessions) Validate() error {
+	for _, d := range []struct {
+		name     string
+		v, floor time.Duration
+	}{
+		{"CLANKIE_VOICE_JOIN_TIMEOUT", v.JoinTimeout, time.Second},
+		{"CLANKIE_VOICE_IDLE_LEAVE", v.IdleLeave, time.Second},
+		{"CLANKIE_VOICE_MAX_SESSION", v.MaxSession, time.Minute},
+	} {
+		if d.v < d.floor {
+			return fmt.Errorf("%s must be at least %s (a Go duration such as 10s, 2m, 2h)", d.name, d.floor)
+		}
+	}
+	if v.JoinTimeout > 2*time.Minute {
+		return errors.New("CLANKIE_VOICE_JOIN_TIMEOUT must be at most 2m: the person who ran /voice join waits that long")
+	}
+	if v.DailyBudget < 0 || (v.DailyBudget > 0 && v.DailyBudget < time.Minute) || v.DailyBudget > 24*time.Hour {
+		return errors.New("CLANKIE_VOICE_DAILY_BUDGET must be empty (no limit) or between 1m and 24h (a Go duration such as 90m)")
+	}
+	return nil
 }
 
 // Validate names the variable that is wrong.
@@ -295,7 +330,7 @@ func (v VoiceBridge) Validate() error {
 	if err := v.validateRealtime(); err != nil {
 		return err
 	}
-	for _, x := range []Validator{v.Memory, v.Discord, v.Log, v.Metrics} {
+	for _, x := range []Validator{v.VoiceSessions, v.Memory, v.Discord, v.Log, v.Metrics} {
 		if err := x.Validate(); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func validVoice() VoiceBridge {
@@ -14,6 +15,46 @@ func validVoice() VoiceBridge {
 		Memory:  MemoryClient{URL: "http://127.0.0.1:4310", MemoryRoot: MemoryRoot{Dir: "/tmp/clankie-memory"}},
 		Discord: Discord{APIURL: "https://discord.com/api/v10"},
 		Log:     Log{Level: "info", Format: "json"},
+		VoiceSessions: VoiceSessions{JoinTimeout: 10 * time.Second, IdleLeave: 2 * time.Minute, MaxSession: 2 * time.Hour},
+	}
+}
+
+// Each voice session bound is checked at start and named; the defaults
+// parse, and an empty budget is no limit.
+func TestVoiceSessionBoundsAreValidatedByName(t *testing.T) {
+	t.Setenv("DISCORD_VOICE_BOT_TOKEN", "discord-token")
+	t.Setenv("CLANKIE_VOICE_BRIDGE_TOKEN", "voice-bridge-token-0123456789abcdef")
+	v, err := parse[VoiceBridge]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.VoiceSessions; got != (VoiceSessions{JoinTimeout: 10 * time.Second, IdleLeave: 2 * time.Minute, MaxSession: 2 * time.Hour}) {
+		t.Fatalf("defaults %+v", got)
+	}
+	t.Setenv("CLANKIE_VOICE_DAILY_BUDGET", "1h30m")
+	if v, err = parse[VoiceBridge](); err != nil || v.DailyBudget != 90*time.Minute {
+		t.Fatalf("budget %v %v", v.DailyBudget, err)
+	}
+	t.Setenv("CLANKIE_VOICE_IDLE_LEAVE", "two minutes")
+	if _, err := parse[VoiceBridge](); err == nil || !strings.Contains(err.Error(), "CLANKIE_VOICE_IDLE_LEAVE") {
+		t.Fatalf("an unparsable duration: %v", err)
+	}
+	for _, tc := range []struct {
+		variable string
+		edit     func(*VoiceSessions)
+	}{
+		{"CLANKIE_VOICE_JOIN_TIMEOUT", func(v *VoiceSessions) { v.JoinTimeout = 0 }},
+		{"CLANKIE_VOICE_JOIN_TIMEOUT", func(v *VoiceSessions) { v.JoinTimeout = time.Hour }},
+		{"CLANKIE_VOICE_IDLE_LEAVE", func(v *VoiceSessions) { v.IdleLeave = -time.Second }},
+		{"CLANKIE_VOICE_MAX_SESSION", func(v *VoiceSessions) { v.MaxSession = 30 * time.Second }},
+		{"CLANKIE_VOICE_DAILY_BUDGET", func(v *VoiceSessions) { v.DailyBudget = -time.Minute }},
+		{"CLANKIE_VOICE_DAILY_BUDGET", func(v *VoiceSessions) { v.DailyBudget = 25 * time.Hour }},
+	} {
+		v := validVoice()
+		tc.edit(&v.VoiceSessions)
+		if err := v.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.variable) {
+			t.Errorf("%s: %v", tc.variable, err)
+		}
 	}
 }
 

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bwmarrin/discordgo"
 
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/voicetest"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
@@ -58,20 +56,12 @@ func BenchmarkSessionAudioLatency(b *testing.B) {
 		once.Do(func() { close(opened) })
 		return model, nil
 	}
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
-	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
-	defer m.Close()
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
-		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
-	if _, err := m.Join(ctx, gid, ana); err != nil {
+	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
+	m := startManager(b, Config{Model: opener, Audio: audioCfg}, answeredBy(srv), gid, voiceStates(lounge, ana)...)
+	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
 		b.Fatal(err)
 	}
 	<-opened
-	bot := srv.Join(botUser)
-	m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
-		UserID: botUser, SessionID: bot.SessionID}})
-	m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: bot.Endpoint, Token: bot.Token})
 	creds := srv.Join(ana)
 	person, err := media.Dial(ctx, media.Config{Endpoint: creds.Endpoint, ServerID: creds.ServerID, UserID: ana,
 		SessionID: creds.SessionID, Token: creds.Token, TLS: srv.ClientTLS(), Allow: func(id string) bool { return id == botUser }})

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/voice/audio"
@@ -34,7 +33,7 @@ type AudioConfig struct {
 }
 
 // voiceServer is what VOICE_SERVER_UPDATE tells about a server's voice
-// endpoint.
+// endpoint: the address and the token for this session alone.
 type voiceServer struct{ endpoint, token string }
 
 // audioLink is a running voice connection and audio path of a session.
@@ -48,153 +47,54 @@ type audioLink struct {
 	path atomic.Pointer[audio.Path]
 }
 
-// OnVoiceServerUpdate records a server's voice endpoint and token and
-// (re)connects the session's audio to it: a new endpoint means a new
-// connection. It never blocks on the network.
-func (m *Manager) OnVoiceServerUpdate(_ *discordgo.Session, u *discordgo.VoiceServerUpdate) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.voiceServers == nil {
-		m.voiceServers = map[string]voiceServer{}
-	}
-	m.voiceServers[u.GuildID] = voiceServer{endpoint: u.Endpoint, token: u.Token}
-	if s := m.sessions[u.GuildID]; s != nil {
-		m.linkAudioLocked(s)
-	}
-}
+// errAudioUnavailable: the connection came up but this process cannot carry
+// audio (the codec or the audio path could not be made). A rejoin would
+// fail the same way, so the session stays in the channel without audio.
+var errAudioUnavailable = errors.New("voice: audio unavailable in this process")
 
-// botVoiceStateLocked records the bot's own voice session id, which the
-// voice connection identifies with. m.mu is held.
-func (m *Manager) botVoiceStateLocked(u *discordgo.VoiceStateUpdate) {
-	if m.botSessions == nil {
-		m.botSessions = map[string]string{}
-	}
-	m.botSessions[u.GuildID] = u.SessionID
-	if s := m.sessions[u.GuildID]; s != nil && u.ChannelID == s.channelID {
-		m.linkAudioLocked(s)
-	}
-}
-
-// linkAudioLocked starts the session's audio once the endpoint, token and
-// the bot's session id are known, replacing a link to an older endpoint.
-// m.mu is held.
-func (m *Manager) linkAudioLocked(s *Session) {
-	vs, ok := m.voiceServers[s.guildID]
-	sessionID := m.botSessions[s.guildID]
-	if m.Audio == nil || m.Audio.Codec == nil || !ok || vs.endpoint == "" || sessionID == "" || m.botID == "" {
-		return
-	}
-	if s.link != nil {
-		if s.link.server == vs {
-			return
-		}
-		s.link.cancel()
-		s.link = nil
-	}
-	cfg := media.Config{Endpoint: vs.endpoint, ServerID: s.guildID, UserID: m.botID, SessionID: sessionID, Token: vs.token,
-		TLS: m.Audio.TLS, Allow: s.Consented, Log: m.log.Named("media")}
-	if m.Audio.DAVE != nil {
-		d, err := m.Audio.DAVE(m.botID, s.channelID, s.Consented)
+// startLink dials the session's voice connection to vs as the bot's
+// gateway session sessionID, and carries audio both ways on it. The loop
+// hears evLinkUp once the connection is ready and evLinkDown when it ends
+// (with why), unless the loop cancelled it first.
+func (s *Session) startLink(vs voiceServer, sessionID string) *audioLink {
+	m := s.m
+	cfg := media.Config{Endpoint: vs.endpoint, ServerID: s.guildID, UserID: m.botUser(), SessionID: sessionID, Token: vs.token,
+		TLS: m.cfg.Audio.TLS, Allow: s.Consented, Log: m.log.Named("media")}
+	ctx, cancel := context.WithCancel(context.Background())
+	link := &audioLink{server: vs, cancel: cancel}
+	if m.cfg.Audio.DAVE != nil {
+		d, err := m.cfg.Audio.DAVE(cfg.UserID, s.channelID, s.Consented)
 		if err != nil {
 			m.log.Warn("DAVE session could not be made; no audio", zap.String("errorType", "dave_setup"))
-			return
+			cancel()
+			go s.send(event{kind: evLinkDown, link: link, err: err})
+			return link
 		}
-		cfg.DAVE = d
+		cfg.DAVE, link.dave = d, d
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	link := &audioLink{server: vs, cancel: cancel, dave: cfg.DAVE}
+	s.mu.Lock()
 	s.link = link
+	s.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		defer cancel()
-		select {
-		case <-s.done:
-			return
-		default:
-		}
-		go func() {
-			select {
-			case <-s.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		err := m.runAudio(ctx, s, link, cfg)
+		err := s.runAudio(ctx, link, cfg)
 		if c, ok := cfg.DAVE.(interface{ Close() }); ok {
 			c.Close() // the connection is closed: forget every key
 		}
-		if ctx.Err() == nil && needsRejoin(err) {
-			m.rejoinAudio(ctx, s, link)
+		if ctx.Err() == nil {
+			s.send(event{kind: evLinkDown, link: link, err: err})
 		}
 	}()
-}
-
-// needsRejoin reports whether a connection's end calls for a fresh voice
-// session: a close Discord documents as rejoin, or a dial that failed
-// (the endpoint may have moved). Closes that stop (4004, 4014, 4022)
-// stay stopped.
-func needsRejoin(err error) bool {
-	if err == nil || errors.Is(err, media.ErrClosed) {
-		return false
-	}
-	var ce *media.CloseError
-	if errors.As(err, &ce) {
-		return ce.Action == media.Rejoin
-	}
-	return true
-}
-
-// maxRejoins bounds consecutive rejoins that never got a connection.
-const maxRejoins = 5
-
-// rejoinDelay spaces rejoins, so a voice server that keeps refusing the
-// session is not hammered.
-const rejoinDelay = time.Second
-
-// rejoinAudio answers a close that needs a fresh voice session (4006,
-// 4009, 4011, 4017): the bot's voice state is sent again, and the session
-// waits for the gateway's fresh VOICE_SERVER_UPDATE before it dials.
-func (m *Manager) rejoinAudio(ctx context.Context, s *Session, link *audioLink) {
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(rejoinDelay):
-	}
-	m.mu.Lock()
-	if m.sessions[s.guildID] != s || s.link != link {
-		m.mu.Unlock()
-		return // ended or replaced meanwhile
-	}
-	if link.conn.Load() != nil {
-		s.rejoins = 0
-	}
-	if s.rejoins++; s.rejoins > maxRejoins {
-		m.mu.Unlock()
-		m.log.Warn("voice connection keeps failing; audio stopped for this session", zap.Int("rejoins", maxRejoins))
-		return
-	}
-	s.link = nil
-	delete(m.voiceServers, s.guildID)
-	m.mu.Unlock()
-	m.log.Info("voice connection needs a fresh session; rejoining")
-	if err := m.moveBot(s.guildID, s.channelID); err != nil {
-		m.log.Warn("voice rejoin not sent", zap.String("errorType", "gateway"))
-	}
-}
-
-// stopAudioLocked ends the session's audio. m.mu is held.
-func (m *Manager) stopAudioLocked(s *Session) {
-	if s.link != nil {
-		s.link.cancel()
-		s.link = nil
-	}
+	return link
 }
 
 // runAudio connects to the voice server and carries audio both ways until
 // ctx ends or the connection is lost for good, then writes a receipt of
 // counts and durations. It returns why the connection ended.
-func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg media.Config) error {
+func (s *Session) runAudio(ctx context.Context, link *audioLink, cfg media.Config) error {
+	m := s.m
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	log := m.log.Named("audio")
@@ -209,15 +109,16 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 	}
 	defer conn.Close()
 	link.conn.Store(conn)
-	codec, err := m.Audio.Codec(ctx)
+	s.send(event{kind: evLinkUp, link: link})
+	codec, err := m.cfg.Audio.Codec(ctx)
 	if err != nil {
 		log.Warn("opus codec could not be compiled", zap.Error(err))
-		return nil
+		return errAudioUnavailable
 	}
 	enc, err := codec.NewEncoder(ctx, opus.DefaultEncoderConfig())
 	if err != nil {
 		log.Warn("opus encoder could not be made", zap.Error(err))
-		return nil
+		return errAudioUnavailable
 	}
 	defer enc.Close(context.WithoutCancel(ctx))
 	path, err := audio.NewPath(audio.PathConfig{
@@ -238,13 +139,10 @@ func (m *Manager) runAudio(ctx context.Context, s *Session, link *audioLink, cfg
 	})
 	if err != nil {
 		log.Warn("audio path could not be made", zap.Error(err))
-		return nil
+		return errAudioUnavailable
 	}
 	link.path.Store(path)
 	m.mu.Lock()
-	if m.links == nil {
-		m.links = map[*audioLink]struct{}{}
-	}
 	m.links[link] = struct{}{}
 	m.mu.Unlock()
 	s.SetOutput(path)

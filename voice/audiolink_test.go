@@ -11,7 +11,6 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/voicetest"
 	"github.com/clankie/clankie/voice/dave"
 	"github.com/clankie/clankie/voice/davemedia"
@@ -113,24 +112,16 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 		close(opened)
 		return model, nil
 	}
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
-	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
+	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
 	if e2ee {
-		m.Audio.DAVE = NewDAVE
+		audioCfg.DAVE = NewDAVE
 	}
-	defer m.Close()
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
-		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}, {GuildID: gid, ChannelID: lounge, UserID: cal}}}})
-	if _, err := m.Join(ctx, gid, ana); err != nil {
+	// The gateway answers the bot's move with the voice server's session.
+	m := startManager(t, Config{Model: opener, Audio: audioCfg}, answeredBy(srv), gid, voiceStates(lounge, ana, cal)...)
+	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
 		t.Fatal(err)
 	}
 	<-opened
-	// The gateway answers the bot's move.
-	bot := srv.Join(botUser)
-	m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
-		UserID: botUser, SessionID: bot.SessionID}})
-	m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: bot.Endpoint, Token: bot.Token})
 	eventually(t, "the bot's voice connection", func() bool { return srv.Connected(botUser) })
 
 	// Ana's own client hears the bot.
@@ -319,33 +310,36 @@ func TestSessionAudioFollowsTheVoiceServer(t *testing.T) {
 	}
 	defer rt.Close(ctx)
 	opener := func(context.Context, realtime.Listener) (Model, error) { return &audioModel{}, nil }
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
 	tlsCfg := first.ClientTLS()
 	tlsCfg.RootCAs = tlsCfg.RootCAs.Clone() // trust both test CAs
 	tlsCfg.RootCAs.AppendCertsFromPEM(mustRead(t, second.CAFile()))
-	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: tlsCfg}
-	defer m.Close()
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
-		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
-	if _, err := m.Join(ctx, gid, ana); err != nil {
+	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: tlsCfg}
+	m := startManager(t, Config{Model: opener, Audio: audioCfg}, answeredBy(first), gid, voiceStates(lounge, ana)...)
+	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
 		t.Fatal(err)
 	}
-	connect := func(srv *voicetest.Server) {
-		creds := srv.Join(botUser)
-		m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
-			UserID: botUser, SessionID: creds.SessionID}})
-		m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: creds.Endpoint, Token: creds.Token})
-	}
-	connect(first)
 	eventually(t, "the bot on the first voice server", func() bool { return first.Connected(botUser) })
-	connect(second)
+	// Discord moves the call to another voice server: a new
+	// VOICE_SERVER_UPDATE, with its own token.
+	creds := second.Admit(botUser, "bot-session")
+	m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: creds.Endpoint, Token: creds.Token})
 	eventually(t, "the bot on the second voice server", func() bool { return second.Connected(botUser) })
 	eventually(t, "the first connection closed", func() bool { return !first.Connected(botUser) })
 	if err := m.Leave(ctx, gid); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the connection closed with the session", func() bool { return !second.Connected(botUser) })
+}
+
+// answeredBy is a gateway that answers the bot's op 4 with srv's admission:
+// the endpoint, token and session id Discord would give.
+func answeredBy(srv *voicetest.Server) *gatewayRec {
+	g := newGateway()
+	g.server = func() (string, string, string) {
+		c := srv.Admit(botUser, "bot-session") // the main gateway's session id
+		return c.Endpoint, c.Token, c.SessionID
+	}
+	return g
 }
 
 func mustRead(t *testing.T, path string) []byte {
@@ -396,20 +390,12 @@ func TestSessionAudioNeverLeavesInTheClearUnderDAVE(t *testing.T) {
 		close(opened)
 		return model, nil
 	}
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, nil)
-	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS(), DAVE: NewDAVE}
-	defer m.Close()
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
-		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
-	if _, err := m.Join(ctx, gid, ana); err != nil {
+	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS(), DAVE: NewDAVE}
+	m := startManager(t, Config{Model: opener, Audio: audioCfg}, answeredBy(srv), gid, voiceStates(lounge, ana)...)
+	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
 		t.Fatal(err)
 	}
 	<-opened
-	bot := srv.Join(botUser)
-	m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
-		UserID: botUser, SessionID: bot.SessionID}})
-	m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: bot.Endpoint, Token: bot.Token})
 	eventually(t, "the bot connected to the E2EE call", func() bool { return srv.Connected(botUser) })
 	eventually(t, "the bot's DAVE key package", func() bool { return role.keyPackages.Load() >= 1 })
 
@@ -454,39 +440,18 @@ func TestSessionAudioRejoinsWhenTheVoiceSessionIsInvalid(t *testing.T) {
 	defer rt.Close(ctx)
 	model := &audioModel{}
 	opener := func(context.Context, realtime.Listener) (Model, error) { return model, nil }
-	gw := &gatewayRec{}
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, gw, opener, nil)
-	m.Audio = &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
-	defer m.Close()
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid,
-		VoiceStates: []*discordgo.VoiceState{{GuildID: gid, ChannelID: lounge, UserID: ana}}}})
-	if _, err := m.Join(ctx, gid, ana); err != nil {
+	gw := answeredBy(srv)
+	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
+	m := startManager(t, Config{Model: opener, Audio: audioCfg, RejoinBackoff: 10 * time.Millisecond}, gw, gid, voiceStates(lounge, ana)...)
+	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
 		t.Fatal(err)
 	}
-	moves := func() int {
-		gw.mu.Lock()
-		defer gw.mu.Unlock()
-		return len(gw.moves)
-	}
-	answer := func() {
-		creds := srv.Join(botUser)
-		m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: gid, ChannelID: lounge,
-			UserID: botUser, SessionID: creds.SessionID}})
-		m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: gid, Endpoint: creds.Endpoint, Token: creds.Token})
-	}
-	answer()
-	eventually(t, "the bot connected", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		l := m.sessions[gid].link
-		return srv.Connected(botUser) && l != nil && l.conn.Load() != nil
-	})
-	joins := moves()
+	eventually(t, "the bot connected", func() bool { return srv.Connected(botUser) && m.AudioCounters(gid, ana).Connected })
+	joins := len(gw.sent())
 
 	srv.CloseWith(botUser, media.CloseSessionInvalid)
-	eventually(t, "the bot's voice state sent again", func() bool { return moves() > joins })
-	answer() // the gateway's fresh session and endpoint
+	// The gateway answers with a fresh session and endpoint.
+	eventually(t, "the bot's voice state sent again", func() bool { return len(gw.sent()) > joins })
 	eventually(t, "the bot connected again", func() bool { return srv.Connected(botUser) })
 
 	creds := srv.Join(ana)

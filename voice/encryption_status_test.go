@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/bwmarrin/discordgo"
 
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/media"
 )
@@ -27,11 +25,8 @@ func (nopSignal) SendBinary(media.Opcode, []byte) error { return nil }
 // status said nothing either way. An undocumented downgrade (op 24 epoch 1
 // at protocol 0) is refused and status keeps saying encrypted.
 func TestStatusSaysWhenTheCallWasDowngraded(t *testing.T) {
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, nil, nil)
-	t.Cleanup(m.Close)
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, guildCreate(voiceStates(lounge, ana)...))
-	if _, err := m.Join(context.Background(), guild, ana); err != nil {
+	m := startManager(t, Config{}, nil, guild, voiceStates(lounge, ana)...)
+	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 		t.Fatal(err)
 	}
 	d, err := davemedia.New(davemedia.Config{UserID: botUser, ChannelID: lounge})

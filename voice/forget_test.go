@@ -11,13 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
@@ -104,11 +102,7 @@ func forgetRig(t *testing.T, b *factBriefer) (*Manager, *realtimetest.Server, *h
 		c.Listener = out
 		return realtime.Start(ctx, c, log.Named("realtime"))
 	}
-	m := NewManager(config.ConsentExplicit, b, &gatewayRec{}, opener, log)
-	m.Debounce = 5 * time.Millisecond
-	t.Cleanup(m.Close)
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, guildCreate(voiceStates(lounge, ana, ben)...))
+	m := startManager(t, Config{Memory: b, Model: opener, Log: log}, nil, guild, voiceStates(lounge, ana, ben)...)
 	return m, f, h, logs
 }
 
@@ -143,7 +137,7 @@ func TestConsentShrinkTakesThePersonOutOfTheModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, f, h, _ := forgetRig(t, &factBriefer{})
-			if _, err := m.Join(context.Background(), guild, ana); err != nil {
+			if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Consent(context.Background(), guild, ben, true); err != nil {
@@ -196,7 +190,7 @@ func TestConsentShrinkTakesThePersonOutOfTheModel(t *testing.T) {
 func TestBriefingInFlightAtAnOptOutIsNeverSent(t *testing.T) {
 	b := &factBriefer{held: make(chan struct{}), release: make(chan struct{})}
 	m, f, h, logs := forgetRig(t, b)
-	if _, err := m.Join(context.Background(), guild, ana); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 		t.Fatal(err)
 	}
 	realtimetest.Eventually(t, "ana briefed", func() bool { return strings.Contains(lastItem(f), "sourdough") })

@@ -8,89 +8,51 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 
-	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/voiceapi"
 )
 
-// Briefer pulls a voice briefing; *memoryclient.Client satisfies it.
-type Briefer interface {
-	VoiceBriefing(ctx context.Context, req api.BriefingRequest) (api.BriefingResponse, error)
-}
-
-// Gateway moves the bot into and out of voice channels with the gateway
-// voice state update; *discordgo.Session satisfies it.
-type Gateway interface {
-	ChannelVoiceJoinManual(gID, cID string, mute, deaf bool) error
-}
-
-// Model is one session's connection to the realtime voice model;
-// *realtime.Session satisfies it.
-type Model interface {
-	Brief(ctx context.Context, text string, refresh bool) error
-	// Forget takes everything the model was given out of its context (a
-	// fresh conversation); it never blocks, and the next Brief seeds the
-	// fresh conversation.
-	Forget()
-	State() realtime.State
-	Stats() realtime.Stats
-	Close() error
-}
-
-// ModelOpener opens a session's model connection, whose audio and speech
-// events go to out (the session, which forwards them to the audio path
-// once one is attached). Nil when no endpoint is configured: sessions
-// still run and still pull briefings.
-type ModelOpener func(ctx context.Context, out realtime.Listener) (Model, error)
-
-// Manager owns the voice sessions of one bridge, at most one per server: it
-// follows gateway events into the roster, tells the bot's own moves from
-// moves by others, and starts and ends sessions.
+// Manager routes: it keeps who is in which voice channel (the roster),
+// hands each server's gateway events to that server's session, and starts
+// and finds sessions for /voice. Each Session owns its own life (joining,
+// rejoining, moves, ending), consent, briefings, model and audio; the
+// Manager decides nothing about them.
 type Manager struct {
-	policy config.ConsentPolicy
-	memory Briefer
-	gw     Gateway
-	model  ModelOpener
+	cfg    Config
 	log    *zap.Logger
-	// Debounce delays a refresh after the permitted set changes, so a burst
-	// of joins costs one briefing.
-	Debounce time.Duration
+	roster *roster
+	budget *budget
 
-	roster   *roster
 	mu       sync.Mutex
 	botID    string
 	sessions map[string]*Session
-	// pendingMoves counts, per guild, the bot's voice state updates whose
-	// echo has not arrived yet.
-	pendingMoves map[string]int
-	wg           sync.WaitGroup
-
-	// Audio, when set before the first event, gives each session its voice
-	// connection and audio both ways (audiolink.go). Nil: no audio.
-	Audio *AudioConfig
-	// voiceServers and botSessions are what the voice connection needs
-	// from the main gateway, per guild: VOICE_SERVER_UPDATE's endpoint
-	// and token, and the bot's own VOICE_STATE_UPDATE session id.
-	voiceServers map[string]voiceServer
-	botSessions  map[string]string
+	// echoes tells the echo of the bot's own op 4 from news, per guild.
+	echoes map[string]*echoes
+	// last is the server's last ended session, for /voice status.
+	last map[string]voiceapi.Status
 	// ended holds the figures of sessions and connections gone, links
 	// the connections whose audio path runs now (Totals).
 	ended ended
 	links map[*audioLink]struct{}
+	wg    sync.WaitGroup
+	// closing: Close runs; no session follows a move any more.
+	closing bool
 }
 
-// NewManager builds the session manager. model may be nil.
-func NewManager(policy config.ConsentPolicy, memory Briefer, gw Gateway, model ModelOpener, log *zap.Logger) *Manager {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	return &Manager{policy: policy, memory: memory, gw: gw, model: model, log: log,
-		Debounce: 250 * time.Millisecond, roster: newRoster(), sessions: map[string]*Session{}, pendingMoves: map[string]int{}}
+// NewManager builds the session manager from its settings.
+func NewManager(cfg Config) *Manager {
+	cfg = cfg.withDefaults()
+	return &Manager{cfg: cfg, log: cfg.Log, roster: newRoster(), budget: newBudget(cfg.Bounds.DailyBudget),
+		sessions: map[string]*Session{}, echoes: map[string]*echoes{}, last: map[string]voiceapi.Status{},
+		links: map[*audioLink]struct{}{}, ended: ended{endedBy: map[voiceapi.EndReason]uint64{}}}
 }
+
+// JoinTimeout is how long Join may wait for Discord's answer.
+func (m *Manager) JoinTimeout() time.Duration { return m.cfg.Bounds.JoinTimeout }
 
 // OnReady records the bot's own user, which never counts as a speaker.
 func (m *Manager) OnReady(_ *discordgo.Session, r *discordgo.Ready) {
+	defer m.recoverEvent("READY")
 	if r.User != nil {
 		m.mu.Lock()
 		m.botID = r.User.ID
@@ -100,266 +62,302 @@ func (m *Manager) OnReady(_ *discordgo.Session, r *discordgo.Ready) {
 
 // OnGuildCreate replaces a server's voice states (on joining it and after
 // every re-identify). Whoever the rebuilt roster no longer places in the
-// session's channel has left it, and loses their consent like any leave.
+// session's channel has left it; where it places the bot tells the session
+// whether its voice state survived the re-identify.
 func (m *Manager) OnGuildCreate(_ *discordgo.Session, g *discordgo.GuildCreate) {
+	defer m.recoverEvent("GUILD_CREATE")
 	if g.Guild == nil {
 		return
 	}
 	moved := m.roster.load(g.ID, g.VoiceStates, g.Members)
-	m.mu.Lock()
+	s, botID := m.session(g.ID)
+	if s == nil {
+		return
+	}
 	for _, mv := range moved {
-		if mv.userID != m.botID {
-			m.departedLocked(g.ID, mv.userID, mv.from, mv.to)
+		if mv.userID != botID {
+			s.departed(mv.userID, mv.from, mv.to)
 		}
 	}
-	m.mu.Unlock()
-	m.reconcile(g.ID)
+	bot := event{kind: evGuildCreate}
+	for _, vs := range g.VoiceStates {
+		if vs != nil && vs.UserID == botID {
+			bot.channelID, bot.sessionID = vs.ChannelID, vs.SessionID
+		}
+	}
+	s.send(bot)
+	s.send(event{kind: evPresence})
 }
 
-// OnVoiceStateUpdate tracks a member joining, leaving or moving.
+// OnVoiceStateUpdate tracks a member joining, leaving or moving, and tells
+// the session of the bot's own updates, marked as the echo of an op 4 it
+// sent or as news (someone moved or disconnected the bot).
 func (m *Manager) OnVoiceStateUpdate(_ *discordgo.Session, u *discordgo.VoiceStateUpdate) {
+	defer m.recoverEvent("VOICE_STATE_UPDATE")
 	if u.VoiceState == nil {
 		return
 	}
 	before := m.roster.update(u.VoiceState)
 	m.mu.Lock()
-	if u.UserID == m.botID {
-		m.botMovedLocked(u.GuildID, u.ChannelID)
-		m.botVoiceStateLocked(u)
-		m.mu.Unlock()
-		return
-	}
-	m.departedLocked(u.GuildID, u.UserID, before, u.ChannelID)
+	s, botID := m.sessions[u.GuildID], m.botID
+	echo := u.UserID == botID && m.echoesLocked(u.GuildID).match(u.ChannelID, m.cfg.Now())
 	m.mu.Unlock()
-	m.reconcile(u.GuildID)
-}
-
-// departedLocked is the one rule for a person who stops being in a
-// session's channel, however we learn it (a leave or a move in a
-// VOICE_STATE_UPDATE, a roster rebuilt from GUILD_CREATE): their opt-in is
-// dropped, so coming back counts as consented only after a new opt-in. An
-// opt-out stays. m.mu is held.
-func (m *Manager) departedLocked(guildID, userID, from, to string) {
-	if s := m.sessions[guildID]; s != nil && from == s.channelID && to != s.channelID {
-		s.consent.left(userID)
-		m.permittedLocked(s)
-	}
-}
-
-// botMovedLocked handles a voice state update for the bot itself. Discord
-// echoes each voice state update the bot sends, in order. While some of
-// ours are still unanswered, an update is the echo of one of them (perhaps
-// of a leave sent before the latest join), not news. Only an update nobody
-// asked for is a move or a disconnect by someone else, and that ends the
-// session. m.mu is held.
-func (m *Manager) botMovedLocked(guildID, channelID string) {
-	if m.pendingMoves[guildID] > 0 {
-		m.pendingMoves[guildID]--
-	} else if s := m.sessions[guildID]; s != nil && channelID != s.channelID {
-		m.endLocked(s)
-	}
-}
-
-// reconcile closes a session whose channel has no human left, and otherwise
-// asks for a (debounced) refresh; the worker sends one only when the
-// permitted set really changed.
-func (m *Manager) reconcile(guildID string) {
-	m.mu.Lock()
-	s := m.sessions[guildID]
 	if s == nil {
-		m.mu.Unlock()
 		return
 	}
-	if len(m.roster.humans(guildID, s.channelID, m.botID)) == 0 {
-		m.endLocked(s)
-		m.mu.Unlock()
-		_ = m.moveBot(guildID, "")
+	if u.UserID == botID {
+		s.send(event{kind: evBotState, channelID: u.ChannelID, sessionID: u.SessionID, echo: echo})
 		return
 	}
-	m.permittedLocked(s)
-	m.mu.Unlock()
-	s.poke()
+	s.departed(u.UserID, before, u.ChannelID)
+	s.send(event{kind: evPresence})
 }
 
-// permittedLocked is the one answer to who counts as consented in a
-// session now: the humans present (never the bot, never another bot),
-// under the policy, at most 25. It also publishes the answer to the
-// session's Consented snapshot, so the audio path sees every change as
-// soon as it is made, and when someone dropped out of the set (an
-// opt-out, a leave, a move, a new arrival pushing them past the cap) it
-// has the model forget the whole conversation: it holds their facts, the
-// mixed audio of their turns and answers that may repeat either. When no
-// human is left the session ends instead (reconcile, right after), which
-// closes the model's connection and so its conversation: a fresh
-// connection dialled only to be closed would cost a model session for
-// nothing. m.mu is held.
-func (m *Manager) permittedLocked(s *Session) []string {
-	present := m.roster.humans(s.guildID, s.channelID, m.botID)
-	permitted := s.consent.permitted(present, api.MaxBriefingUsers)
-	if s.setConsented(permitted) && len(present) > 0 {
-		m.forgetLocked(s)
+// OnVoiceServerUpdate hands the session its voice server: an endpoint and
+// a token, or (endpoint null) word that the server went away.
+func (m *Manager) OnVoiceServerUpdate(_ *discordgo.Session, u *discordgo.VoiceServerUpdate) {
+	defer m.recoverEvent("VOICE_SERVER_UPDATE")
+	if s, _ := m.session(u.GuildID); s != nil {
+		s.send(event{kind: evServer, endpoint: u.Endpoint, token: u.Token})
 	}
-	return permitted
 }
 
-// forgetLocked ends what the model heard and was told in s, after the
-// consented set shrank. The model's Forget returns at once, and is called
-// under m.mu, the lock brief sends a briefing under: a briefing pulled for
-// the old set and not yet handed over is never sent after it (brief sees
-// forgets changed and drops it). The next briefing is pulled for the new
-// set even if it equals the one last sent (the fresh conversation has
-// none). m.mu is held.
-func (m *Manager) forgetLocked(s *Session) {
-	s.forgets++
-	if s.model != nil {
-		s.model.Forget()
+// recoverEvent keeps a gateway event whose handling panicked from taking
+// the bridge down: the event is dropped and counted, its content never
+// logged.
+func (m *Manager) recoverEvent(name string) {
+	if r := recover(); r != nil {
+		m.mu.Lock()
+		m.ended.peers.PeerPanics.Gateway++
+		m.mu.Unlock()
+		m.log.Error("a gateway event could not be handled; dropped", zap.String("event", name))
 	}
-	s.poke()
 }
 
-// Session returns the server's live session, or nil: the audio path
-// attaches to it.
-func (m *Manager) Session(guildID string) *Session {
+func (m *Manager) session(guildID string) (*Session, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.sessions[guildID]
+	return m.sessions[guildID], m.botID
 }
 
-// Join starts the session in the invoker's voice channel and counts the
-// invoker as consented. It returns the channel joined.
-func (m *Manager) Join(ctx context.Context, guildID, userID string) (string, error) {
+// Session returns the server's session, or nil.
+func (m *Manager) Session(guildID string) *Session {
+	s, _ := m.session(guildID)
+	return s
+}
+
+// Join starts a session in the invoker's voice channel, counts the invoker
+// as consented, and waits until Discord has put the bot there: it returns
+// the channel, or a *voiceapi.JoinError when Discord never answered within
+// the join timeout (the bot's voice state is then left clean). textChannelID
+// is where /voice join ran: where Clankie says why he left, later.
+func (m *Manager) Join(ctx context.Context, guildID, userID, textChannelID string) (string, error) {
 	channelID := m.roster.channelOf(guildID, userID)
 	if channelID == "" {
 		return "", voiceapi.ErrNotInVoice
 	}
 	m.mu.Lock()
-	if s := m.sessions[guildID]; s != nil {
-		if s.channelID != channelID {
+	s := m.sessions[guildID]
+	if s != nil && s.channelID != channelID {
+		m.mu.Unlock()
+		return "", voiceapi.ErrOtherChannel
+	}
+	if s == nil {
+		now := m.cfg.Now()
+		if m.budget.left(guildID, now) <= 0 {
 			m.mu.Unlock()
-			return "", voiceapi.ErrOtherChannel
+			st := m.budget.status(guildID, now)
+			return "", &voiceapi.BudgetSpentError{Budget: st.Limit, ResetsAt: st.ResetsAt}
 		}
-		s.consent.optIn(userID)
-		m.permittedLocked(s)
-		m.mu.Unlock()
-		s.poke()
-		return channelID, nil
+		s = m.startLocked(guildID, channelID, textChannelID, false)
 	}
 	m.mu.Unlock()
-	if err := m.moveBot(guildID, channelID); err != nil {
-		return "", err
-	}
-	s := newSession(guildID, channelID, m.policy)
-	s.consent.optIn(userID)
-	m.mu.Lock()
-	if old := m.sessions[guildID]; old != nil { // a concurrent join won
-		m.mu.Unlock()
-		return old.channelID, nil
-	}
-	m.sessions[guildID] = s
-	m.permittedLocked(s)
-	m.linkAudioLocked(s) // the gateway may have answered the move already
-	m.mu.Unlock()
-	m.wg.Add(1)
-	go m.work(s)
-	return channelID, nil
+	s.optIn(userID)
+	s.send(event{kind: evPresence})
+	return channelID, s.waitJoined(ctx)
 }
 
-// moveBot asks Discord to move the bot into channelID ("" leaves voice),
-// counting the echo it will send back. m.mu must not be held.
+// startLocked makes and starts a session; fresh makes its first move a
+// leave and a join (the bot is in a channel already: moved there by
+// someone). m.mu is held.
+func (m *Manager) startLocked(guildID, channelID, textChannelID string, fresh bool) *Session {
+	s := newSession(m, guildID, channelID, textChannelID)
+	m.sessions[guildID] = s
+	delete(m.last, guildID)
+	m.wg.Add(1)
+	go s.run(fresh)
+	return s
+}
+
+// follow starts a session in the channel someone moved the bot to, as a
+// new session (no consent carried over, the disclosure posted there), and
+// reports whether it did: not when the day's budget is spent, the bridge
+// is closing, or another session already started.
+func (m *Manager) follow(from *Session, channelID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing || m.sessions[from.guildID] != nil || m.budget.left(from.guildID, m.cfg.Now()) <= 0 {
+		return false
+	}
+	m.startLocked(from.guildID, channelID, from.textChannelID, true)
+	return true
+}
+
+// sessionEnded takes a session out of the routing table, keeps its last
+// status for /voice status and counts its end and its time.
+func (m *Manager) sessionEnded(s *Session, st voiceapi.Status, lasted time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.guildID] == s {
+		delete(m.sessions, s.guildID)
+		m.last[s.guildID] = st
+	}
+	m.ended.endedBy[st.Ended]++
+	// Its time moves from the live sum to the ended one at once, so the
+	// counter never goes down.
+	s.mu.Lock()
+	s.started = time.Time{}
+	s.mu.Unlock()
+	m.ended.sessionTime += lasted
+}
+
+func (m *Manager) botUser() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.botID
+}
+
+func (m *Manager) audioOn() bool { return m.cfg.Audio != nil && m.cfg.Audio.Codec != nil }
+
+// modelEnded keeps a closed model connection's figures in the totals.
+func (m *Manager) modelEnded(st realtime.Stats) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ended.briefings += st.BriefingsDelivered
+	m.ended.model.addModel(st)
+}
+
+// moveBot sends the bot's op 4 ("" leaves voice), expecting its echo.
 func (m *Manager) moveBot(guildID, channelID string) error {
 	m.mu.Lock()
-	m.pendingMoves[guildID]++
+	m.echoesLocked(guildID).expect(channelID, m.cfg.Now().Add(m.cfg.Bounds.JoinTimeout))
 	m.mu.Unlock()
-	err := m.gw.ChannelVoiceJoinManual(guildID, channelID, false, false)
-	if err != nil {
-		m.mu.Lock()
-		m.pendingMoves[guildID]--
-		m.mu.Unlock()
-	}
-	return err
+	return m.cfg.Gateway.ChannelVoiceJoinManual(guildID, channelID, false, false)
 }
 
-// Leave closes the server's session and leaves its channel.
+func (m *Manager) echoesLocked(guildID string) *echoes {
+	e := m.echoes[guildID]
+	if e == nil {
+		e = &echoes{}
+		m.echoes[guildID] = e
+	}
+	return e
+}
+
+// Leave ends the server's session and leaves its channel.
 func (m *Manager) Leave(ctx context.Context, guildID string) error {
-	m.mu.Lock()
-	s := m.sessions[guildID]
+	s, _ := m.session(guildID)
 	if s == nil {
-		m.mu.Unlock()
 		return voiceapi.ErrNoSession
 	}
-	m.endLocked(s)
-	m.mu.Unlock()
-	return m.moveBot(guildID, "")
+	s.send(event{kind: evEnd, reason: voiceapi.EndLeave})
+	select {
+	case <-s.finished:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Consent records the invoker's own opt-in or opt-out. Only someone in the
 // session's channel manages consent there.
 func (m *Manager) Consent(ctx context.Context, guildID, userID string, optIn bool) error {
-	m.mu.Lock()
-	s := m.sessions[guildID]
+	s, _ := m.session(guildID)
 	if s == nil {
-		m.mu.Unlock()
 		return voiceapi.ErrNoSession
 	}
 	if m.roster.channelOf(guildID, userID) != s.channelID {
-		m.mu.Unlock()
 		return voiceapi.ErrNotInSessionChannel
 	}
 	if optIn {
-		s.consent.optIn(userID)
+		s.optIn(userID)
 	} else {
-		s.consent.optOut(userID)
+		s.optOut(userID)
 	}
-	m.permittedLocked(s)
-	m.mu.Unlock()
-	s.poke()
+	s.send(event{kind: evPresence})
 	return nil
 }
 
-// Status returns the consent-safe state of the server's session.
+// Status returns the consent-safe state of the server's session, or of its
+// last one when that ended; false when it never had one since the bridge
+// started.
 func (m *Manager) Status(guildID string) (voiceapi.Status, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	s := m.sessions[guildID]
+	s, last, had := m.sessions[guildID], m.last[guildID], false
 	if s == nil {
-		return voiceapi.Status{}, false
+		_, had = m.last[guildID]
 	}
-	st := voiceapi.Status{ChannelID: s.channelID, Policy: m.policy, Consented: len(m.permittedLocked(s))}
-	var state realtime.State // Connecting until the worker has opened the model
-	if s.model != nil {
-		state = s.model.State()
-		st.BriefingsDelivered = s.model.Stats().BriefingsDelivered
+	m.mu.Unlock()
+	now := m.cfg.Now()
+	if s == nil {
+		if had {
+			last.Budget = m.budget.status(guildID, now)
+		}
+		return last, had
 	}
-	st.Model = modelSentence(m.model != nil, s.modelFailed, state)
-	st.Encryption = encryptionSentence(s.link)
+	st := s.status()
+	st.Budget = m.budget.status(guildID, now)
 	return st, true
 }
 
-// Close ends every session (on shutdown) and waits for their workers.
+// Close ends every session (on shutdown), leaving each channel, and waits
+// for them.
 func (m *Manager) Close() {
 	m.mu.Lock()
-	var guilds []string
-	for g, s := range m.sessions {
-		m.endLocked(s)
-		guilds = append(guilds, g)
+	m.closing = true
+	var all []*Session
+	for _, s := range m.sessions {
+		all = append(all, s)
 	}
 	m.mu.Unlock()
-	for _, g := range guilds {
-		_ = m.moveBot(g, "")
+	for _, s := range all {
+		s.send(event{kind: evEnd, reason: voiceapi.EndShutdown})
 	}
 	m.wg.Wait()
 }
 
-// endLocked drops a session; its consent goes with it, and the audio path
-// hears nobody from the next frame on. m.mu is held.
-func (m *Manager) endLocked(s *Session) {
-	delete(m.sessions, s.guildID)
-	if s.model != nil {
-		st := s.model.Stats()
-		m.ended.briefings += st.BriefingsDelivered
-		m.ended.model.addModel(st)
+// echoes are the bot's own op 4s whose VOICE_STATE_UPDATE has not come
+// back, oldest first. Discord answers them in order, but need not answer
+// at all (a full channel, a channel the bot may not join, a move to where
+// it already is), so each waits only until its deadline: a count that
+// waited for Discord would swallow the next real move or disconnect.
+type echoes struct{ want []echo }
+
+type echo struct {
+	channelID string
+	until     time.Time
+}
+
+func (e *echoes) expect(channelID string, until time.Time) {
+	e.want = append(e.want, echo{channelID, until})
+}
+
+// match reports whether an update placing the bot in channelID answers one
+// of ours: the oldest still awaited for that channel, dropping it and
+// every older one (superseded; Discord answered a later op).
+func (e *echoes) match(channelID string, now time.Time) bool {
+	live := e.want[:0]
+	for _, w := range e.want {
+		if now.Before(w.until) {
+			live = append(live, w)
+		}
 	}
-	s.setConsented(nil)
-	m.stopAudioLocked(s)
-	close(s.done)
+	e.want = live
+	for i, w := range e.want {
+		if w.channelID == channelID {
+			e.want = append(e.want[:0], e.want[i+1:]...)
+			return true
+		}
+	}
+	return false
 }

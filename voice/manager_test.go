@@ -26,17 +26,88 @@ const (
 	cal     = "200000000000000003"
 )
 
-// gatewayRec records the bot's voice state updates.
+// gatewayRec records the bot's op 4s and answers them as Discord does, in
+// order, on its own goroutine: the bot's VOICE_STATE_UPDATE and, for a
+// channel, a VOICE_SERVER_UPDATE whose endpoint, token and session id
+// server gives (a placeholder when nil). Silent leaves them unanswered.
 type gatewayRec struct {
-	mu    sync.Mutex
-	moves []string
+	mu     sync.Mutex
+	moves  []string
+	silent bool
+	server func() (endpoint, token, sessionID string)
+	q      chan [2]string
 }
 
-func (g *gatewayRec) ChannelVoiceJoinManual(_, cID string, _, _ bool) error {
+func newGateway() *gatewayRec { return &gatewayRec{q: make(chan [2]string, 1024)} }
+
+func (g *gatewayRec) ChannelVoiceJoinManual(gID, cID string, _, _ bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.moves = append(g.moves, cID)
+	if !g.silent {
+		g.q <- [2]string{gID, cID}
+	}
 	return nil
+}
+
+func (g *gatewayRec) setSilent(silent bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.silent = silent
+}
+
+func (g *gatewayRec) sent() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.moves)
+}
+
+// answer delivers m's answers until stop closes.
+func (g *gatewayRec) answer(m *Manager, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case mv := <-g.q:
+			endpoint, token, sid := "voice.invalid:443", "token-"+mv[1], "bot-session"
+			if g.server != nil && mv[1] != "" {
+				endpoint, token, sid = g.server()
+			}
+			m.OnVoiceStateUpdate(nil, &discordgo.VoiceStateUpdate{VoiceState: &discordgo.VoiceState{GuildID: mv[0], ChannelID: mv[1],
+				UserID: botUser, SessionID: sid}})
+			if mv[1] != "" {
+				m.OnVoiceServerUpdate(nil, &discordgo.VoiceServerUpdate{GuildID: mv[0], Endpoint: endpoint, Token: token})
+			}
+		}
+	}
+}
+
+// startManager runs a manager whose bot is botUser, answered by g (a new
+// gatewayRec when nil), with gid's voice states loaded as the first
+// GUILD_CREATE would. cfg's Memory defaults to a brieferRec and its
+// Debounce to 5 ms.
+func startManager(t testing.TB, cfg Config, g *gatewayRec, gid string, states ...*discordgo.VoiceState) *Manager {
+	t.Helper()
+	if g == nil {
+		g = newGateway()
+	}
+	if cfg.Memory == nil {
+		cfg.Memory = &brieferRec{}
+	}
+	if cfg.Debounce == 0 {
+		cfg.Debounce = 5 * time.Millisecond
+	}
+	cfg.Gateway = g
+	m := NewManager(cfg)
+	stop := make(chan struct{})
+	go g.answer(m, stop)
+	t.Cleanup(func() { m.Close(); close(stop) })
+	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
+	for _, vs := range states {
+		vs.GuildID = gid
+	}
+	m.OnGuildCreate(nil, &discordgo.GuildCreate{Guild: &discordgo.Guild{ID: gid, VoiceStates: states}})
+	return m
 }
 
 // brieferRec answers every briefing request and records whom it asked about.
@@ -81,12 +152,8 @@ func voiceUpdate(user, channel string) *discordgo.VoiceStateUpdate {
 // as the first GUILD_CREATE would.
 func newTestManager(t *testing.T, policy config.ConsentPolicy, states ...*discordgo.VoiceState) (*Manager, *brieferRec, *gatewayRec) {
 	t.Helper()
-	b, g := &brieferRec{}, &gatewayRec{}
-	m := NewManager(policy, b, g, nil, nil)
-	m.Debounce = 5 * time.Millisecond
-	t.Cleanup(m.Close)
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, guildCreate(states...))
+	b, g := &brieferRec{}, newGateway()
+	m := startManager(t, Config{Policy: policy, Memory: b}, g, guild, states...)
 	return m, b, g
 }
 
@@ -130,7 +197,7 @@ func TestConsentDroppedOnEveryWayOfLeaving(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, b, _ := newTestManager(t, config.ConsentExplicit, voiceStates(lounge, ana, ben)...)
-			if _, err := m.Join(context.Background(), guild, ana); err != nil {
+			if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Consent(context.Background(), guild, ben, true); err != nil {
@@ -151,7 +218,7 @@ func TestConsentDroppedOnEveryWayOfLeaving(t *testing.T) {
 // their consent: a reconnect alone is not a leave.
 func TestRosterRebuiltWithThemKeepsConsent(t *testing.T) {
 	m, b, _ := newTestManager(t, config.ConsentExplicit, voiceStates(lounge, ana, ben)...)
-	if _, err := m.Join(context.Background(), guild, ana); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Consent(context.Background(), guild, ben, true); err != nil {
@@ -170,7 +237,7 @@ func TestRosterRebuiltWithThemKeepsConsent(t *testing.T) {
 // session ended.
 func TestConsentedChangesAtOnceForTheAudioPath(t *testing.T) {
 	m, _, _ := newTestManager(t, config.ConsentPresence, voiceStates(lounge, ana, ben, botUser)...)
-	if _, err := m.Join(context.Background(), guild, ana); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 		t.Fatal(err)
 	}
 	s := m.Session(guild)
@@ -219,7 +286,7 @@ func TestConsentedCapsAt25(t *testing.T) {
 		users = append(users, fmt.Sprintf("2000000000000001%02d", i))
 	}
 	m, _, _ := newTestManager(t, config.ConsentPresence, voiceStates(lounge, users...)...)
-	if _, err := m.Join(context.Background(), guild, users[0]); err != nil {
+	if _, err := m.Join(context.Background(), guild, users[0], ""); err != nil {
 		t.Fatal(err)
 	}
 	s := m.Session(guild)

@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"maps"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +11,7 @@ import (
 	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/realtime"
+	"github.com/clankie/clankie/voice/voiceapi"
 )
 
 // Totals are a bridge's voice figures since it started: counts and
@@ -44,6 +46,10 @@ type Totals struct {
 	// of which closed its connection.
 	OutputCut       time.Duration
 	OversizedEvents int
+	// EndedBy counts the sessions that ended, by why; SessionTime is the
+	// time sessions spent in a channel, the live ones' so far included.
+	EndedBy     map[voiceapi.EndReason]uint64
+	SessionTime time.Duration
 }
 
 // PeerPanics are recovered panics by component, a small fixed set: the
@@ -86,11 +92,15 @@ func pcmDuration(n int64) time.Duration {
 // ended accumulates the figures of sessions and connections that ended,
 // so the totals never go down. Guarded by Manager.mu.
 type ended struct {
-	briefings int
-	model     Totals // OutputCut, OversizedEvents and realtime panics of models closed
-	path      audio.PathStats
-	noConsent uint64 // the media connections' drops
-	peers     Totals // only PeerPanics and PeerRefused
+	// endedBy counts sessions ended by reason; sessionTime sums their
+	// time in a channel.
+	endedBy     map[voiceapi.EndReason]uint64
+	sessionTime time.Duration
+	briefings   int
+	model       Totals // OutputCut, OversizedEvents and realtime panics of models closed
+	path        audio.PathStats
+	noConsent   uint64 // the media connections' drops
+	peers       Totals // only PeerPanics and PeerRefused
 }
 
 func (e *ended) addPath(ps audio.PathStats, conn media.Stats, d media.DAVE) {
@@ -115,12 +125,20 @@ func (m *Manager) Totals() Totals {
 		PeerPanics: m.ended.peers.PeerPanics, PeerRefused: m.ended.peers.PeerRefused,
 		OutputOverflow: m.ended.path.Out.DroppedOverflow, OutputCut: m.ended.model.OutputCut, OversizedEvents: m.ended.model.OversizedEvents}
 	t.PeerPanics.Realtime += m.ended.model.PeerPanics.Realtime
+	t.EndedBy = maps.Clone(m.ended.endedBy)
+	t.SessionTime = m.ended.sessionTime
+	now := m.cfg.Now()
 	for _, s := range m.sessions {
+		s.mu.Lock()
 		if s.model != nil {
 			st := s.model.Stats()
 			t.BriefingsDelivered += st.BriefingsDelivered
 			t.addModel(st)
 		}
+		if !s.started.IsZero() {
+			t.SessionTime += now.Sub(s.started)
+		}
+		s.mu.Unlock()
 	}
 	for l := range m.links {
 		if p := l.path.Load(); p != nil {
@@ -171,6 +189,8 @@ func (m *Manager) RegisterMetrics(reg prometheus.Registerer) error {
 			func(t Totals) float64 { return t.OutputCut.Seconds() }},
 		{"clankie_voice_model_events_oversized_total", "Model events over 1 MiB, each of which closed its connection.", false,
 			func(t Totals) float64 { return float64(t.OversizedEvents) }},
+		{"clankie_voice_session_seconds_total", "Seconds voice sessions spent in a channel, the live ones' so far included.", false,
+			func(t Totals) float64 { return t.SessionTime.Seconds() }},
 	} {
 		f := func() float64 { return mt.value(m.Totals()) }
 		var c prometheus.Collector
@@ -199,6 +219,14 @@ func (m *Manager) registerPeerMetrics(reg prometheus.Registerer) error {
 	)
 	panicsHelp := "Inputs from a voice server or peer whose handling panicked; each was dropped and the connection kept."
 	refusedHelp := "Inputs from a voice server refused as hostile."
+	for _, why := range voiceapi.EndReasons() {
+		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "clankie_voice_sessions_ended_total",
+			Help: "Voice sessions ended, by why (leave, empty, idle, max_session, budget, join_timeout, rejoin_failed, disconnected, moved, protocol_error, shutdown).", ConstLabels: prometheus.Labels{"reason": string(why)}},
+			func() float64 { return float64(m.Totals().EndedBy[why]) })
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
 	for _, l := range []labelled{
 		{panics, panicsHelp, "component", "gateway", func(t Totals) uint64 { return t.PeerPanics.Gateway }},
 		{panics, panicsHelp, "component", "media", func(t Totals) uint64 { return t.PeerPanics.Media }},
@@ -244,13 +272,12 @@ type AudioCounters struct {
 // AudioCounters returns the session's voice connection counters, with the
 // DAVE decryption counts for userID. A test hook: nothing logs it.
 func (m *Manager) AudioCounters(guildID, userID string) AudioCounters {
-	m.mu.Lock()
-	s := m.sessions[guildID]
 	var link *audioLink
-	if s != nil {
+	if s := m.Session(guildID); s != nil {
+		s.mu.Lock()
 		link = s.link
+		s.mu.Unlock()
 	}
-	m.mu.Unlock()
 	var ac AudioCounters
 	if link == nil {
 		return ac

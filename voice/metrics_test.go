@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/voice/audio"
 	"github.com/clankie/clankie/voice/media"
 )
@@ -16,7 +15,7 @@ import (
 // component and refusals by reason, a fixed label set each, and a
 // connection's counts outlive it.
 func TestPeerPanicAndRefusalMetrics(t *testing.T) {
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, nil, nil)
+	m := NewManager(Config{Memory: &brieferRec{}, Gateway: newGateway()})
 	reg := prometheus.NewRegistry()
 	if err := m.RegisterMetrics(reg); err != nil {
 		t.Fatal(err)

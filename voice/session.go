@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -14,58 +15,71 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memoryclient"
 	"github.com/clankie/clankie/voice/realtime"
+	"github.com/clankie/clankie/voice/voiceapi"
 )
 
-// Session is one server's voice session: its channel, its consent, its
-// briefing loop and its model connection. The Manager guards its fields
-// with its own mutex; the methods here are for the audio path and are safe
-// to call from any goroutine.
+// Session is one server's voice session, from /voice join (or a move by
+// someone) to its end. It owns its life: the lifecycle loop (lifecycle.go)
+// joins, waits for Discord's answer within the join timeout, rejoins,
+// follows moves, leaves when idle or out of time; and it owns its consent,
+// its briefing loop, its model connection and its voice connection.
 //
-// The audio path attaches to a session rather than owning one: it asks
-// Consented for each speaker in each 20 ms frame (a lock-free read of a
-// set the Manager replaces whenever presence or consent changes, so a
-// leave or an opt-out takes effect on the next frame), sends consented
-// audio through Audio, and hears the model through SetOutput.
+// The audio path asks Consented for each speaker in each 20 ms frame (a
+// lock-free read of a set replaced whenever presence or consent changes,
+// so a leave or an opt-out takes effect on the next frame).
 type Session struct {
-	guildID, channelID string
-	consent            *consent
-	kick               chan struct{}
-	done               chan struct{}
-	model              Model
-	modelFailed        bool // the model could not be opened (bad settings)
-	lastSent           []string
-	briefed            bool
+	m                                 *Manager
+	guildID, channelID, textChannelID string
+	events                            chan event
+	kick                              chan struct{}
+	// joined closes when Discord has put the bot in the channel; done when
+	// the session ends (every loop and connection stops then); finished
+	// once it has ended and left.
+	joined, done, finished chan struct{}
+
+	// mu guards what the gateway handlers, /voice and the briefing loop
+	// share; the lifecycle fields are written by the lifecycle loop only.
+	mu          sync.Mutex
+	consent     *consent
+	model       Model
+	modelFailed bool // the model could not be opened (bad settings)
+	lastSent    []string
+	briefed     bool
 	// forgets counts the times the consented set shrank and the model was
 	// made to forget; a briefing pulled before one is never sent.
 	// briefedAt is forgets when the last briefing was handed over: the
 	// fresh conversation after a forget needs one, whoever it is for.
 	forgets, briefedAt uint64
+	state              voiceapi.State
+	started            time.Time // when Discord put the bot in the channel; zero before
+
+	endReason voiceapi.EndReason
+	closeCode int
+	disclosed bool // the disclosure went out (once, when first live)
+	// link is the session's voice connection and audio path.
+	link *audioLink
 
 	// consented is the set of user ids whose audio may leave the bridge,
-	// replaced (never mutated) by the Manager.
+	// replaced (never mutated).
 	consented atomic.Pointer[map[string]struct{}]
 	// output hears the model's audio and speech events (nil: discarded).
 	output atomic.Pointer[outputBox]
 	// audio is the model connection as the audio path sees it, set once
 	// the model is open.
 	audio atomic.Pointer[audioBox]
-	// link is the session's voice connection and audio path, and rejoins
-	// the consecutive rejoins that got no connection; both guarded by the
-	// Manager's mutex.
-	link    *audioLink
-	rejoins int
 }
 
 type audioBox struct{ a AudioModel }
 
 type outputBox struct{ l realtime.Listener }
 
-func newSession(guildID, channelID string, policy config.ConsentPolicy) *Session {
-	s := &Session{guildID: guildID, channelID: channelID, consent: newConsent(policy),
-		kick: make(chan struct{}, 1), done: make(chan struct{})}
+func newSession(m *Manager, guildID, channelID, textChannelID string) *Session {
+	s := &Session{m: m, guildID: guildID, channelID: channelID, textChannelID: textChannelID,
+		consent: newConsent(m.cfg.Policy), events: make(chan event, 64), kick: make(chan struct{}, 1),
+		joined: make(chan struct{}), done: make(chan struct{}), finished: make(chan struct{}),
+		state: voiceapi.StateJoining}
 	s.consented.Store(&map[string]struct{}{})
 	return s
 }
@@ -76,8 +90,9 @@ func (s *Session) GuildID() string { return s.guildID }
 // ChannelID is the voice channel the session is in.
 func (s *Session) ChannelID() string { return s.channelID }
 
-// Done is closed when the session ends (leave, last human gone, the bot
-// moved by someone else, shutdown); the audio path must stop then.
+// Done is closed when the session ends (leave, nobody left, idle, out of
+// time, the bot moved or disconnected, shutdown); the audio path must stop
+// then.
 func (s *Session) Done() <-chan struct{} { return s.done }
 
 // Consented reports whether userID's audio may leave the bridge now: they
@@ -104,6 +119,82 @@ func (s *Session) setConsented(ids []string) (shrank bool) {
 		}
 	}
 	return false
+}
+
+// optIn and optOut record a person's own choice.
+func (s *Session) optIn(userID string) {
+	s.mu.Lock()
+	s.consent.optIn(userID)
+	s.permittedLocked()
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *Session) optOut(userID string) {
+	s.mu.Lock()
+	s.consent.optOut(userID)
+	s.permittedLocked()
+	s.mu.Unlock()
+	s.poke()
+}
+
+// departed is the one rule for a person who stops being in the session's
+// channel, however we learn it (a leave or a move in a VOICE_STATE_UPDATE,
+// a roster rebuilt from GUILD_CREATE): their opt-in is dropped, so coming
+// back counts as consented only after a new opt-in. An opt-out stays.
+func (s *Session) departed(userID, from, to string) {
+	s.mu.Lock()
+	if from == s.channelID && to != s.channelID {
+		s.consent.left(userID)
+	}
+	s.permittedLocked()
+	s.mu.Unlock()
+	s.poke()
+}
+
+// present is the humans in the session's channel now, never the bot.
+func (s *Session) present() []string {
+	return s.m.roster.humans(s.guildID, s.channelID, s.m.botUser())
+}
+
+// permittedLocked is the one answer to who counts as consented in the
+// session now: the humans present (never the bot, never another bot),
+// under the policy, at most 25. It also publishes the answer to the
+// Consented snapshot, so the audio path sees every change as soon as it
+// is made, and when someone dropped out of the set (an opt-out, a leave, a
+// move, a new arrival pushing them past the cap) it has the model forget
+// the whole conversation: it holds their facts, the mixed audio of their
+// turns and answers that may repeat either. When no human is left the
+// session ends instead (the lifecycle loop, right after), which closes the
+// model's connection and so its conversation: a fresh connection dialled
+// only to be closed would cost a model session for nothing. An ended
+// session permits nobody. s.mu is held.
+func (s *Session) permittedLocked() []string {
+	if s.state == voiceapi.StateEnded {
+		s.setConsented(nil)
+		return nil
+	}
+	present := s.present()
+	permitted := s.consent.permitted(present, api.MaxBriefingUsers)
+	if s.setConsented(permitted) && len(present) > 0 {
+		s.forgetLocked()
+	}
+	return permitted
+}
+
+// forgetLocked ends what the model heard and was told, after the consented
+// set shrank. The model's Forget returns at once, and is called under
+// s.mu, the lock brief hands a briefing over under: a briefing pulled for
+// the old set and not yet handed over is never sent after it (brief sees
+// forgets changed and drops it). The next briefing is pulled for the new
+// set even if it equals the one last sent (the fresh conversation has
+// none). s.mu is held.
+func (s *Session) forgetLocked() {
+	s.forgets++
+	if s.model != nil {
+		s.model.Forget()
+	}
+	s.poke()
 }
 
 // AudioModel is what the audio path may send to the model: consented
@@ -171,81 +262,71 @@ func (s *Session) poke() {
 	}
 }
 
-// work is a session's briefing loop: the first briefing at once, then a
-// debounced refresh whenever the permitted set changes.
-func (m *Manager) work(s *Session) {
-	defer m.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-s.done
-		cancel()
-	}()
-	if m.model != nil {
-		md, err := m.model(ctx, s)
-		m.mu.Lock()
+// work is a session's briefing loop, from the moment Discord put the bot
+// in the channel: it opens the model, briefs it at once, then refreshes
+// (debounced) whenever the permitted set changes.
+func (s *Session) work(ctx context.Context) {
+	defer s.m.wg.Done()
+	if s.m.cfg.Model != nil {
+		md, err := s.m.cfg.Model(ctx, s)
+		s.mu.Lock()
 		if err != nil {
 			s.modelFailed = true
-			m.log.Warn("realtime session could not be opened", zap.String("errorType", errorType(err)))
+			s.m.log.Warn("realtime session could not be opened", zap.String("errorType", errorType(err)))
 		} else {
 			s.model = md
 			if a, ok := md.(AudioModel); ok {
 				s.audio.Store(&audioBox{a})
 			}
 		}
-		m.mu.Unlock()
+		s.mu.Unlock()
 	}
 	defer func() {
-		if s.model != nil {
-			_ = s.model.Close()
+		s.mu.Lock()
+		md := s.model
+		s.mu.Unlock()
+		if md != nil {
+			st := md.Stats()
+			_ = md.Close()
+			s.m.modelEnded(st)
 		}
 	}()
-	m.brief(ctx, s)
-	var timer *time.Timer
-	var fire <-chan time.Time
+	s.brief(ctx)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
-		case <-s.done:
-			if timer != nil {
-				timer.Stop()
-			}
+		case <-ctx.Done():
 			return
 		case <-s.kick:
-			if timer == nil {
-				timer = time.NewTimer(m.Debounce)
-			} else {
-				timer.Reset(m.Debounce)
-			}
-			fire = timer.C
-		case <-fire:
-			fire = nil
-			m.brief(ctx, s)
+			timer.Reset(s.m.cfg.Debounce)
+		case <-timer.C:
+			s.brief(ctx)
 		}
 	}
 }
 
 // brief pulls a briefing for the permitted humans present and hands it to
 // the model, writing an egress receipt of counts and lengths only.
-func (m *Manager) brief(ctx context.Context, s *Session) {
-	m.mu.Lock()
-	permitted := m.permittedLocked(s)
+func (s *Session) brief(ctx context.Context) {
+	s.mu.Lock()
+	permitted := s.permittedLocked()
 	sorted := slices.Sorted(slices.Values(permitted))
 	if s.briefed && s.briefedAt == s.forgets && slices.Equal(sorted, s.lastSent) {
-		m.mu.Unlock()
+		s.mu.Unlock()
 		return
 	}
 	refresh := s.briefed
 	md := s.model
 	forgets := s.forgets
-	m.mu.Unlock()
+	s.mu.Unlock()
 
 	start := time.Now()
 	corr := newCorrelationID()
 	outcome := egressSent
-	var resp api.BriefingResponse
-	var err error
 	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	resp, err = m.memory.VoiceBriefing(callCtx, api.BriefingRequest{SchemaVersion: api.SchemaVersion, GuildID: s.guildID,
+	resp, err := s.m.cfg.Memory.VoiceBriefing(callCtx, api.BriefingRequest{SchemaVersion: api.SchemaVersion, GuildID: s.guildID,
 		ChannelID: s.channelID, ConsentedUserIDs: permitted, CorrelationID: corr})
 	cancel()
 	switch {
@@ -260,10 +341,10 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 		if cut {
 			outcome = egressSentCut
 		}
-		// Under m.mu, so no Forget (permittedLocked) falls between the
+		// Under s.mu, so no Forget (permittedLocked) falls between the
 		// check and the hand-over: a briefing pulled for a set someone
 		// has since left is never given to the model. Brief never blocks.
-		m.mu.Lock()
+		s.mu.Lock()
 		if s.forgets != forgets {
 			outcome = egressSuperseded
 		} else if berr := md.Brief(ctx, text, refresh); errors.Is(berr, realtime.ErrRefused) {
@@ -271,16 +352,16 @@ func (m *Manager) brief(ctx context.Context, s *Session) {
 		} else if berr != nil {
 			outcome = egressRealtimeError
 		}
-		m.mu.Unlock()
+		s.mu.Unlock()
 	}
 	if err == nil {
-		m.mu.Lock()
+		s.mu.Lock()
 		if s.forgets == forgets {
 			s.briefed, s.lastSent, s.briefedAt = true, sorted, forgets
 		}
-		m.mu.Unlock()
+		s.mu.Unlock()
 	}
-	m.log.Info("receipt",
+	s.m.log.Info("receipt",
 		zap.String("receipt", "voice.briefing.egress"),
 		zap.String("correlationId", corr),
 		zap.Bool("refresh", refresh),

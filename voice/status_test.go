@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -33,12 +32,8 @@ func managerWithModel(t *testing.T, f *realtimetest.Server, edit func(*realtime.
 		c.Listener = out
 		return realtime.Start(ctx, c, log.Named("realtime"))
 	}
-	m := NewManager(config.ConsentExplicit, &brieferRec{}, &gatewayRec{}, opener, log)
-	m.Debounce = 5 * time.Millisecond
-	t.Cleanup(m.Close)
-	m.OnReady(nil, &discordgo.Ready{User: &discordgo.User{ID: botUser}})
-	m.OnGuildCreate(nil, guildCreate(voiceStates(lounge, ana)...))
-	if _, err := m.Join(context.Background(), guild, ana); err != nil {
+	m := startManager(t, Config{Model: opener, Log: log}, nil, guild, voiceStates(lounge, ana)...)
+	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 		t.Fatal(err)
 	}
 	return m, logs
@@ -59,7 +54,7 @@ func modelSays(t *testing.T, m *Manager) string {
 func TestStatusSaysWhereTheModelStands(t *testing.T) {
 	t.Run("not configured", func(t *testing.T) {
 		m, _, _ := newTestManager(t, config.ConsentExplicit, voiceStates(lounge, ana)...)
-		if _, err := m.Join(context.Background(), guild, ana); err != nil {
+		if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
 			t.Fatal(err)
 		}
 		if got := modelSays(t, m); got != "Realtime voice model: not configured (CLANKIE_REALTIME_URL is empty), so briefings are prepared but not sent." {

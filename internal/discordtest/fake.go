@@ -67,6 +67,8 @@ type Fake struct {
 	sessions     map[string]*session
 	conns        map[*gwConn]struct{}
 	interactions map[string]*Interaction // by id
+	posted       []ChannelMessage        // the bot's channel messages
+	deniedPosts  []string                // channels refusing them (DenyMessages)
 	byToken      map[string]*Interaction
 	delays       map[string]time.Duration
 	faults       map[string]*fault

@@ -102,6 +102,7 @@ func (f *Fake) routes() http.Handler {
 		RouteGuildRoles:              f.getGuildRoles,
 		RouteGuildChannels:           f.getGuildChannels,
 		RouteChannel:                 f.getChannel,
+		RouteCreateMessage:           f.postMessage,
 	}
 	for route, h := range table {
 		method, path, _ := strings.Cut(route, " ")
