@@ -12,9 +12,9 @@ func validVoice() VoiceBridge {
 		DiscordToken: "discord-token", ConsentPolicy: ConsentExplicit,
 		RealtimeURL: "wss://api.openai.com/v1/realtime", RealtimeAPIKey: "sk-secret-key-never-echoed",
 		RealtimeAuth: RealtimeAuthBearer, RealtimeModel: "gpt-realtime", RealtimeTurns: RealtimeServerVAD,
-		Memory:  MemoryClient{URL: "http://127.0.0.1:4310", MemoryRoot: MemoryRoot{Dir: "/tmp/clankie-memory"}},
-		Discord: Discord{APIURL: "https://discord.com/api/v10"},
-		Log:     Log{Level: "info", Format: "json"},
+		Memory:        MemoryClient{URL: "http://127.0.0.1:4310", MemoryRoot: MemoryRoot{Dir: "/tmp/clankie-memory"}},
+		Discord:       Discord{APIURL: "https://discord.com/api/v10"},
+		Log:           Log{Level: "info", Format: "json"},
 		VoiceSessions: VoiceSessions{JoinTimeout: 10 * time.Second, IdleLeave: 2 * time.Minute, MaxSession: 2 * time.Hour},
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/clankie/clankie/internal/voicetest"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
