@@ -286,3 +286,4 @@ func newTextClient(url string) (*memoryclient.Client, error) {
 }
 
 func zapString(k, v string) zap.Field { return zap.String(k, v) }
+func zapInt(k string, v int) zap.Field { return zap.Int(k, v) }

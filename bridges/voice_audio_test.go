@@ -45,14 +45,30 @@ type audioEnv struct {
 
 func startVoiceAudio(t *testing.T, states ...discordtest.VoiceState) *audioEnv {
 	t.Helper()
-	channel, _ := strconv.ParseUint(voiceRoom, 10, 64)
-	role, err := voicetest.NewDAVEServer(voicetest.DAVEServerOptions{ChannelID: channel})
-	if err != nil {
-		t.Fatal(err)
+	return startVoiceAudioWith(t, audioSetup{}, states...)
+}
+
+// audioSetup varies an audio test's world: plain is a voice server without
+// DAVE (transport encryption only), voice adjusts the session manager.
+type audioSetup struct {
+	plain bool
+	voice []VoiceOption
+}
+
+func startVoiceAudioWith(t *testing.T, as audioSetup, states ...discordtest.VoiceState) *audioEnv {
+	t.Helper()
+	a := &audioEnv{}
+	opts := voicetest.Options{ServerID: guildID}
+	if !as.plain {
+		channel, _ := strconv.ParseUint(voiceRoom, 10, 64)
+		role, err := voicetest.NewDAVEServer(voicetest.DAVEServerOptions{ChannelID: channel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The voice server closes its DAVE role when it stops.
+		a.role, opts.DAVE, opts.RequireDAVE = role, role, true
 	}
-	a := &audioEnv{role: role}
-	// The voice server closes its DAVE role when it stops.
-	a.vsrv = voicetest.New(t, voicetest.Options{ServerID: guildID, DAVE: role, RequireDAVE: true})
+	a.vsrv = voicetest.New(t, opts)
 	admit := func(_, userID, sessionID string) (string, string) {
 		c := a.vsrv.Admit(userID, sessionID)
 		a.mu.Lock()
@@ -63,7 +79,7 @@ func startVoiceAudio(t *testing.T, states ...discordtest.VoiceState) *audioEnv {
 	a.voiceEnv = startVoiceWith(t, config.ConsentExplicit, realtimeKey, voiceSetup{
 		fake: []discordtest.Option{discordtest.WithVoiceServer(admit)},
 		// The bridge trusts the test CA as it would SSL_CERT_FILE's.
-		voice: []VoiceOption{func(c *voice.Config) { c.Audio.TLS = a.vsrv.ClientTLS() }},
+		voice: append([]VoiceOption{func(c *voice.Config) { c.Audio.TLS = a.vsrv.ClientTLS() }}, as.voice...),
 		audio: true,
 	}, states...)
 	return a

@@ -129,6 +129,15 @@ func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.
 // recorded.
 func WithoutVoiceEcho() Option { return func(c *config) { c.voiceEcho = false } }
 
+// SetVoiceEcho turns the answer to the bot's op 4 on or off from now on,
+// as WithoutVoiceEcho does from the start: off, Discord's silence for a
+// full channel, or one the bot may not connect to.
+func (f *Fake) SetVoiceEcho(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cfg.voiceEcho = on
+}
+
 // VoiceServer admits the bot's voice session on a voice server: given the
 // guild, the bot's user id and the session id its VOICE_STATE_UPDATE
 // carries (its gateway session's, as on Discord), it returns the endpoint

@@ -139,6 +139,9 @@ type Server struct {
 
 	relayed  atomic.Uint64
 	rejected atomic.Uint64
+	// authFailures counts identifies refused with 4004: an unknown session
+	// id, or a token that is not the latest one issued for it.
+	authFailures atomic.Uint64
 	payloads [3]atomic.Uint64 // DAVE frames, silence frames, other (clear) frames
 	resumes  atomic.Uint64
 }
@@ -270,6 +273,10 @@ func (s *Server) Relayed() uint64 { return s.relayed.Load() }
 
 // Resumes reports how many sessions resumed (op 7 answered with op 9).
 func (s *Server) Resumes() uint64 { return s.resumes.Load() }
+
+// AuthFailures reports how many identifies were refused with 4004 (a
+// token replaced by a later Admit, as Discord refuses a stale one).
+func (s *Server) AuthFailures() uint64 { return s.authFailures.Load() }
 
 // Rejected reports how many UDP packets the relay refused.
 func (s *Server) Rejected() uint64 { return s.rejected.Load() }

@@ -349,6 +349,7 @@ func (s *Server) identify(c *wsConn, raw json.RawMessage) (*session, error) {
 	cred, ok := s.creds[*d.SessionID]
 	if !ok || cred.UserID != *d.UserID || cred.Token != *d.Token {
 		s.mu.Unlock()
+		s.authFailures.Add(1)
 		return nil, closeAuthFailed
 	}
 	if s.opts.RequireDAVE && maxDAVE < 1 {
