@@ -285,5 +285,5 @@ func newTextClient(url string) (*memoryclient.Client, error) {
 	return memoryclient.New(url, tokens.TextBridge)
 }
 
-func zapString(k, v string) zap.Field { return zap.String(k, v) }
+func zapString(k, v string) zap.Field  { return zap.String(k, v) }
 func zapInt(k string, v int) zap.Field { return zap.Int(k, v) }

@@ -142,8 +142,8 @@ type Server struct {
 	// authFailures counts identifies refused with 4004: an unknown session
 	// id, or a token that is not the latest one issued for it.
 	authFailures atomic.Uint64
-	payloads [3]atomic.Uint64 // DAVE frames, silence frames, other (clear) frames
-	resumes  atomic.Uint64
+	payloads     [3]atomic.Uint64 // DAVE frames, silence frames, other (clear) frames
+	resumes      atomic.Uint64
 }
 
 // New starts a fake voice server on loopback and stops it when tb ends.
