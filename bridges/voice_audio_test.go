@@ -327,6 +327,10 @@ func TestVoiceAudioConsentBargeInAndOptOut(t *testing.T) {
 	rt := opusRuntime(t)
 	bot := a.fake.BotID()
 	a.join(t)
+	// The disclosure says the call is end-to-end encrypted.
+	if d := a.messages(voiceRoom, 1)[0].Content; !strings.Contains(d, "This call is end-to-end encrypted (DAVE).") {
+		t.Errorf("disclosure %q", d)
+	}
 	mv := a.dialPerson(t, mover)
 	al := a.dialPerson(t, alice)
 	a.settle(t, []string{mover, alice}, mv, al)

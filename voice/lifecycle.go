@@ -82,8 +82,9 @@ const (
 type life struct {
 	botChannel, botSession string
 	endpoint, token        string
-	answered               bool // Discord put the bot in the channel at least once
-	attempts               int  // rejoins since the connection was last up
+	answered               bool      // Discord put the bot in the channel at least once
+	attempts               int       // rejoins since the connection last stayed up
+	upAt                   time.Time // when the current connection came up
 	wait                   waiting
 	timer                  *time.Timer
 	idle, maxLife, budget  *time.Timer
@@ -180,7 +181,7 @@ func (s *Session) handle(l *life, ev event) {
 		s.presence(l)
 	case evLinkUp:
 		if ev.link == l.link {
-			l.attempts = 0
+			l.upAt = time.Now()
 			s.disarm(l)
 			s.setState(voiceapi.StateLive)
 			s.disclose(ev.link)
@@ -273,9 +274,9 @@ func (s *Session) connect(l *life) {
 		s.disclose(nil)
 		return
 	}
-	if l.wait == waitAnswer {
-		s.disarm(l)
-	}
+	// The connection's outcome decides what follows now: a pending
+	// backoff or recheck would only tear it down.
+	s.disarm(l)
 	l.link = s.startLink(voiceServer{endpoint: l.endpoint, token: l.token}, l.botSession)
 }
 
@@ -320,7 +321,15 @@ func (s *Session) presence(l *life) {
 }
 
 // linkDown decides what a lost voice connection means, by its close code.
+// A connection that stayed up a join timeout's length counts as a
+// success: the rejoins start counting again. One that a server closes as
+// soon as it is up does not, so a server refusing every session cannot
+// keep the bot rejoining forever.
 func (s *Session) linkDown(l *life, err error) {
+	if !l.upAt.IsZero() && time.Since(l.upAt) >= s.m.cfg.Bounds.JoinTimeout {
+		l.attempts = 0
+	}
+	l.upAt = time.Time{}
 	var ce *media.CloseError
 	code := 0
 	if errors.As(err, &ce) {
