@@ -22,10 +22,11 @@ import (
 // proposals and departures into remove proposals (op 27), accepts the first
 // valid commit of each epoch (op 28) and announces it (op 29) to the group
 // and welcomes (op 30) the added, runs transitions (21/22, waiting for 23 or
-// a timeout), resets a sole remaining member (op 24 epoch 1, op 21
-// transition 0), re-adds a member that reports an unusable commit or welcome
-// (op 31), and downgrades to protocol version 0 while a client without DAVE
-// is in the call and upgrades again when it leaves.
+// a timeout), makes a lone DAVE client the sole member of its own group (op
+// 24 epoch 1, op 21 transition 0) when it joins first or when the others
+// leave, re-adds a member that reports an unusable commit or welcome (op
+// 31), and downgrades to protocol version 0 while a client without DAVE is
+// in the call and upgrades again when it leaves.
 //
 // Like Discord it ignores what is merely out of order (a commit for a past
 // epoch, a ready for an unknown transition) and closes the socket with 4002
@@ -73,6 +74,10 @@ type davePeer struct {
 	id  uint64
 	max int
 	kp  []byte // the key package of a pending member
+	// stale counts key packages still to arrive that op 24 superseded: a
+	// client sends one on the session description and a new one on op 24
+	// epoch 1, and only the second matches the group it will found.
+	stale int
 }
 
 type proposal struct {
@@ -204,9 +209,32 @@ func (d *DAVEServer) Joined(p Peer, maxVersion int) {
 		}
 		return
 	}
-	if d.version > 0 {
-		_ = p.SendBinary(25, d.pkg)
+	if d.version == 0 {
+		return
 	}
+	if !d.established && d.daveClientsLocked() == 1 {
+		// The first DAVE client in the call: Discord has it (re)create its
+		// group as the sole member. Its answer to the session description
+		// is still unread (this runs on its reader goroutine), and op 24
+		// supersedes it: proposing it would let another joiner commit a
+		// key package the client no longer holds.
+		dp := d.peers[p.UserID()]
+		d.soleMemberLocked(dp)
+		dp.stale = 1
+		return
+	}
+	_ = p.SendBinary(25, d.pkg)
+}
+
+// daveClientsLocked counts the connected clients that speak DAVE.
+func (d *DAVEServer) daveClientsLocked() int {
+	n := 0
+	for _, dp := range d.peers {
+		if dp.max >= 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // Left proposes the departed member's removal (or resets a sole remaining
@@ -291,6 +319,11 @@ func (d *DAVEServer) Binary(p Peer, op int, payload []byte) error {
 		d.stats.KeyPackages++
 		if user != dp.id {
 			return nil // a key package for someone else is never proposed
+		}
+		if dp.stale > 0 {
+			dp.stale--
+			d.log("key package from %s superseded by op 24", p.UserID())
+			return nil
 		}
 		return d.keyPackageLocked(dp, slices.Clone(payload))
 	case 28:
@@ -427,15 +460,22 @@ func (d *DAVEServer) soleMemberResetLocked(leaving string) {
 	d.stats.SoleMemberResets++
 	d.log("sole member reset for %v", rest)
 	for _, u := range rest {
-		dp := d.peers[u]
-		if dp == nil {
-			continue
+		if dp := d.peers[u]; dp != nil {
+			d.soleMemberLocked(dp)
 		}
-		dp.kp = nil
-		_ = dp.p.SendJSON(24, map[string]int{"epoch": 1, "protocol_version": d.version})
-		_ = dp.p.SendBinary(25, d.pkg)
-		_ = dp.p.SendJSON(21, map[string]int{"transition_id": 0, "protocol_version": d.version})
 	}
+}
+
+// soleMemberLocked makes dp the sole member of a group of its own, as
+// protocol.md's "Sole member reset" describes: op 24 epoch 1 (the client
+// resets and sends a new key package), the external sender, and op 21
+// transition 0 (the client executes it at once and encrypts under its
+// local group). This is the only way a client enters that state.
+func (d *DAVEServer) soleMemberLocked(dp *davePeer) {
+	dp.kp = nil
+	_ = dp.p.SendJSON(24, map[string]int{"epoch": 1, "protocol_version": d.version})
+	_ = dp.p.SendBinary(25, d.pkg)
+	_ = dp.p.SendJSON(21, map[string]int{"transition_id": 0, "protocol_version": d.version})
 }
 
 func (d *DAVEServer) resetGroupLocked() {
@@ -634,6 +674,12 @@ func (d *DAVEServer) upgradeLocked() {
 	}
 	d.resetGroupLocked()
 	d.version = 1
+	if len(d.peers) == 1 {
+		for _, dp := range d.peers {
+			d.soleMemberLocked(dp)
+		}
+		return
+	}
 	for _, u := range d.sortedPeers() {
 		dp := d.peers[u]
 		_ = dp.p.SendJSON(24, map[string]int{"epoch": 1, "protocol_version": 1})

@@ -31,12 +31,28 @@ func daveJoin(t *testing.T, s *Server, userID string) *websocket.Conn {
 	if err := json.Unmarshal(readOp(t, ws, 4), &sd); err != nil || sd.Version != 1 {
 		t.Fatalf("session description: version %d, %v", sd.Version, err)
 	}
-	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
-	kind, b, err := ws.ReadMessage()
-	if err != nil || kind != websocket.BinaryMessage || len(b) < 3 || b[2] != 25 {
-		t.Fatalf("expected op 25, got kind %d %x: %v", kind, b, err)
-	}
+	readBinary(t, ws, 25)
 	return ws
+}
+
+// readBinary skips JSON messages (a lone client gets op 24 first) and
+// returns the body of the next binary message, which must be op.
+func readBinary(t *testing.T, ws *websocket.Conn, op byte) []byte {
+	t.Helper()
+	_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		kind, b, err := ws.ReadMessage()
+		if err != nil {
+			t.Fatalf("waiting for op %d: %v", op, err)
+		}
+		if kind != websocket.BinaryMessage {
+			continue
+		}
+		if len(b) < 3 || b[2] != op {
+			t.Fatalf("expected op %d, got %x", op, b)
+		}
+		return b[3:]
+	}
 }
 
 func daveRole(t *testing.T) (*Server, *DAVEServer) {
@@ -147,5 +163,41 @@ func TestKeyPackageUserReadsTheCredential(t *testing.T) {
 	}
 	if u, err := keyPackageUser(out[0].Payload); err != nil || u != 1234567890123 {
 		t.Fatalf("user %d, %v", u, err)
+	}
+}
+
+// TestLoneJoinerBecomesSoleMember: the first DAVE client gets op 24 epoch
+// 1, the external sender and op 21 transition 0, as Discord makes a lone
+// member found its own group; the key package it sent before op 24 is not
+// proposed to anyone.
+func TestLoneJoinerBecomesSoleMember(t *testing.T) {
+	srv, role := daveRole(t)
+	ws := rawDial(t, srv, "v=8")
+	c := srv.Join("1001")
+	send(t, ws, map[string]any{"op": 0, "d": map[string]any{
+		"server_id": c.ServerID, "user_id": c.UserID, "session_id": c.SessionID, "token": c.Token,
+		"max_dave_protocol_version": 1,
+	}})
+	readOp(t, ws, 2)
+	send(t, ws, map[string]any{"op": 1, "d": map[string]any{"protocol": "udp", "data": map[string]any{
+		"address": "127.0.0.1", "port": 9, "mode": "aead_aes256_gcm_rtpsize",
+	}}})
+	readOp(t, ws, 4)
+	var epoch struct {
+		Epoch   int `json:"epoch"`
+		Version int `json:"protocol_version"`
+	}
+	if err := json.Unmarshal(readOp(t, ws, 24), &epoch); err != nil || epoch.Epoch != 1 || epoch.Version != 1 {
+		t.Fatalf("op 24 %+v: %v", epoch, err)
+	}
+	readBinary(t, ws, 25)
+	var tr struct {
+		TransitionID *int `json:"transition_id"`
+	}
+	if err := json.Unmarshal(readOp(t, ws, 21), &tr); err != nil || tr.TransitionID == nil || *tr.TransitionID != 0 {
+		t.Fatalf("op 21: %v", err)
+	}
+	if st := role.Stats(); st.Proposals != 0 {
+		t.Fatalf("role proposed %d", st.Proposals)
 	}
 }

@@ -585,7 +585,11 @@ func (s *Session) executeLocked(transitionID uint16) {
 		s.passthroughLocked()
 		return
 	}
-	if s.nextOwn != nil {
+	// Our next ratchet belongs to the group a transition brings us into,
+	// or, for transition 0, to the local group we are the sole member of.
+	// After a reset (op 31) it is the new local group's, which no one else
+	// holds: an execute left over from before keeps our current key.
+	if s.nextOwn != nil && (transitionID == 0 || s.m.established != nil) {
 		s.enc.setRatchet(s.nextOwn)
 		s.nextOwn = nil
 	}
@@ -628,9 +632,11 @@ func (s *Session) reinitLocked() ([]Message, error) {
 	return []Message{{Op: OpMLSKeyPackage, Payload: kp}}, nil
 }
 
-// createPendingLocked founds our local group. Alone in it, we are the sole
-// member: the group is usable for our frames at once (protocol.md, "Sole
-// member reset": no execute arrives).
+// createPendingLocked founds our local group and prepares our send ratchet
+// for it. Our frames use it only once a transition executes it: op 21 with
+// transition id 0 after op 24 epoch 1 makes us the sole member (protocol.md,
+// "Sole member reset"); otherwise the commit or welcome that establishes
+// the group does. Who else op 11 named is no sign of being alone.
 func (s *Session) createPendingLocked() error {
 	if err := s.m.createPending(); err != nil {
 		return err
@@ -645,21 +651,7 @@ func (s *Session) createPendingLocked() error {
 	r := newKeyRatchet(secret)
 	clear(secret)
 	s.nextOwn = r
-	if s.version > 0 && !s.othersConnectedLocked() {
-		s.enc.setRatchet(r)
-		s.enc.setPassthrough(false)
-		s.nextOwn = nil
-	}
 	return nil
-}
-
-func (s *Session) othersConnectedLocked() bool {
-	for u := range s.recognized {
-		if u != s.userID {
-			return true
-		}
-	}
-	return false
 }
 
 // enterEpochLocked derives every member's ratchet for the new epoch: others'
