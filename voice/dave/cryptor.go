@@ -407,10 +407,13 @@ type decryptor struct {
 	passthroughUntil time.Time // passthrough allowed while now is before this
 	passthroughOn    bool      // passthrough allowed with no end
 	stats            counters
-	frame            Frame // parse target, reused
-	scratch          []byte
-	aad              []byte
-	ct               []byte
+	// run counts this sender's consecutive failures while the session
+	// counts them (see Session.Decrypt); a decryption ends it.
+	run     int
+	frame   Frame // parse target, reused
+	scratch []byte
+	aad     []byte
+	ct      []byte
 }
 
 // addRatchet adds a new epoch's ratchet; older epochs stay usable until
@@ -458,14 +461,39 @@ func (d *decryptor) canPassthrough(now time.Time) bool {
 	return d.passthroughOn || now.Before(d.passthroughUntil)
 }
 
+// resetRun restarts the sender's run of consecutive failures.
+func (d *decryptor) resetRun() {
+	d.mu.Lock()
+	d.run = 0
+	d.mu.Unlock()
+}
+
 // decrypt appends the decrypted frame to dst.
 func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
+	out, _, err := d.decryptCounted(dst, frame, now, false)
+	return out, err
+}
+
+// decryptCounted is decrypt that also returns the sender's run of
+// consecutive failures: a failure adds one to it when count is set, a
+// decryption or a passthrough ends it, the silence frame (never encrypted,
+// so no sign of working keys) leaves it.
+func (d *decryptor) decryptCounted(dst, frame []byte, now time.Time, count bool) (_ []byte, run int, err error) {
 	if IsSilence(frame) {
 		d.stats.passthroughs.Add(1)
-		return append(dst, frame...), nil
+		return append(dst, frame...), 0, nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	defer func() {
+		switch {
+		case err == nil:
+			d.run = 0
+		case count:
+			d.run++
+		}
+		run = d.run
+	}()
 	for len(d.managers) > 0 && d.managers[0].expired(now) {
 		d.managers[0] = nil
 		d.managers = d.managers[1:]
@@ -475,13 +503,13 @@ func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
 	if err := f.parse(frame); err != nil {
 		if d.canPassthrough(now) {
 			d.stats.passthroughs.Add(1)
-			return append(dst, frame...), nil
+			return append(dst, frame...), 0, nil
 		}
 		d.stats.failures.Add(1)
 		if errors.Is(err, ErrNotProtocolFrame) {
-			return dst, ErrNotEncrypted
+			return dst, 0, ErrNotEncrypted
 		}
-		return dst, err
+		return dst, 0, err
 	}
 	// Split the media into authenticated (unencrypted) and encrypted bytes.
 	d.aad, d.ct = d.aad[:0], d.ct[:0]
@@ -528,10 +556,10 @@ func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
 			copy(dst[start:], pt)
 		}
 		d.stats.successes.Add(1)
-		return dst, nil
+		return dst, 0, nil
 	}
 	d.stats.failures.Add(1)
-	return dst, result
+	return dst, 0, result
 }
 
 // reconstruct interleaves the decrypted bytes pt with the unencrypted

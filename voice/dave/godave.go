@@ -1,6 +1,7 @@
 package dave
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -115,6 +116,11 @@ func (g *godaveSession) Decrypt(userID godave.UserID, frame, dst []byte) (int, e
 		return 0, ErrNoKey
 	}
 	out, err := g.s.Decrypt(u, dst[:0], frame)
+	if errors.Is(err, ErrRecoveryDue) {
+		// Sustained failures from this sender: op 31 and a new key
+		// package, through the same callbacks the handlers use.
+		g.send(g.s.RecoverDecryption())
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -30,9 +30,11 @@ func (r *recorder) SendInvalidCommitWelcome(id uint16) error {
 	return nil
 }
 
-// TestGodaveAdapter runs the godave.Session adapter (what disgo's voice
-// package calls) through a group founded with davey.
-func TestGodaveAdapter(t *testing.T) {
+// godaveInGroup founds a group of the godave.Session adapter (what disgo's
+// voice package calls, as user 9601, committing) and davey (9602) under
+// transition 3, and returns the adapter, what it sent, and davey.
+func godaveInGroup(t *testing.T) (godave.Session, *recorder, *daveyPeer) {
+	t.Helper()
 	rec := &recorder{}
 	var gs godave.Session = dave.NewGodave(nil)(slog.New(slog.DiscardHandler), "9601", rec)
 	gs.SetChannelID(channel)
@@ -71,6 +73,13 @@ func TestGodaveAdapter(t *testing.T) {
 	if !gs.Ready() {
 		t.Fatal("not ready after the transition")
 	}
+	return gs, rec, d1
+}
+
+// TestGodaveAdapter runs the godave.Session adapter through a group
+// founded with davey.
+func TestGodaveAdapter(t *testing.T) {
+	gs, rec, d1 := godaveInGroup(t)
 	frame := opusFrame(t, 120)
 	buf := make([]byte, gs.MaxEncryptedFrameSize(len(frame)))
 	n, err := gs.Encrypt(1, frame, buf)
@@ -93,5 +102,28 @@ func TestGodaveAdapter(t *testing.T) {
 	}
 	if err := gs.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGodaveRecoversFromDecryptFailures: through the adapter too, the
+// DecryptFailureTolerance-th frame in a row from one sender that fails to
+// decrypt sends op 31 for the current transition and a new key package.
+func TestGodaveRecoversFromDecryptFailures(t *testing.T) {
+	gs, rec, d1 := godaveInGroup(t)
+	frame := opusFrame(t, 120)
+	for i := range dave.DecryptFailureTolerance {
+		if len(rec.invalid) != 0 {
+			t.Fatalf("op 31 after %d failures", i)
+		}
+		bad := d1.Encrypt(t, frame)
+		bad[0] ^= 0xFF
+		out := make([]byte, gs.MaxDecryptedFrameSize("9602", len(bad)))
+		if _, err := gs.Decrypt("9602", bad, out); err == nil {
+			t.Fatal("a corrupted frame decrypted")
+		}
+	}
+	if len(rec.invalid) != 1 || rec.invalid[0] != 3 || len(rec.keyPackages) != 2 {
+		t.Fatalf("after %d failures: op 31 for %v, %d key packages; want transition 3 and a second key package",
+			dave.DecryptFailureTolerance, rec.invalid, len(rec.keyPackages))
 	}
 }

@@ -53,8 +53,14 @@ type goPeer struct {
 
 func newGoPeer(t *testing.T, id, channel uint64) *goPeer {
 	t.Helper()
+	return newGoPeerAllowing(t, id, channel, nil)
+}
+
+// newGoPeerAllowing is newGoPeer with Options.Allow: who we consent to hear.
+func newGoPeerAllowing(t *testing.T, id, channel uint64, allow func(dave.UserID) bool) *goPeer {
+	t.Helper()
 	p := &goPeer{id: id, now: time.Unix(1_700_000_000, 0)}
-	s, err := dave.New(dave.Options{UserID: dave.UserID(id), ChannelID: channel, Now: p.clock})
+	s, err := dave.New(dave.Options{UserID: dave.UserID(id), ChannelID: channel, Now: p.clock, Allow: allow})
 	if err != nil {
 		t.Fatal(err)
 	}

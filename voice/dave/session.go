@@ -8,7 +8,9 @@
 // HandleBinary) and returns the messages to send back; it encrypts our own
 // Opus frames (Encrypt) and decrypts other members' frames (Decrypt). A
 // sender whose audio must not be heard is dropped before any decryption work
-// (Options.Allow or Skip), and Stats proves it.
+// (Options.Allow or Skip), and Stats proves it. When one sender's frames
+// keep failing to decrypt, Decrypt says so (ErrRecoveryDue) and
+// RecoverDecryption returns what to send to be re-added to the group.
 //
 // Keys and secrets never appear in errors; the package does not log.
 package dave
@@ -78,6 +80,18 @@ type Session struct {
 	// version above 0 was selected or executed): from then on only the
 	// documented downgrade may put our frames in the clear.
 	e2ee bool
+	// lastTID is the last transition executed: what op 31 names when
+	// sustained decryption failures, not a message, show the group broken.
+	lastTID uint16
+
+	// steady mirrors, for the media goroutines, whether decryption failures
+	// mean something: an end-to-end encrypted call, an established group
+	// and no transition pending (during one, frames under keys we do not
+	// hold yet are expected). unlock keeps it current.
+	steady atomic.Bool
+	// due is set by the Decrypt that reports ErrRecoveryDue and taken by
+	// RecoverDecryption, which does nothing without it.
+	due atomic.Bool
 
 	refused refusals
 
@@ -131,13 +145,21 @@ type Refusals struct {
 	// protocol version 0 other than the documented transition (op 21 with
 	// a transition id, then op 22): refused, our frames stay encrypted.
 	Downgrades uint64
+	// Recoveries counts the times the session reset its MLS state and
+	// asked the voice gateway to re-add it (op 31, then a new key
+	// package): after a commit or welcome it could not use, or after
+	// DecryptFailureTolerance consecutive frames from one sender failed.
+	Recoveries uint64
 }
 
-type refusals struct{ panics, users, downgrades atomic.Uint64 }
+type refusals struct{ panics, users, downgrades, recoveries atomic.Uint64 }
 
 // Refusals returns the session's counts of refused and recovered input.
 func (s *Session) Refusals() Refusals {
-	return Refusals{Panics: s.refused.panics.Load(), UsersOverCap: s.refused.users.Load(), Downgrades: s.refused.downgrades.Load()}
+	return Refusals{
+		Panics: s.refused.panics.Load(), UsersOverCap: s.refused.users.Load(),
+		Downgrades: s.refused.downgrades.Load(), Recoveries: s.refused.recoveries.Load(),
+	}
 }
 
 // ErrPeerPanic reports a message whose handling panicked; it was dropped.
@@ -146,6 +168,32 @@ var ErrPeerPanic = errors.New("dave: message could not be handled and was droppe
 // ErrDowngradeRefused reports a move of an end-to-end encrypted call to
 // protocol version 0 that is not Discord's documented downgrade.
 var ErrDowngradeRefused = errors.New("dave: downgrade to protocol version 0 refused: not the documented transition")
+
+// ErrWelcomeAfterGroup reports a welcome (op 30) that arrived while we
+// already hold an established group: it cannot be applied (libdave refuses
+// it too), so the session answers it as an unusable welcome.
+var ErrWelcomeAfterGroup = errors.New("dave: welcome refused: the group is already established")
+
+// DecryptFailureTolerance is how many frames in a row from one sender may
+// fail to decrypt, in an established group with no transition pending,
+// before the session concludes its group state is broken. It is
+// discord.js's DEFAULT_DECRYPTION_FAILURE_TOLERANCE: a few frames fail
+// around any epoch change, dozens only when keys truly disagree.
+const DecryptFailureTolerance = 36
+
+// ErrRecoveryDue is returned, wrapped with the frame's own error, by the
+// Decrypt whose failure made a sender's run of consecutive failures reach
+// DecryptFailureTolerance. The caller should then call RecoverDecryption
+// and send what it returns; Decrypt cannot send.
+var ErrRecoveryDue = errors.New("dave: sustained decryption failures: the MLS group needs re-initialising")
+
+// unlock updates steady from the state the handler leaves, then releases
+// s.mu: every handler that changes the version, the group or the pending
+// transitions unlocks through it.
+func (s *Session) unlock() {
+	s.steady.Store(s.version > 0 && s.m.established != nil && len(s.pending) == 0)
+	s.mu.Unlock()
+}
 
 // caught, deferred by a handler with a named error, turns a panic in it
 // into ErrPeerPanic and counts it. The handler's deferred unlock still
@@ -272,7 +320,13 @@ func MaxEncryptedSize(n int) int { return n + tagSize + 5 + suppSizeSize + marke
 // Decrypt appends the decrypted frame a user sent to dst. A frame is refused
 // with ErrAuthentication (corrupted, or under a key we do not hold),
 // ErrReplayedNonce, ErrNoKey, ErrNotEncrypted or ErrMalformedFrame; a sender
-// Options.Allow refuses gets ErrSkipped with no decryption work.
+// Options.Allow refuses gets ErrSkipped with no decryption work, and never
+// counts as a failure.
+//
+// The failure that makes one sender's run of consecutive failures (counted
+// only while the group is established and no transition is pending) reach
+// DecryptFailureTolerance also wraps ErrRecoveryDue: the caller should call
+// RecoverDecryption. A successful decryption from the sender ends its run.
 func (s *Session) Decrypt(u UserID, dst, frame []byte) (out []byte, err error) {
 	if s.allow != nil && !s.allow(u) {
 		s.Skip(u)
@@ -284,7 +338,30 @@ func (s *Session) Decrypt(u UserID, dst, frame []byte) (out []byte, err error) {
 			out, err = dst, ErrPeerPanic
 		}
 	}()
-	return s.decryptor(u).decrypt(dst, frame, s.now())
+	out, run, err := s.decryptor(u).decryptCounted(dst, frame, s.now(), s.steady.Load())
+	if err != nil && run == DecryptFailureTolerance {
+		s.due.Store(true)
+		return out, fmt.Errorf("%w: %w", ErrRecoveryDue, err)
+	}
+	return out, err
+}
+
+// RecoverDecryption is what to do after Decrypt returned ErrRecoveryDue, as
+// discord.js does: it resets the MLS state and returns op 31 for the last
+// executed transition and a fresh key package (op 26), so the voice
+// gateway removes our stale leaf and adds us anew. It returns nothing when
+// no ErrRecoveryDue called for it, or the state no longer does (another
+// sender's failures already triggered the recovery, or the group changed
+// meanwhile). Every sender's run of failures restarts from zero.
+func (s *Session) RecoverDecryption() (_ []Message, err error) {
+	s.mu.Lock()
+	defer s.unlock()
+	defer s.caught(&err)
+	if !s.due.Swap(false) || s.version == 0 || s.m.established == nil || len(s.pending) > 0 {
+		return nil, nil
+	}
+	s.eachDecryptor(func(_ UserID, d *decryptor) { d.resetRun() })
+	return s.recoverLocked(s.lastTID, nil)
 }
 
 // Skip counts a frame from u that the caller dropped without calling
@@ -433,7 +510,7 @@ func (s *Session) HandleBinary(msg []byte) (b BinaryMessage, _ []Message, err er
 // 0, returning our key package; version 0 means passthrough.
 func (s *Session) OnSelectProtocolAck(version uint16) (_ []Message, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.caught(&err)
 	if version == 0 && s.e2ee {
 		s.refused.downgrades.Add(1)
@@ -456,7 +533,7 @@ func (s *Session) OnSelectProtocolAck(version uint16) (_ []Message, err error) {
 // and send a new key package.
 func (s *Session) OnPrepareEpoch(epoch uint64, version uint16) (_ []Message, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.caught(&err)
 	if epoch != 1 {
 		return nil, nil
@@ -477,7 +554,7 @@ func (s *Session) OnPrepareEpoch(epoch uint64, version uint16) (_ []Message, err
 // OnExternalSender handles op 25.
 func (s *Session) OnExternalSender(payload []byte) (_ []Message, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.caught(&err)
 	if err := s.m.setExternalSender(payload); err != nil {
 		return nil, err
@@ -494,7 +571,7 @@ func (s *Session) OnExternalSender(payload []byte) (_ []Message, err error) {
 // remain to be committed.
 func (s *Session) OnProposals(payload []byte) (_ []Message, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.caught(&err)
 	out, err := s.m.proposals(payload, func(u uint64) bool { return s.recognized[UserID(u)] })
 	if err != nil || out == nil {
@@ -506,7 +583,7 @@ func (s *Session) OnProposals(payload []byte) (_ []Message, err error) {
 // OnAnnounceCommit handles op 29.
 func (s *Session) OnAnnounceCommit(transitionID uint16, commit []byte) (out []Message, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.recoverCommitLocked(transitionID, &out, &err)
 	changed, err := s.m.processCommit(commit)
 	if err != nil {
@@ -519,12 +596,17 @@ func (s *Session) OnAnnounceCommit(transitionID uint16, commit []byte) (out []Me
 }
 
 // OnWelcome handles op 30.
+//
+// A welcome while our group is established cannot be applied: it is
+// answered like any unusable welcome (op 31 for its transition, a reset and
+// a fresh key package, ErrWelcomeAfterGroup), not ignored, so the gateway
+// re-adds us and its view of the group and ours agree again.
 func (s *Session) OnWelcome(transitionID uint16, welcome []byte) (out []Message, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	defer s.recoverCommitLocked(transitionID, &out, &err)
 	if s.m.established != nil {
-		return nil, nil
+		return s.recoverLocked(transitionID, ErrWelcomeAfterGroup)
 	}
 	if err := s.m.processWelcome(welcome); err != nil {
 		return s.recoverLocked(transitionID, err)
@@ -550,7 +632,7 @@ func (s *Session) recoverCommitLocked(transitionID uint16, out *[]Message, err *
 // One with id 0 (executed at once) is refused and nothing answered.
 func (s *Session) OnPrepareTransition(transitionID, version uint16) []Message {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if version == 0 && transitionID == 0 && s.e2ee {
 		s.refused.downgrades.Add(1)
 		return nil
@@ -569,7 +651,7 @@ func (s *Session) OnPrepareTransition(transitionID, version uint16) []Message {
 // OnExecuteTransition handles op 22.
 func (s *Session) OnExecuteTransition(transitionID uint16) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.executeLocked(transitionID)
 }
 
@@ -580,6 +662,7 @@ func (s *Session) executeLocked(transitionID uint16) {
 	}
 	delete(s.pending, transitionID)
 	s.version = version
+	s.lastTID = transitionID
 	now := s.now()
 	if version == 0 {
 		s.passthroughLocked()
@@ -696,10 +779,12 @@ func (s *Session) installLocked(g *group.Group) error {
 	return nil
 }
 
-// recoverLocked resets the session after an unusable commit or welcome and
-// returns what answers it: op 31 for its transition, then a new key package
-// (protocol.md, "Recovery from Invalid Commit or Welcome").
+// recoverLocked resets the session after an unusable commit or welcome (or
+// sustained decryption failures, cause nil) and returns what answers it:
+// op 31 for its transition, then a new key package (protocol.md, "Recovery
+// from Invalid Commit or Welcome").
 func (s *Session) recoverLocked(transitionID uint16, cause error) ([]Message, error) {
+	s.refused.recoveries.Add(1)
 	out := []Message{{Op: OpMLSInvalidCommitWelcome, TransitionID: transitionID}}
 	kp, err := s.reinitLocked()
 	if err != nil {
@@ -715,7 +800,7 @@ func (s *Session) Close() {
 	s.m.reset()
 	s.m.extSender = nil
 	s.nextOwn, s.members = nil, nil
-	s.mu.Unlock()
+	s.unlock()
 	s.enc.setRatchet(nil)
 	s.enc.setPassthrough(false)
 	s.decMu.Lock()

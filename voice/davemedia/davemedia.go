@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/clankie/clankie/voice/dave"
 	"github.com/clankie/clankie/voice/media"
 )
@@ -35,6 +37,10 @@ type Config struct {
 	Allow func(userID string) bool
 	// Now is the session's clock (tests move it); nil is time.Now.
 	Now func() time.Time
+	// Log receives one line per recovery from sustained decryption
+	// failures: counts, the transition and the sender's user id, never
+	// frames or keys. Nil logs nothing.
+	Log *zap.Logger
 }
 
 // Session is a DAVE protocol version 1 member serving one media.Conn. Safe
@@ -42,9 +48,16 @@ type Config struct {
 type Session struct {
 	s    *dave.Session
 	self dave.UserID
+	log  *zap.Logger
 
 	mu  sync.Mutex
 	sig media.Signal
+	// order is held from a session call to the end of sending its
+	// replies, so that a recovery started by the receive goroutine and a
+	// handler on the gateway goroutine never interleave their messages
+	// (op 31 must precede its key package, and both any reply from the
+	// state the recovery discarded).
+	order sync.Mutex
 }
 
 var _ media.DAVE = (*Session)(nil)
@@ -70,7 +83,11 @@ func New(cfg Config) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{s: s, self: self}, nil
+	log := cfg.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Session{s: s, self: self, log: log}, nil
 }
 
 // DAVE returns the underlying session, for its Stats, Epoch and Members.
@@ -98,6 +115,8 @@ func (d *Session) Start(version int, self string, sig media.Signal) error {
 	d.mu.Lock()
 	d.sig = sig
 	d.mu.Unlock()
+	d.order.Lock()
+	defer d.order.Unlock()
 	return d.send(d.s.OnSelectProtocolAck(uint16(version)))
 }
 
@@ -106,6 +125,8 @@ func (d *Session) Start(version int, self string, sig media.Signal) error {
 func (d *Session) HandleJSON(op media.Opcode, data json.RawMessage) error {
 	switch op {
 	case media.OpDAVEPrepareTransition, media.OpDAVEExecuteTransition, media.OpDAVEPrepareEpoch:
+		d.order.Lock()
+		defer d.order.Unlock()
 		return d.send(d.s.HandleJSON(dave.Opcode(op), data))
 	}
 	return nil
@@ -118,6 +139,8 @@ func (d *Session) HandleBinary(op media.Opcode, seq uint16, payload []byte) erro
 	msg := make([]byte, 0, 3+len(payload))
 	msg = binary.BigEndian.AppendUint16(msg, seq)
 	msg = append(append(msg, byte(op)), payload...)
+	d.order.Lock()
+	defer d.order.Unlock()
 	_, out, err := d.s.HandleBinary(msg)
 	return d.send(out, err)
 }
@@ -147,13 +170,41 @@ func (d *Session) CanEncrypt() bool { return d.s.Ready() }
 // Encrypt appends the DAVE frame of an Opus frame of ours to dst.
 func (d *Session) Encrypt(dst, frame []byte) ([]byte, error) { return d.s.Encrypt(dst, frame) }
 
-// Decrypt appends userID's frame, decrypted, to dst.
+// Decrypt appends userID's frame, decrypted, to dst. When this frame's
+// failure is the dave.DecryptFailureTolerance-th in a row from userID, the
+// session recovers as discord.js does before the error is returned: op 31
+// for the current transition and a fresh key package go to the gateway.
 func (d *Session) Decrypt(dst []byte, userID string, frame []byte) ([]byte, error) {
 	u, err := dave.ParseUserID(userID)
 	if err != nil {
 		return dst, err
 	}
-	return d.s.Decrypt(u, dst, frame)
+	out, err := d.s.Decrypt(u, dst, frame)
+	if errors.Is(err, dave.ErrRecoveryDue) {
+		d.recoverDecryption(u)
+	}
+	return out, err
+}
+
+// recoverDecryption re-initialises the session after sustained decryption
+// failures from u and sends op 31 and the new key package. It runs on the
+// receive goroutine, at most once per broken group: the session refuses
+// a second recovery until a group is established again.
+func (d *Session) recoverDecryption(u dave.UserID) {
+	d.order.Lock()
+	defer d.order.Unlock()
+	out, err := d.s.RecoverDecryption()
+	if len(out) == 0 && err == nil {
+		return // another sender's failures already started it
+	}
+	fields := []zap.Field{zap.Int("consecutive_failures", dave.DecryptFailureTolerance), zap.String("user_id", u.String())}
+	if len(out) > 0 {
+		fields = append(fields, zap.Uint16("transition_id", out[0].TransitionID))
+	}
+	d.log.Warn("DAVE decryption keeps failing for a sender; re-initialising and asking to be re-added", fields...)
+	if err := d.send(out, err); err != nil {
+		d.log.Warn("DAVE recovery could not be sent", zap.Error(err))
+	}
 }
 
 // send delivers the session's replies through the connection's Signal, in

@@ -3,6 +3,7 @@ package davemedia_test
 import (
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 
 	"github.com/clankie/clankie/voice/dave"
@@ -12,17 +13,40 @@ import (
 
 // recorder is a media.Signal that keeps what the session sent.
 type recorder struct {
-	json   []media.Opcode
-	binary []media.Opcode
+	mu       sync.Mutex
+	json     []media.Opcode
+	data     []any // JSON opcodes' data, in order
+	binary   []media.Opcode
+	payloads [][]byte // binary opcodes' payloads, in order
 }
 
-func (r *recorder) SendJSON(op media.Opcode, _ any) error {
+func (r *recorder) SendJSON(op media.Opcode, d any) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.json = append(r.json, op)
+	r.data = append(r.data, d)
 	return nil
 }
 
-func (r *recorder) SendBinary(op media.Opcode, _ []byte) error {
+func (r *recorder) SendBinary(op media.Opcode, payload []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.binary = append(r.binary, op)
+	r.payloads = append(r.payloads, payload)
+	return nil
+}
+
+// lastBinary returns the payload of the last binary op sent.
+func (r *recorder) lastBinary(t *testing.T, op media.Opcode) []byte {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.binary) - 1; i >= 0; i-- {
+		if r.binary[i] == op {
+			return r.payloads[i]
+		}
+	}
+	t.Fatalf("no op %d sent (sent %v)", op, r.binary)
 	return nil
 }
 
