@@ -28,6 +28,9 @@ import (
 // 31), and downgrades to protocol version 0 while a client without DAVE is
 // in the call and upgrades again when it leaves.
 //
+// Tests can also make it misbehave as a broken gateway or network would:
+// SendWelcomeAfterGroup, and Server.CorruptDAVEFrames for the relay.
+//
 // Like Discord it ignores what is merely out of order (a commit for a past
 // epoch, a ready for an unknown transition) and closes the socket with 4002
 // for what cannot be decoded.
@@ -51,6 +54,9 @@ type DAVEServer struct {
 	lastTID     uint16
 	trans       *transition
 	stats       DAVEStats
+	lastWelcome []byte // the last welcome relayed, for SendWelcomeAfterGroup
+	reports     []InvalidReport
+	kpFrom      map[string]int // key packages received, by user
 }
 
 // DAVEStats counts what the DAVE role did.
@@ -123,7 +129,7 @@ func NewDAVEServer(opts DAVEServerOptions) (*DAVEServer, error) {
 	return &DAVEServer{
 		es: es, pkg: es.Package(), groupID: binary.BigEndian.AppendUint64(nil, opts.ChannelID),
 		timeout: opts.TransitionTimeout, version: 1, logf: opts.Logf, tamper: opts.Tamper,
-		peers: map[string]*davePeer{}, inGroup: map[string]bool{},
+		peers: map[string]*davePeer{}, inGroup: map[string]bool{}, kpFrom: map[string]int{},
 	}, nil
 }
 
@@ -286,6 +292,7 @@ func (d *DAVEServer) JSON(p Peer, op int, raw json.RawMessage) error {
 		d.readyLocked(p.UserID(), *m.TransitionID)
 	case 31:
 		d.stats.InvalidReports++
+		d.reports = append(d.reports, InvalidReport{UserID: p.UserID(), TransitionID: *m.TransitionID})
 		if d.version == 0 {
 			return nil
 		}
@@ -317,6 +324,7 @@ func (d *DAVEServer) Binary(p Peer, op int, payload []byte) error {
 			return CloseCode(4002)
 		}
 		d.stats.KeyPackages++
+		d.kpFrom[p.UserID()]++
 		if user != dp.id {
 			return nil // a key package for someone else is never proposed
 		}
@@ -564,6 +572,9 @@ func (d *DAVEServer) commitLocked(from *davePeer, c commitInfo, commit, welcome 
 		if dp := d.peers[u]; dp != nil && !slices.Contains(removed, u) {
 			_ = dp.p.SendBinary(29, davetest.Binary(0, 29, tid, d.tampered(29, u, commit))[3:])
 		}
+	}
+	if welcome != nil {
+		d.lastWelcome = welcome
 	}
 	for _, u := range added {
 		if dp := d.peers[u]; dp != nil {

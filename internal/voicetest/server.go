@@ -136,6 +136,9 @@ type Server struct {
 	// hello, when set, is sent verbatim as hello's heartbeat_interval
 	// (SetHelloInterval): a hostile server's value.
 	hello string
+	// corrupt is how many more DAVE frames from each user the relay
+	// corrupts (CorruptDAVEFrames).
+	corrupt map[string]int
 
 	relayed  atomic.Uint64
 	rejected atomic.Uint64
@@ -144,6 +147,7 @@ type Server struct {
 	authFailures atomic.Uint64
 	payloads     [3]atomic.Uint64 // DAVE frames, silence frames, other (clear) frames
 	resumes      atomic.Uint64
+	corrupted    atomic.Uint64
 }
 
 // New starts a fake voice server on loopback and stops it when tb ends.
@@ -193,6 +197,7 @@ func Start(opts Options, dir string) (*Server, error) {
 		creds:    map[string]Credentials{},
 		sessions: map[string]*session{},
 		byAddr:   map[string]*session{},
+		corrupt:  map[string]int{},
 		nextSSRC: 1000,
 	}
 	s.ln, err = tls.Listen("tcp", "127.0.0.1:0", s.tlsCfg)
@@ -464,7 +469,11 @@ func (s *Server) relay(p []byte, addr *net.UDPAddr) {
 		s.rejected.Add(1)
 		return
 	}
-	s.payloads[classify(hdr, plain)].Add(1)
+	kind := classify(hdr, plain)
+	s.payloads[kind].Add(1)
+	if kind == 0 {
+		s.maybeCorrupt(from.userID, hdr, plain)
+	}
 	for _, o := range s.others(from) {
 		o.mu.Lock()
 		to, dst := o.transport, o.udpAddr
@@ -499,12 +508,9 @@ func (s *Server) Payloads() Payloads {
 // frame, 2 anything else. The extension body (rtpsize encrypts it with the
 // payload) is skipped first.
 func classify(hdr, plain []byte) int {
-	if hdr[0]&0x10 != 0 && len(hdr) >= 16 {
-		n := 4 * int(binary.BigEndian.Uint16(hdr[len(hdr)-2:]))
-		if n > len(plain) {
-			return 2
-		}
-		plain = plain[n:]
+	plain, ok := payloadOf(hdr, plain)
+	if !ok {
+		return 2
 	}
 	switch {
 	case len(plain) == 3 && plain[0] == 0xF8 && plain[1] == 0xFF && plain[2] == 0xFE:
@@ -513,6 +519,19 @@ func classify(hdr, plain []byte) int {
 		return 0
 	}
 	return 2
+}
+
+// payloadOf returns the frame in a relayed packet's decrypted body: what
+// follows the extension body, which rtpsize encrypts with the payload.
+func payloadOf(hdr, plain []byte) ([]byte, bool) {
+	if hdr[0]&0x10 != 0 && len(hdr) >= 16 {
+		n := 4 * int(binary.BigEndian.Uint16(hdr[len(hdr)-2:]))
+		if n > len(plain) {
+			return nil, false
+		}
+		plain = plain[n:]
+	}
+	return plain, true
 }
 
 // Wait blocks until cond holds or ctx ends, polling: a helper for tests
