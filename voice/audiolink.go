@@ -29,7 +29,8 @@ type AudioConfig struct {
 	// allow is the session's consent. Nil is media.Passthrough, which
 	// speaks protocol 0 only, so an end-to-end encrypted call is refused
 	// rather than carried in the clear.
-	DAVE func(botID, channelID string, allow func(userID string) bool) (media.DAVE, error)
+	// log hears one line per DAVE recovery (counts and ids only).
+	DAVE func(botID, channelID string, allow func(userID string) bool, log *zap.Logger) (media.DAVE, error)
 }
 
 // voiceServer is what VOICE_SERVER_UPDATE tells about a server's voice
@@ -63,7 +64,7 @@ func (s *Session) startLink(vs voiceServer, sessionID string) *audioLink {
 	ctx, cancel := context.WithCancel(context.Background())
 	link := &audioLink{server: vs, cancel: cancel}
 	if m.cfg.Audio.DAVE != nil {
-		d, err := m.cfg.Audio.DAVE(cfg.UserID, s.channelID, s.Consented)
+		d, err := m.cfg.Audio.DAVE(cfg.UserID, s.channelID, s.Consented, m.log.Named("dave"))
 		if err != nil {
 			m.log.Warn("DAVE session could not be made; no audio", zap.String("errorType", "dave_setup"))
 			cancel()
@@ -186,8 +187,8 @@ func (s *Session) runAudio(ctx context.Context, link *audioLink, cfg media.Confi
 // NewDAVE makes a voice connection's end-to-end encryption session, a
 // voice/dave member behind media.DAVE (voice/davemedia); allow is asked
 // again before any DAVE decryption. Its signature is AudioConfig.DAVE's.
-func NewDAVE(botID, channelID string, allow func(userID string) bool) (media.DAVE, error) {
-	return davemedia.New(davemedia.Config{UserID: botID, ChannelID: channelID, Allow: allow})
+func NewDAVE(botID, channelID string, allow func(userID string) bool, log *zap.Logger) (media.DAVE, error) {
+	return davemedia.New(davemedia.Config{UserID: botID, ChannelID: channelID, Allow: allow, Log: log})
 }
 
 // mediaErrorType names an error's kind for a log without its text, which

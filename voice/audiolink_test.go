@@ -129,7 +129,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	hearsBot := func(id string) bool { return id == botUser }
 	var personDAVE media.DAVE
 	if e2ee {
-		if personDAVE, err = NewDAVE(ana, lounge, hearsBot); err != nil {
+		if personDAVE, err = NewDAVE(ana, lounge, hearsBot, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,7 +144,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	calCreds := srv.Join(cal)
 	var calDAVE media.DAVE
 	if e2ee {
-		if calDAVE, err = NewDAVE(cal, lounge, nil); err != nil {
+		if calDAVE, err = NewDAVE(cal, lounge, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -400,7 +400,7 @@ func TestSessionAudioNeverLeavesInTheClearUnderDAVE(t *testing.T) {
 	eventually(t, "the bot's DAVE key package", func() bool { return role.keyPackages.Load() >= 1 })
 
 	creds := srv.Join(ana)
-	personDAVE, err := NewDAVE(ana, lounge, func(id string) bool { return id == botUser })
+	personDAVE, err := NewDAVE(ana, lounge, func(id string) bool { return id == botUser }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
