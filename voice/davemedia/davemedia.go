@@ -181,29 +181,29 @@ func (d *Session) Decrypt(dst []byte, userID string, frame []byte) ([]byte, erro
 	}
 	out, err := d.s.Decrypt(u, dst, frame)
 	if errors.Is(err, dave.ErrRecoveryDue) {
-		d.recoverDecryption(u)
+		d.recoverDecryption()
 	}
 	return out, err
 }
 
 // recoverDecryption re-initialises the session after sustained decryption
-// failures from u and sends op 31 and the new key package. It runs on the
+// failures from one sender and sends op 31 and the new key package. It runs on the
 // receive goroutine, at most once per broken group: the session refuses
 // a second recovery until a group is established again.
-func (d *Session) recoverDecryption(u dave.UserID) {
+func (d *Session) recoverDecryption() {
 	d.order.Lock()
 	defer d.order.Unlock()
 	out, err := d.s.RecoverDecryption()
 	if len(out) == 0 && err == nil {
 		return // another sender's failures already started it
 	}
-	fields := []zap.Field{zap.Int("consecutive_failures", dave.DecryptFailureTolerance), zap.String("user_id", u.String())}
+	fields := []zap.Field{zap.Int("consecutive_failures", dave.DecryptFailureTolerance)}
 	if len(out) > 0 {
 		fields = append(fields, zap.Uint16("transition_id", out[0].TransitionID))
 	}
 	d.log.Warn("DAVE decryption keeps failing for a sender; re-initialising and asking to be re-added", fields...)
 	if err := d.send(out, err); err != nil {
-		d.log.Warn("DAVE recovery could not be sent", zap.Error(err))
+		d.log.Warn("DAVE recovery could not be sent", zap.String("errorType", "gateway"))
 	}
 }
 
