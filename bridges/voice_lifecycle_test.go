@@ -11,7 +11,11 @@ import (
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/discordtest"
 	"github.com/clankie/clankie/voice"
+	"github.com/clankie/clankie/voice/dave"
 	"github.com/clankie/clankie/voice/media"
+	"github.com/clankie/clankie/voice/opus"
+	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/voiceapi"
 )
 
@@ -402,4 +406,57 @@ func TestVoiceDisclosureAtJoin(t *testing.T) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// Item 4: DAVE recovers as libdave and discord.js do: a welcome after the
+// group exists, and 36 frames in a row from one sender that fail to
+// decrypt, are answered with op 31 and a new key package; once the voice
+// server re-adds the bot, the consented speaker is heard again and the
+// call is still end-to-end encrypted.
+func TestVoiceDAVERecovers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		breakIt func(a *audioEnv, mv *goPerson, rt *opus.Runtime)
+	}{
+		{"a welcome after the group exists", func(a *audioEnv, _ *goPerson, _ *opus.Runtime) {
+			if _, err := a.role.SendWelcomeAfterGroup(a.fake.BotID()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"36 frames from one sender fail to decrypt", func(a *audioEnv, mv *goPerson, rt *opus.Runtime) {
+			a.vsrv.CorruptDAVEFrames(mover, dave.DecryptFailureTolerance)
+			<-mv.speak(t, encodeTone(t, rt, 440, dave.DecryptFailureTolerance), 0, nil)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := startVoiceAudio(t, inVoice(mover)...)
+			rt := opusRuntime(t)
+			bot := a.fake.BotID()
+			a.join(t)
+			mv := a.dialPerson(t, mover)
+			a.settle(t, []string{mover}, mv)
+			kps := a.role.KeyPackagesFrom(bot)
+
+			tc.breakIt(a, mv, rt)
+			waitFor(t, 10*time.Second, "op 31 and a new key package from the bot", func() bool {
+				for _, r := range a.role.InvalidReports() {
+					if r.UserID == bot {
+						return a.role.KeyPackagesFrom(bot) > kps
+					}
+				}
+				return false
+			})
+			a.settle(t, []string{mover}, mv)
+			before := len(a.modelHeard(1))
+			<-mv.speak(t, encodeTone(t, rt, 440, 50), 0, nil)
+			waitFor(t, 10*time.Second, "mover heard again", func() bool { return len(a.modelHeard(1)) >= before+20000 })
+			if dom := pcm.DominantFrequency(a.modelHeard(1)[before+2400:], realtime.SampleRate, 100, 4000); !near(dom, 440, 3) {
+				t.Fatalf("the model hears %.1f Hz after the recovery", dom)
+			}
+			got := a.voice(mover, "status")
+			if !strings.Contains(got, ": live") || !strings.Contains(got, "End-to-end encrypted (DAVE).") {
+				t.Fatalf("status %q", got)
+			}
+		})
+	}
 }
