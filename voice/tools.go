@@ -87,7 +87,7 @@ type toolOutcome string
 
 const (
 	toolOK          toolOutcome = "ok"
-	toolRefused     toolOutcome = "refused"      // not allowed: unconsented, absent, rate limit
+	toolRefused     toolOutcome = "refused"       // not allowed: unconsented, absent, rate limit
 	toolBadArgs     toolOutcome = "bad_arguments" // the model's arguments did not parse or fit
 	toolMemoryError toolOutcome = "memory_error"
 	toolUnknown     toolOutcome = "unknown_tool"
