@@ -195,7 +195,7 @@ func (p *goPerson) hear(bot string, d time.Duration, stop func(got []heardFrame)
 	for {
 		select {
 		case f := <-p.conn.Frames():
-			if f.UserID != bot || media.IsSilence(f.Opus) {
+			if f.UserID != bot || opus.IsSilence(f.Opus) {
 				continue
 			}
 			got = append(got, heardFrame{opus: f.Opus, at: time.Now()})

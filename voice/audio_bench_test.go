@@ -145,7 +145,7 @@ func benchOut(b *testing.B, model *timedModel, person *media.Conn, delta []byte,
 			for {
 				select {
 				case f := <-person.Frames():
-					if media.IsSilence(f.Opus) {
+					if opus.IsSilence(f.Opus) {
 						continue
 					}
 					lat = append(lat, f.Arrived.Sub(start))

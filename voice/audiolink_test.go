@@ -239,7 +239,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	for len(got) < 15*opus.FrameSamples {
 		select {
 		case f := <-person.Frames():
-			if media.IsSilence(f.Opus) {
+			if opus.IsSilence(f.Opus) {
 				continue
 			}
 			n, err := dec.Decode(ctx, f.Opus, buf)

@@ -27,13 +27,12 @@ func loopConnT(b testing.TB) (*Conn, *net.UDPConn) {
 		b.Fatal(err)
 	}
 	c := newReceiver(b, ModeAES256GCM, func(u string) bool { return u == "alice" })
-	c.udp = udp
-	c.sendQ = make(chan []byte, 10)
+	c.udp.sock = udp
 	b.Cleanup(func() {
 		c.cancel()
 		_ = udp.Close()
 		_ = peer.Close()
-		c.wg.Wait()
+		c.wait()
 	})
 	return c, peer
 }
@@ -57,13 +56,13 @@ var opusLike = make([]byte, 120)
 func BenchmarkReceiveLatency(b *testing.B) {
 	c, peer := loopConn(b)
 	sender, _ := NewTransport(ModeAES256GCM, testKey)
-	to := c.udp.LocalAddr()
+	to := c.udp.sock.LocalAddr()
 	pkts := make([][]byte, 64)
 	for i := range pkts {
 		pkts[i] = packet(b, sender, 11, uint16(i), opusLike)
 	}
-	c.wg.Add(1)
-	go c.receive()
+	c.udp.wg.Add(1)
+	go c.udp.receive()
 	path := make([]time.Duration, 0, b.N)
 	wire := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
@@ -72,7 +71,7 @@ func BenchmarkReceiveLatency(b *testing.B) {
 		if _, err := peer.WriteTo(pkts[i%len(pkts)], to); err != nil {
 			b.Fatal(err)
 		}
-		f := <-c.frames
+		f := <-c.udp.frames
 		now := time.Now()
 		path = append(path, now.Sub(f.Arrived))
 		wire = append(wire, now.Sub(t0))
@@ -109,8 +108,8 @@ func BenchmarkReceivePacket(b *testing.B) {
 		now := time.Now()
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			c.receivePacket(pkt, scratch, now)
-			<-c.frames
+			c.udp.receivePacket(pkt, scratch, now)
+			<-c.udp.frames
 		}
 	})
 	b.Run("unconsented-dropped", func(b *testing.B) {
@@ -119,7 +118,7 @@ func BenchmarkReceivePacket(b *testing.B) {
 		now := time.Now()
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			c.receivePacket(denied, scratch, now)
+			c.udp.receivePacket(denied, scratch, now)
 		}
 		if c.Stats().TransportOpens != 0 {
 			b.Fatal("decrypted an unconsented packet")
@@ -133,8 +132,8 @@ func BenchmarkReceivePacket(b *testing.B) {
 // Run with -benchtime=200x: each iteration is a real 20 ms frame.
 func BenchmarkSendLatency(b *testing.B) {
 	c, peer := loopConn(b)
-	c.wg.Add(1)
-	go c.pace()
+	c.udp.wg.Add(1)
+	go c.udp.pace()
 	ctx := context.Background()
 	rx, _ := NewTransport(ModeAES256GCM, testKey)
 	lat := make([]time.Duration, 0, b.N)
@@ -189,8 +188,8 @@ func BenchmarkSendLatency(b *testing.B) {
 // RTP header, AES-GCM seal, UDP write.
 func BenchmarkTransmit(b *testing.B) {
 	c, _ := loopConn(b)
-	s := newSender(c)
-	c.announced.Store(true)
+	s := newSender(c.udp)
+	c.gw.announced.Store(true)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		s.transmit(opusLike)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/clankie/clankie/internal/voicetest"
 	"github.com/clankie/clankie/voice/media"
+	"github.com/clankie/clankie/voice/opus"
 )
 
 func TestMain(m *testing.M) {
@@ -69,7 +70,7 @@ func collect(t *testing.T, c *media.Conn, n int, d time.Duration) []media.Frame 
 			if !ok {
 				t.Fatalf("frames closed after %d of %d", len(got), n)
 			}
-			if !media.IsSilence(f.Opus) {
+			if !opus.IsSilence(f.Opus) {
 				got = append(got, f)
 			}
 		case <-deadline:
@@ -413,7 +414,7 @@ func TestFlushStopsQueuedAudio(t *testing.T) {
 	}
 	waitFor(t, "silence at the listener", func() bool {
 		for len(b.Frames()) > 0 {
-			if media.IsSilence((<-b.Frames()).Opus) {
+			if opus.IsSilence((<-b.Frames()).Opus) {
 				return true
 			}
 		}

@@ -57,7 +57,7 @@ func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }
 func sendAll(ctx context.Context, c *media.Conn, frames [][]byte) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		for _, f := range append([][]byte{[]byte(media.SilenceFrame)}, frames...) {
+		for _, f := range append([][]byte{[]byte(opus.SilenceFrame)}, frames...) {
 			if err := c.Send(ctx, f); err != nil {
 				done <- err
 				return
@@ -104,7 +104,7 @@ func collectFrom(t *testing.T, c *media.Conn, p *nodePeer, userID string, d time
 			if !ok {
 				t.Fatal("frames closed")
 			}
-			if f.UserID != userID || media.IsSilence(f.Opus) {
+			if f.UserID != userID || opus.IsSilence(f.Opus) {
 				continue
 			}
 			got = append(got, f.Opus)

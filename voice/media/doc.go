@@ -9,6 +9,15 @@
 // gateway stays discordgo; a caller feeds this package the session id, token
 // and endpoint from discordgo's VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE.
 //
+// A Conn composes two halves that share only its life: the voice gateway
+// session (gateway.go over socket.go: identify, resume, heartbeat, the
+// session description, the speaking op, the client connect and disconnect
+// ops and the DAVE ops' routing, close codes) and the UDP media connection
+// (udp.go: IP discovery and the SSRC→user map; send.go: the pacer;
+// receive.go; rtp.go and crypt.go). The
+// gateway tells the media half who speaks on which SSRC; the media half
+// asks the gateway to raise and lower the speaking flag.
+//
 // End-to-end encryption (DAVE) plugs in through the DAVE interface; Passthrough
 // is protocol version 0.
 package media

@@ -2,146 +2,369 @@ package media
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
+	"go.uber.org/zap"
 )
 
-// writeTimeout bounds one websocket write so a stuck peer cannot hold the
-// pacer or the gateway reader.
-const writeTimeout = 5 * time.Second
-
-// socket is one websocket to the voice gateway; writes are serialised.
-type socket struct {
-	ws  *websocket.Conn
-	wmu sync.Mutex
+// speakerMap is what the gateway tells the media half about speakers: op 5
+// names the user behind an SSRC, op 13 says a user left.
+type speakerMap interface {
+	name(ssrc uint32, userID string)
+	forget(userID string)
 }
 
-type outbound struct {
-	Op Opcode `json:"op"`
-	D  any    `json:"d"`
+// gateway is the voice gateway session of a connection: the websocket
+// (resumed when it drops), its heartbeat, the handshake up to the session
+// description, the speaking op, and the routing of what the voice server
+// says to the speaker map and the DAVE session. It knows nothing of UDP.
+type gateway struct {
+	cfg      Config
+	log      *zap.Logger
+	dave     DAVE
+	speakers speakerMap
+
+	ctx context.Context // the connection's life
+	wg  sync.WaitGroup  // the heartbeats
+
+	sock      atomic.Pointer[socket]
+	hbStop    chan struct{} // stops the current socket's heartbeat; the handshake, then run
+	seq       atomic.Int64
+	unacked   atomic.Int32
+	ssrc      uint32      // ours, from ready
+	announced atomic.Bool // speaking op 5 sent on the current socket
+
+	// daveEarly holds DAVE messages that arrive before the session
+	// description started the DAVE session; only the handshake touches it.
+	daveStarted bool
+	daveEarly   []message
+
+	malformed, resumes, panics atomic.Uint64
 }
 
-// inbound is a JSON message from the voice gateway; v8 numbers them in seq.
-type inbound struct {
-	Op  Opcode          `json:"op"`
-	D   json.RawMessage `json:"d"`
-	Seq *int64          `json:"seq"`
+func newGateway(life context.Context, cfg Config, speakers speakerMap) *gateway {
+	g := &gateway{cfg: cfg, log: cfg.Log, dave: cfg.DAVE, speakers: speakers, ctx: life}
+	g.seq.Store(-1)
+	return g
 }
 
-// message is one gateway message: JSON, or binary (DAVE 25–30).
-type message struct {
-	inbound
-	binary  bool
-	bseq    uint16
-	payload []byte
+type readyData struct {
+	SSRC  uint32   `json:"ssrc"`
+	IP    string   `json:"ip"`
+	Port  int      `json:"port"`
+	Modes []string `json:"modes"`
 }
 
-func (s *socket) writeJSON(op Opcode, d any) error {
-	b, err := json.Marshal(outbound{Op: op, D: d})
+type sessionDescription struct {
+	Mode                string `json:"mode"`
+	SecretKey           []int  `json:"secret_key"`
+	DAVEProtocolVersion int    `json:"dave_protocol_version"`
+}
+
+// open dials the websocket, starts heartbeating on hello, identifies and
+// returns ready's media address, our SSRC and the mode we choose.
+func (g *gateway) open(ctx context.Context) (*net.UDPAddr, Mode, error) {
+	s, err := dialSocket(ctx, g.cfg.Endpoint, g.cfg.TLS, g.cfg.HandshakeTimeout)
 	if err != nil {
-		return fmt.Errorf("encode op %d: %w", op, err)
+		return nil, "", err
 	}
-	return s.write(websocket.TextMessage, b)
+	g.sock.Store(s)
+	if g.hbStop, err = g.startHeartbeat(ctx, s); err != nil {
+		return nil, "", err
+	}
+	err = s.writeJSON(OpIdentify, map[string]any{
+		"server_id": g.cfg.ServerID, "user_id": g.cfg.UserID, "session_id": g.cfg.SessionID,
+		"token": g.cfg.Token, "max_dave_protocol_version": g.dave.MaxProtocolVersion(),
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := g.await(ctx, s, OpReady)
+	if err != nil {
+		return nil, "", err
+	}
+	var r readyData
+	if err := json.Unmarshal(m.D, &r); err != nil || r.Port <= 0 || r.Port > 65535 {
+		return nil, "", errors.New("voice gateway ready lacks a usable address")
+	}
+	// An ip that does not parse would make DialUDP aim at this machine;
+	// the voice server must name where its media goes.
+	ip := net.ParseIP(r.IP)
+	if ip == nil || ip.IsUnspecified() {
+		return nil, "", errors.New("voice gateway ready names no usable UDP ip address")
+	}
+	mode, ok := ChooseMode(r.Modes)
+	if !ok {
+		return nil, "", errors.New("voice server offers no encryption mode we support")
+	}
+	g.ssrc = r.SSRC
+	return &net.UDPAddr{IP: ip, Port: r.Port}, mode, nil
 }
 
-func (s *socket) writeBinary(op Opcode, payload []byte) error {
-	b := make([]byte, 0, 1+len(payload))
-	b = append(append(b, byte(op)), payload...)
-	return s.write(websocket.BinaryMessage, b)
+// selectProtocol tells the voice server the address IP discovery found and
+// the mode, and returns the session description's transport key and DAVE
+// protocol version.
+func (g *gateway) selectProtocol(ctx context.Context, ip string, port int, mode Mode) (key []byte, daveVersion int, err error) {
+	s := g.sock.Load()
+	err = s.writeJSON(OpSelectProtocol, map[string]any{
+		"protocol": "udp",
+		"data":     map[string]any{"address": ip, "port": port, "mode": string(mode)},
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	m, err := g.await(ctx, s, OpSessionDescription)
+	if err != nil {
+		return nil, 0, err
+	}
+	var sd sessionDescription
+	if err := json.Unmarshal(m.D, &sd); err != nil || sd.Mode != string(mode) || len(sd.SecretKey) != 32 {
+		return nil, 0, errors.New("voice session description is malformed")
+	}
+	key = make([]byte, 32)
+	for i, v := range sd.SecretKey {
+		if v < 0 || v > 255 {
+			return nil, 0, errors.New("voice session description is malformed")
+		}
+		key[i] = byte(v)
+	}
+	return key, sd.DAVEProtocolVersion, nil
 }
 
-func (s *socket) write(kind int, b []byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	_ = s.ws.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if err := s.ws.WriteMessage(kind, b); err != nil {
-		return fmt.Errorf("voice gateway write: %w", err)
+// startDAVE starts the DAVE session at the version the session description
+// named and hands it the DAVE messages that came before.
+func (g *gateway) startDAVE(version int) error {
+	if err := g.dave.Start(version, g.cfg.UserID, signal{g}); err != nil {
+		return fmt.Errorf("DAVE protocol version %d: %w", version, err)
 	}
+	g.daveStarted = true
+	for _, m := range g.daveEarly {
+		g.handleSafely(m)
+	}
+	g.daveEarly = nil
 	return nil
 }
 
-// closeWith sends a close frame with code and closes the socket.
-func (s *socket) closeWith(code int) {
-	s.wmu.Lock()
-	_ = s.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
-	s.wmu.Unlock()
-	_ = s.ws.Close()
-}
+// signal sends DAVE messages on whatever socket is current.
+type signal struct{ g *gateway }
 
-// read returns the next message. A malformed frame is an error for the
-// caller to skip, never a panic.
-func (s *socket) read() (message, error) {
-	kind, b, err := s.ws.ReadMessage()
-	if err != nil {
-		return message{}, err
+var errNoSocket = errors.New("voice gateway not connected")
+
+func (s signal) SendJSON(op Opcode, d any) error {
+	if k := s.g.sock.Load(); k != nil {
+		return k.writeJSON(op, d)
 	}
-	return parseMessage(kind, b)
+	return errNoSocket
 }
 
-var errBadFrame = errors.New("malformed voice gateway frame")
+func (s signal) SendBinary(op Opcode, payload []byte) error {
+	if k := s.g.sock.Load(); k != nil {
+		return k.writeBinary(op, payload)
+	}
+	return errNoSocket
+}
 
-func parseMessage(kind int, b []byte) (message, error) {
-	if kind == websocket.BinaryMessage {
-		if len(b) < 3 {
-			return message{}, errBadFrame
+// speaking sends op 5 with the microphone flag on or off. The sender asks
+// for on before every packet, so it is sent once per socket: a resumed
+// socket is told again.
+func (g *gateway) speaking(on bool) {
+	if on && g.announced.Load() {
+		return
+	}
+	flag := 0
+	if on {
+		flag = 1
+	}
+	g.announced.Store(on)
+	if s := g.sock.Load(); s != nil {
+		if err := s.writeJSON(OpSpeaking, map[string]any{"speaking": flag, "delay": 0, "ssrc": g.ssrc}); err != nil {
+			g.log.Debug("speaking flag not sent", zap.Error(err))
 		}
-		m := message{binary: true, bseq: binary.BigEndian.Uint16(b), payload: b[3:]}
-		m.Op = Opcode(b[2])
-		return m, nil
 	}
-	var m message
-	if err := json.Unmarshal(b, &m.inbound); err != nil {
-		return message{}, errBadFrame
-	}
-	return m, nil
 }
 
-// gatewayURL is the wss URL for a VOICE_SERVER_UPDATE endpoint; it accepts
-// the endpoint with or without a scheme and always dials wss.
-func gatewayURL(endpoint string) (string, error) {
-	e := strings.TrimPrefix(strings.TrimPrefix(endpoint, "wss://"), "https://")
-	e = strings.TrimSuffix(e, "/")
-	if e == "" || strings.ContainsAny(e, "/?#@ ") {
-		return "", fmt.Errorf("voice endpoint %q is not a host[:port]", endpoint)
-	}
-	u := url.URL{Scheme: "wss", Host: e, Path: "/", RawQuery: "v=8"}
-	return u.String(), nil
+// handleSafely is handle behind recover: a message whose handling panics
+// is dropped and counted, and the connection carries on.
+func (g *gateway) handleSafely(m message) {
+	defer recoverPeer(g.log, &g.panics, ComponentGateway)
+	g.handle(m)
 }
 
-func (c *Conn) dialSocket(ctx context.Context) (*socket, error) {
-	u, err := gatewayURL(c.cfg.Endpoint)
+// handle acts on one gateway message other than the one a handshake awaits.
+func (g *gateway) handle(m message) {
+	if !g.daveStarted && m.Op.IsDAVE() {
+		if len(g.daveEarly) < 64 {
+			g.daveEarly = append(g.daveEarly, m)
+		}
+		return
+	}
+	if m.binary {
+		if m.Op.IsBinary() {
+			if err := g.dave.HandleBinary(m.Op, m.bseq, m.payload); err != nil {
+				g.log.Warn("DAVE binary message refused", zap.Int("op", int(m.Op)), zap.Error(err))
+			}
+		}
+		return
+	}
+	switch m.Op {
+	case OpHeartbeatAck:
+		g.unacked.Store(0)
+	case OpSpeaking:
+		var d struct {
+			UserID string `json:"user_id"`
+			SSRC   uint32 `json:"ssrc"`
+		}
+		if json.Unmarshal(m.D, &d) == nil {
+			g.speakers.name(d.SSRC, d.UserID)
+		}
+	case OpClientsConnect:
+		var d struct {
+			UserIDs []string `json:"user_ids"`
+		}
+		if json.Unmarshal(m.D, &d) == nil {
+			g.dave.UsersConnected(d.UserIDs)
+		}
+	case OpClientDisconnect:
+		var d struct {
+			UserID string `json:"user_id"`
+		}
+		if json.Unmarshal(m.D, &d) == nil && d.UserID != "" {
+			g.speakers.forget(d.UserID)
+			g.dave.UserDisconnected(d.UserID)
+		}
+	case OpDAVEPrepareTransition, OpDAVEExecuteTransition, OpDAVEPrepareEpoch, OpDAVEMLSInvalidCommitWelcome:
+		if err := g.dave.HandleJSON(m.Op, m.D); err != nil {
+			g.log.Warn("DAVE message refused", zap.Int("op", int(m.Op)), zap.Error(err))
+		}
+	}
+}
+
+// run reads the gateway until it fails, resuming while the close code
+// says so. It returns nil once the connection's life has ended, else why
+// the connection must end.
+func (g *gateway) run() (err error) {
+	defer func() {
+		// Each message is handled behind its own recover; this one covers
+		// the resume handshake, and ends the connection rather than the
+		// process.
+		if r := recover(); r != nil {
+			g.panics.Add(1)
+			g.log.Error("recovered from a panic on the voice gateway; the connection ends", zap.String("component", ComponentGateway))
+			err = errPeerPanic
+		}
+	}()
+	s, stop := g.sock.Load(), g.hbStop
+	for {
+		err := g.readLoop(s)
+		close(stop)
+		if g.ctx.Err() != nil {
+			return nil
+		}
+		var ce *CloseError
+		if !errors.As(err, &ce) || ce.Action != Resume {
+			g.log.Info("voice gateway closed", zap.Error(err))
+			return err
+		}
+		s, stop, err = g.resume()
+		if err != nil {
+			g.log.Info("voice gateway resume failed", zap.Error(err))
+			return err
+		}
+	}
+}
+
+func (g *gateway) readLoop(s *socket) error {
+	for {
+		m, err := s.read()
+		if errors.Is(err, errBadFrame) {
+			g.malformed.Add(1)
+			continue
+		}
+		if err != nil {
+			return asCloseError(err)
+		}
+		g.noteSeq(m)
+		g.handleSafely(m)
+	}
+}
+
+// resume reconnects and sends op 7, retrying with backoff while the failure
+// itself says resume.
+func (g *gateway) resume() (*socket, chan struct{}, error) {
+	backoff := 100 * time.Millisecond
+	var last error
+	for attempt := 0; attempt < 5; attempt++ {
+		select {
+		case <-g.ctx.Done():
+			return nil, nil, ErrClosed
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+		s, stop, err := g.resumeOnce()
+		if err == nil {
+			g.resumes.Add(1)
+			g.log.Info("voice gateway resumed")
+			return s, stop, nil
+		}
+		last = err
+		var ce *CloseError
+		if errors.As(err, &ce) && ce.Action != Resume {
+			return nil, nil, err
+		}
+	}
+	return nil, nil, fmt.Errorf("%w: %w", &CloseError{Code: 1006, Action: Rejoin}, last)
+}
+
+func (g *gateway) resumeOnce() (*socket, chan struct{}, error) {
+	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.HandshakeTimeout)
+	defer cancel()
+	s, err := dialSocket(ctx, g.cfg.Endpoint, g.cfg.TLS, g.cfg.HandshakeTimeout)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	d := websocket.Dialer{TLSClientConfig: c.cfg.TLS, HandshakeTimeout: c.cfg.HandshakeTimeout}
-	ws, resp, err := d.DialContext(ctx, u, nil)
-	if resp != nil && resp.Body != nil {
-		_ = resp.Body.Close()
+	g.sock.Store(s)
+	g.announced.Store(false)
+	stop, err := g.startHeartbeat(ctx, s)
+	if err != nil {
+		_ = s.ws.Close()
+		return nil, nil, err
+	}
+	err = s.writeJSON(OpResume, map[string]any{
+		"server_id": g.cfg.ServerID, "session_id": g.cfg.SessionID, "token": g.cfg.Token, "seq_ack": g.seq.Load(),
+	})
+	if err == nil {
+		_, err = g.await(ctx, s, OpResumed)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dial voice gateway: %w", err)
+		close(stop)
+		_ = s.ws.Close()
+		return nil, nil, err
 	}
-	ws.SetReadLimit(1 << 20)
-	return &socket{ws: ws}, nil
+	return s, stop, nil
+}
+
+// close sends the current socket a normal close; run then ends.
+func (g *gateway) close() {
+	if s := g.sock.Load(); s != nil {
+		s.closeWith(1000)
+	}
 }
 
 // await reads messages, handling each, until one with op arrives, which it
 // returns. ctx cancellation closes the socket to unblock the read.
-func (c *Conn) await(ctx context.Context, s *socket, op Opcode) (message, error) {
+func (g *gateway) await(ctx context.Context, s *socket, op Opcode) (message, error) {
 	stop := context.AfterFunc(ctx, func() { _ = s.ws.Close() })
 	defer stop()
 	for {
 		m, err := s.read()
 		if errors.Is(err, errBadFrame) {
-			c.stats.gatewayBad.Add(1)
+			g.malformed.Add(1)
 			continue
 		}
 		if err != nil {
@@ -150,78 +373,44 @@ func (c *Conn) await(ctx context.Context, s *socket, op Opcode) (message, error)
 			}
 			return message{}, asCloseError(err)
 		}
-		c.noteSeq(m)
+		g.noteSeq(m)
 		if !m.binary && m.Op == op {
 			return m, nil
 		}
-		c.handleSafely(m)
+		g.handleSafely(m)
 	}
 }
 
-// asCloseError turns a websocket read error into a CloseError with the
-// action Discord documents; a socket that dropped without a close frame
-// resumes.
-func asCloseError(err error) error {
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) {
-		return fmt.Errorf("%w", &CloseError{Code: ce.Code, Action: ActionFor(ce.Code)})
-	}
-	return fmt.Errorf("%w: %w", &CloseError{Code: websocket.CloseAbnormalClosure, Action: Resume}, err)
-}
-
-func (c *Conn) noteSeq(m message) {
+func (g *gateway) noteSeq(m message) {
 	switch {
 	case m.binary:
-		c.seq.Store(int64(m.bseq))
+		g.seq.Store(int64(m.bseq))
 	case m.Seq != nil:
-		c.seq.Store(*m.Seq)
+		g.seq.Store(*m.Seq)
 	}
-}
-
-type hello struct {
-	HeartbeatInterval float64 `json:"heartbeat_interval"`
-}
-
-// The heartbeat intervals a hello may name; Discord sends 13.75 s. Outside
-// them a hello is refused as a failed dial: a tiny value would truncate to
-// a zero ticker period, a huge one overflow time.Duration, and either
-// panic time.NewTicker, while a value that is merely odd would have us
-// flood the gateway or never prove we are alive.
-const (
-	minHeartbeat = time.Second
-	maxHeartbeat = 10 * time.Minute
-)
-
-// heartbeatInterval checks hello's interval, in milliseconds, against the
-// bounds; NaN and infinities fail the comparison too.
-func heartbeatInterval(ms float64) (time.Duration, error) {
-	if !(ms >= float64(minHeartbeat/time.Millisecond) && ms <= float64(maxHeartbeat/time.Millisecond)) {
-		return 0, fmt.Errorf("voice gateway hello names a heartbeat interval outside %v–%v", minHeartbeat, maxHeartbeat)
-	}
-	return time.Duration(ms * float64(time.Millisecond)), nil
 }
 
 // heartbeat sends op 3 with seq_ack every interval until stop closes; when
 // two heartbeats go unacknowledged it closes the socket, which resumes.
-func (c *Conn) heartbeat(s *socket, interval time.Duration, stop <-chan struct{}) {
-	defer c.wg.Done()
-	defer c.recoverPeer(&c.stats.gatewayPanics, ComponentGateway)
+func (g *gateway) heartbeat(s *socket, interval time.Duration, stop <-chan struct{}) {
+	defer g.wg.Done()
+	defer recoverPeer(g.log, &g.panics, ComponentGateway)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-c.ctx.Done(): // the connection ended without closing stop
+		case <-g.ctx.Done(): // the connection ended without closing stop
 			return
 		case <-t.C:
 		}
-		if c.unacked.Add(1) > 2 {
-			c.log.Info("voice gateway heartbeat not acknowledged; reconnecting")
+		if g.unacked.Add(1) > 2 {
+			g.log.Info("voice gateway heartbeat not acknowledged; reconnecting")
 			_ = s.ws.Close()
 			return
 		}
-		d := map[string]int64{"t": time.Now().UnixMilli(), "seq_ack": c.seq.Load()}
+		d := map[string]int64{"t": time.Now().UnixMilli(), "seq_ack": g.seq.Load()}
 		if err := s.writeJSON(OpHeartbeat, d); err != nil {
 			return
 		}
@@ -229,8 +418,8 @@ func (c *Conn) heartbeat(s *socket, interval time.Duration, stop <-chan struct{}
 }
 
 // startHeartbeat reads hello from s and starts heartbeating on it.
-func (c *Conn) startHeartbeat(ctx context.Context, s *socket) (chan struct{}, error) {
-	m, err := c.await(ctx, s, OpHello)
+func (g *gateway) startHeartbeat(ctx context.Context, s *socket) (chan struct{}, error) {
+	m, err := g.await(ctx, s, OpHello)
 	if err != nil {
 		return nil, err
 	}
@@ -243,8 +432,8 @@ func (c *Conn) startHeartbeat(ctx context.Context, s *socket) (chan struct{}, er
 		return nil, err
 	}
 	stop := make(chan struct{})
-	c.unacked.Store(0)
-	c.wg.Add(1)
-	go c.heartbeat(s, interval, stop)
+	g.unacked.Store(0)
+	g.wg.Add(1)
+	go g.heartbeat(s, interval, stop)
 	return stop, nil
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/clankie/clankie/internal/nodetest"
 	"github.com/clankie/clankie/internal/voicetest"
-	"github.com/clankie/clankie/voice/media"
+	"github.com/clankie/clankie/voice/opus"
 )
 
 // nodePeer runs internal/nodetest/voice_peer.js: the real @discordjs/voice
@@ -168,7 +168,7 @@ func TestDiscordJSVoiceInterop(t *testing.T) {
 				if ssrc, _ := srv.SSRC("111"); f.SSRC != ssrc {
 					t.Fatalf("ssrc %d, server assigned %d", f.SSRC, ssrc)
 				}
-				if media.IsSilence(f.Opus) {
+				if opus.IsSilence(f.Opus) {
 					silence++
 					continue
 				}

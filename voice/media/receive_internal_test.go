@@ -2,7 +2,6 @@ package media
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -11,25 +10,24 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"go.uber.org/zap"
 )
 
 var testKey = bytes.Repeat([]byte{7}, 32)
 
-// newReceiver is a Conn with just what the receive path needs.
+// newReceiver is a Conn with no sockets and just what the receive path
+// needs.
 func newReceiver(tb testing.TB, mode Mode, allow func(string) bool) *Conn {
 	tb.Helper()
 	tr, err := NewTransport(mode, testKey)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	return &Conn{
-		cfg: Config{Allow: allow}, log: zap.NewNop(), dave: Passthrough{}, ctx: ctx, cancel: cancel,
-		transport: tr, bySSRC: map[uint32]string{11: "alice", 22: "bob"}, frames: make(chan Frame, 1024),
-		done: make(chan struct{}), ssrc: 99, daveStarted: true,
-	}
+	c := newConn(Config{Allow: allow, FrameBuffer: 1024})
+	tb.Cleanup(c.cancel)
+	c.udp.transport, c.udp.ssrc = tr, 99
+	c.udp.bySSRC[11], c.udp.bySSRC[22] = "alice", "bob"
+	c.gw.daveStarted = true
+	return c
 }
 
 // packet seals payload as ssrc's packet number seq, under the test key.
@@ -48,14 +46,14 @@ func TestConsentChangeTakesEffectOnNextPacket(t *testing.T) {
 		// allowed for packets 0–4, withdrawn for 5–9, given again for 10–14
 		allowed.Store(i < 5 || i >= 10)
 		p := fmt.Sprintf("frame-%02d", i)
-		c.receivePacket(packet(t, sender, 11, uint16(i), []byte(p)), scratch, time.Now())
+		c.udp.receivePacket(packet(t, sender, 11, uint16(i), []byte(p)), scratch, time.Now())
 		if allowed.Load() {
 			want = append(want, p)
 		}
 	}
 	var got []string
-	for len(c.frames) > 0 {
-		got = append(got, string((<-c.frames).Opus))
+	for len(c.udp.frames) > 0 {
+		got = append(got, string((<-c.udp.frames).Opus))
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delivered %v, want %v", got, want)
@@ -86,7 +84,7 @@ func TestReceivePathDropsBeforeDecrypting(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newReceiver(t, ModeAES256GCM, func(u string) bool { return u == "alice" })
-			c.receivePacket(tc.pkt, nil, time.Now())
+			c.udp.receivePacket(tc.pkt, nil, time.Now())
 			s := c.Stats()
 			if s.TransportOpens != tc.opens || tc.expect(s) != 1 {
 				t.Fatalf("stats %+v", s)
@@ -104,22 +102,22 @@ func TestPacketsBeforeTheSpeakingOpAreHeldThenJudged(t *testing.T) {
 	c := newReceiver(t, ModeAES256GCM, func(u string) bool { return u == "carol" })
 	now := time.Now()
 	for i := range 3 {
-		c.receivePacket(packet(t, sender, 44, uint16(i), []byte(fmt.Sprint("carol-", i))), nil, now)
-		c.receivePacket(packet(t, sender, 55, uint16(i), []byte("dave")), nil, now)
+		c.udp.receivePacket(packet(t, sender, 44, uint16(i), []byte(fmt.Sprint("carol-", i))), nil, now)
+		c.udp.receivePacket(packet(t, sender, 55, uint16(i), []byte("dave")), nil, now)
 	}
-	c.receivePacket(packet(t, sender, 66, 0, []byte("never named")), nil, now)
-	if s := c.Stats(); s.HeldForSSRC != 7 || s.TransportOpens != 0 || len(c.frames) != 0 {
+	c.udp.receivePacket(packet(t, sender, 66, 0, []byte("never named")), nil, now)
+	if s := c.Stats(); s.HeldForSSRC != 7 || s.TransportOpens != 0 || len(c.udp.frames) != 0 {
 		t.Fatalf("before naming: %+v", s)
 	}
 	// op 5 names both; carol consented, dave not
-	c.mu.Lock()
-	c.bySSRC[44], c.bySSRC[55] = "carol", "dave"
-	c.mu.Unlock()
-	c.receivePacket(packet(t, sender, 44, 3, []byte("carol-3")), nil, now.Add(10*time.Millisecond))
-	c.receivePacket(packet(t, sender, 55, 3, []byte("dave")), nil, now.Add(10*time.Millisecond))
+	c.udp.mu.Lock()
+	c.udp.bySSRC[44], c.udp.bySSRC[55] = "carol", "dave"
+	c.udp.mu.Unlock()
+	c.udp.receivePacket(packet(t, sender, 44, 3, []byte("carol-3")), nil, now.Add(10*time.Millisecond))
+	c.udp.receivePacket(packet(t, sender, 55, 3, []byte("dave")), nil, now.Add(10*time.Millisecond))
 	var got []string
-	for len(c.frames) > 0 {
-		got = append(got, string((<-c.frames).Opus))
+	for len(c.udp.frames) > 0 {
+		got = append(got, string((<-c.udp.frames).Opus))
 	}
 	if fmt.Sprint(got) != "[carol-0 carol-1 carol-2 carol-3]" {
 		t.Fatalf("delivered %v", got)
@@ -129,9 +127,9 @@ func TestPacketsBeforeTheSpeakingOpAreHeldThenJudged(t *testing.T) {
 		t.Fatalf("after naming: %+v", s)
 	}
 	// the never-named packet expires
-	c.receivePacket(packet(t, sender, 44, 4, []byte("carol-4")), nil, now.Add(time.Second))
-	if s := c.Stats(); s.UnknownSSRC != 1 || len(c.held) != 0 {
-		t.Fatalf("after expiry: %+v, %d held", s, len(c.held))
+	c.udp.receivePacket(packet(t, sender, 44, 4, []byte("carol-4")), nil, now.Add(time.Second))
+	if s := c.Stats(); s.UnknownSSRC != 1 || len(c.udp.held) != 0 {
+		t.Fatalf("after expiry: %+v, %d held", s, len(c.udp.held))
 	}
 }
 
@@ -151,8 +149,8 @@ func TestHeaderExtensionIsAADAndBodyIsEncrypted(t *testing.T) {
 			if bytes.Contains(pkt, body[:2]) && bytes.Index(pkt, body[:2]) < 16 {
 				t.Fatal("extension body travelled in clear")
 			}
-			c.receivePacket(pkt, nil, time.Now())
-			f := <-c.frames
+			c.udp.receivePacket(pkt, nil, time.Now())
+			f := <-c.udp.frames
 			if string(f.Opus) != "the-opus" || f.Sequence != 5 || f.Timestamp != 4800 {
 				t.Fatalf("frame %+v", f)
 			}
@@ -206,9 +204,9 @@ func FuzzReceivePacket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		c := newReceiver(t, ModeAES256GCM, func(string) bool { return true })
 		if len(pkt) >= 12 {
-			c.bySSRC[binary.BigEndian.Uint32(pkt[8:])] = "alice"
+			c.udp.bySSRC[binary.BigEndian.Uint32(pkt[8:])] = "alice"
 		}
-		c.receivePacket(pkt, make([]byte, 0, 64), time.Now())
+		c.udp.receivePacket(pkt, make([]byte, 0, 64), time.Now())
 		if _, err := ParseHeader(pkt); err != nil && c.Stats().TransportOpens != 0 {
 			t.Fatal("decrypted a packet whose header does not parse")
 		}
@@ -237,8 +235,8 @@ func FuzzGatewayMessage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c.noteSeq(m)
-		c.handle(m)
+		c.gw.noteSeq(m)
+		c.gw.handle(m)
 	})
 }
 
@@ -247,16 +245,16 @@ func FuzzGatewayMessage(f *testing.F) {
 // known SSRC may still be renamed.
 func TestSSRCMapIsCapped(t *testing.T) {
 	c := newReceiver(t, ModeAES256GCM, func(string) bool { return true })
-	clear(c.bySSRC)
+	clear(c.udp.bySSRC)
 	speaking := func(ssrc uint32, user string) message {
 		d, _ := json.Marshal(map[string]any{"user_id": user, "ssrc": ssrc, "speaking": 1})
 		return message{inbound: inbound{Op: OpSpeaking, D: d}}
 	}
 	for i := range maxSSRCs + 1 {
-		c.handle(speaking(uint32(1000+i), "u"))
+		c.gw.handle(speaking(uint32(1000+i), "u"))
 	}
-	c.handle(speaking(1000, "renamed"))
-	if n := len(c.bySSRC); n != maxSSRCs {
+	c.gw.handle(speaking(1000, "renamed"))
+	if n := len(c.udp.bySSRC); n != maxSSRCs {
 		t.Fatalf("SSRC map holds %d entries, want %d", n, maxSSRCs)
 	}
 	if got := c.Stats().SSRCRefused; got != 1 {

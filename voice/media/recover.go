@@ -20,10 +20,10 @@ const (
 // component only (its value may quote the input, so it is never logged),
 // and the connection lives on: no input from the network may end the
 // process.
-func (c *Conn) recoverPeer(n *atomic.Uint64, component string) {
+func recoverPeer(log *zap.Logger, n *atomic.Uint64, component string) {
 	if r := recover(); r != nil {
 		n.Add(1)
-		c.log.Error("recovered from a panic while handling a voice server's input; the input was dropped",
+		log.Error("recovered from a panic while handling a voice server's input; the input was dropped",
 			zap.String("component", component))
 	}
 }

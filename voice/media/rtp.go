@@ -14,15 +14,6 @@ const SamplesPerFrame = 960
 // nonceSize is the size of the nonce suffix an rtpsize packet carries.
 const nonceSize = 4
 
-// SilenceFrame is the Opus frame Discord expects five of when a speaker
-// stops; it is never end-to-end encrypted.
-const SilenceFrame = "\xF8\xFF\xFE"
-
-// IsSilence reports whether frame is the Opus silence frame.
-func IsSilence(frame []byte) bool {
-	return string(frame) == SilenceFrame
-}
-
 // Header is the clear part of an RTP packet as the rtpsize modes use it.
 type Header struct {
 	Padding     bool

@@ -3,9 +3,10 @@ package media
 import (
 	"context"
 	"encoding/binary"
+	"math/rand/v2"
 	"time"
 
-	"go.uber.org/zap"
+	"github.com/clankie/clankie/voice/opus"
 )
 
 // FrameDuration is the length of one Opus frame as Discord carries it.
@@ -22,51 +23,48 @@ const burstAllowance = 2 * FrameDuration
 // keepaliveEvery is how often an idle connection sends a UDP keepalive.
 const keepaliveEvery = 5 * time.Second
 
-// Send queues one 20 ms Opus frame for the pacer. It blocks only while the
-// queue is full (the producer is ahead of real time) and returns when ctx
-// ends or the connection closes.
-func (c *Conn) Send(ctx context.Context, opus []byte) error {
-	if c.ctx.Err() != nil {
+// send queues a copy of one frame for the pacer, blocking while the queue
+// is full, until ctx ends or the connection closes.
+func (u *udpConn) send(ctx context.Context, q chan<- []byte, frame []byte) error {
+	if u.ctx.Err() != nil {
 		return ErrClosed
 	}
-	f := append([]byte(nil), opus...)
-	c.pending.Add(1)
+	f := append([]byte(nil), frame...)
+	u.pending.Add(1)
 	select {
-	case c.sendQ <- f:
+	case q <- f:
 		return nil
 	case <-ctx.Done():
-		c.pending.Add(-1)
+		u.pending.Add(-1)
 		return ctx.Err()
-	case <-c.ctx.Done():
-		c.pending.Add(-1)
+	case <-u.ctx.Done():
+		u.pending.Add(-1)
 		return ErrClosed
 	}
 }
 
-// TrySend queues one frame without blocking and reports whether it was
-// queued: false when the queue is full or the connection closed.
-func (c *Conn) TrySend(opus []byte) bool {
-	if c.ctx.Err() != nil {
+// trySend queues a copy of one frame without blocking.
+func (u *udpConn) trySend(frame []byte) bool {
+	if u.ctx.Err() != nil {
 		return false
 	}
-	c.pending.Add(1)
+	u.pending.Add(1)
 	select {
-	case c.sendQ <- append([]byte(nil), opus...):
+	case u.sendQ <- append([]byte(nil), frame...):
 		return true
 	default:
-		c.pending.Add(-1)
+		u.pending.Add(-1)
 		return false
 	}
 }
 
-// Flush drops every queued frame and returns how many: barge-in stops our
-// audio at once. The utterance then ends with its silence frames.
-func (c *Conn) Flush() int {
+// flush drops every queued frame and returns how many.
+func (u *udpConn) flush() int {
 	n := 0
 	for {
 		select {
-		case <-c.sendQ:
-			c.pending.Add(-1)
+		case <-u.sendQ:
+			u.pending.Add(-1)
 			n++
 		default:
 			return n
@@ -74,13 +72,9 @@ func (c *Conn) Flush() int {
 	}
 }
 
-// Speaking reports whether an utterance is in progress: frames queued, or
-// sent and not yet ended by the trailing silence.
-func (c *Conn) Speaking() bool { return c.pending.Load() > 0 || c.talking.Load() }
-
 // sender owns the outgoing RTP state; only the pace goroutine touches it.
 type sender struct {
-	c        *Conn
+	u        *udpConn
 	seq      uint16
 	ts       uint32
 	enc, pkt []byte
@@ -96,9 +90,9 @@ type sender struct {
 // arrival, a stall of up to burstAllowance caught up without lasting delay;
 // frames queued ahead of real time leave at 20 ms intervals (after at most
 // three back to back).
-func (c *Conn) pace() {
-	defer c.wg.Done()
-	s := newSender(c)
+func (u *udpConn) pace() {
+	defer u.wg.Done()
+	s := newSender(u)
 	s.seq, s.ts = randomStart()
 	keep := time.NewTicker(keepaliveEvery)
 	defer keep.Stop()
@@ -108,11 +102,11 @@ func (c *Conn) pace() {
 	sleepUntil := func(t time.Time) bool {
 		d := time.Until(t)
 		if d <= 0 {
-			return c.ctx.Err() == nil
+			return u.ctx.Err() == nil
 		}
 		timer.Reset(d)
 		select {
-		case <-c.ctx.Done():
+		case <-u.ctx.Done():
 			return false
 		case <-timer.C:
 			return true
@@ -123,17 +117,17 @@ func (c *Conn) pace() {
 		// Idle: wait for the first frame of an utterance.
 		var f []byte
 		select {
-		case <-c.ctx.Done():
+		case <-u.ctx.Done():
 			return
 		case <-keep.C:
 			var ka [8]byte
 			binary.LittleEndian.PutUint32(ka[:], keepN)
 			keepN++
-			_, _ = c.udp.Write(ka[:])
+			_, _ = u.sock.Write(ka[:])
 			continue
-		case f = <-c.sendQ:
+		case f = <-u.sendQ:
 		}
-		c.talking.Store(true)
+		u.talking.Store(true)
 		tat := time.Now() // theoretical time of the next packet
 		silence := trailingSilence
 		for {
@@ -149,13 +143,13 @@ func (c *Conn) pace() {
 			now := time.Now()
 			if f != nil {
 				s.transmit(f)
-				c.pending.Add(-1)
+				u.pending.Add(-1)
 				silence = trailingSilence
 			} else {
 				s.transmit(s.silence)
 				if silence--; silence == 0 {
-					c.setSpeaking(false)
-					c.talking.Store(false)
+					u.speaking(false)
+					u.talking.Store(false)
 					break
 				}
 			}
@@ -170,9 +164,9 @@ func (c *Conn) pace() {
 			timer.Reset(time.Until(until))
 			f = nil
 			select {
-			case <-c.ctx.Done():
+			case <-u.ctx.Done():
 				return
-			case f = <-c.sendQ:
+			case f = <-u.sendQ:
 				// Go ≥1.23 timers: after Stop or Reset no stale tick is
 				// delivered, so there is nothing to drain.
 				timer.Stop()
@@ -180,7 +174,7 @@ func (c *Conn) pace() {
 				// A frame that is waiting wins over silence even when the
 				// pacer woke late and both were ready.
 				select {
-				case f = <-c.sendQ:
+				case f = <-u.sendQ:
 				default:
 				}
 			}
@@ -188,8 +182,13 @@ func (c *Conn) pace() {
 	}
 }
 
-func newSender(c *Conn) *sender {
-	return &sender{c: c, enc: make([]byte, 0, 1500), pkt: make([]byte, 0, 1500), hdr: make([]byte, 0, 12), silence: []byte(SilenceFrame)}
+func newSender(u *udpConn) *sender {
+	return &sender{u: u, enc: make([]byte, 0, 1500), pkt: make([]byte, 0, 1500), hdr: make([]byte, 0, 12), silence: []byte(opus.SilenceFrame)}
+}
+
+// randomStart returns a random RTP sequence and timestamp origin.
+func randomStart() (uint16, uint32) {
+	return uint16(rand.Uint32()), rand.Uint32()
 }
 
 func later(a, b time.Time) time.Time {
@@ -202,45 +201,29 @@ func later(a, b time.Time) time.Time {
 // transmit encrypts one frame (DAVE, then transport) and writes it. It never
 // sends while DAVE says it cannot encrypt.
 func (s *sender) transmit(frame []byte) {
-	c := s.c
+	u := s.u
 	// The DAVE session encrypts under keys a voice server's MLS messages
 	// set up; a panic there drops this frame, not the process.
-	defer c.recoverPeer(&c.stats.mediaPanics, ComponentMedia)
+	defer recoverPeer(u.log, &u.stats.panics, ComponentMedia)
 	s.ts += SamplesPerFrame
-	if !c.dave.CanEncrypt() {
-		c.stats.droppedE2EE.Add(1)
+	if !u.dave.CanEncrypt() {
+		u.stats.droppedE2EE.Add(1)
 		return
 	}
 	payload := frame
-	if !IsSilence(frame) {
+	if !opus.IsSilence(frame) {
 		var err error
-		if s.enc, err = c.dave.Encrypt(s.enc[:0], frame); err != nil {
-			c.stats.droppedE2EE.Add(1)
+		if s.enc, err = u.dave.Encrypt(s.enc[:0], frame); err != nil {
+			u.stats.droppedE2EE.Add(1)
 			return
 		}
 		payload = s.enc
 	}
-	if !c.announced.Load() {
-		c.setSpeaking(true)
-	}
-	s.hdr = appendHeader(s.hdr[:0], s.seq, s.ts, c.ssrc)
-	s.pkt = c.transport.Seal(s.pkt[:0], s.hdr, payload)
+	u.speaking(true)
+	s.hdr = appendHeader(s.hdr[:0], s.seq, s.ts, u.ssrc)
+	s.pkt = u.transport.Seal(s.pkt[:0], s.hdr, payload)
 	s.seq++
-	if _, err := c.udp.Write(s.pkt); err == nil {
-		c.stats.sent.Add(1)
-	}
-}
-
-// setSpeaking sends op 5 with the microphone flag on or off.
-func (c *Conn) setSpeaking(on bool) {
-	flag := 0
-	if on {
-		flag = 1
-	}
-	c.announced.Store(on)
-	if s := c.sock.Load(); s != nil {
-		if err := s.writeJSON(OpSpeaking, map[string]any{"speaking": flag, "delay": 0, "ssrc": c.ssrc}); err != nil {
-			c.log.Debug("speaking flag not sent", zap.Error(err))
-		}
+	if _, err := u.sock.Write(s.pkt); err == nil {
+		u.stats.sent.Add(1)
 	}
 }

@@ -42,6 +42,16 @@ const (
 	memoryLimitPages = 256
 )
 
+// SilenceFrame is the Opus packet of 20 ms of silence (one CELT frame) that
+// Discord's voice protocol gives a meaning of its own: five of them end an
+// utterance, the SFU synthesises it for a muted source, and DAVE passes it
+// through unencrypted in both directions. It is the one definition of it;
+// the media connection, DAVE and the tests' fake voice server all use it.
+const SilenceFrame = "\xF8\xFF\xFE"
+
+// IsSilence reports whether packet is SilenceFrame.
+func IsSilence(packet []byte) bool { return string(packet) == SilenceFrame }
+
 // Application tells the encoder what it is encoding (OPUS_APPLICATION_*).
 type Application int32
 
