@@ -33,6 +33,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/clankie/clankie/voice/opus"
 )
 
 // Options configure a Server.
@@ -513,7 +515,7 @@ func classify(hdr, plain []byte) int {
 		return 2
 	}
 	switch {
-	case len(plain) == 3 && plain[0] == 0xF8 && plain[1] == 0xFF && plain[2] == 0xFE:
+	case opus.IsSilence(plain):
 		return 1
 	case len(plain) > 2 && plain[len(plain)-2] == 0xFA && plain[len(plain)-1] == 0xFA:
 		return 0

@@ -13,13 +13,6 @@ import (
 	"github.com/clankie/clankie/voice/pcm"
 )
 
-// silenceFrame is the Opus frame Discord expects, five times, at the end of
-// an utterance (a 20 ms CELT frame of silence).
-var silenceFrame = [3]byte{0xF8, 0xFF, 0xFE}
-
-// IsSilence reports whether frame is the Opus silence frame.
-func IsSilence(frame []byte) bool { return len(frame) == 3 && [3]byte(frame) == silenceFrame }
-
 // DefaultSilenceFrames is how many silence frames end an utterance.
 const DefaultSilenceFrames = 5
 
@@ -486,8 +479,7 @@ func (o *Outbound) next() ([]byte, bool) {
 		o.silenceLeft--
 		o.mu.Unlock()
 		o.stats.silenceOut.Add(1)
-		s := silenceFrame
-		return s[:], true
+		return []byte(opus.SilenceFrame), true
 	}
 	end := o.speaking
 	o.speaking = false

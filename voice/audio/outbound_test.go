@@ -207,12 +207,12 @@ func TestOutboundSpeaksPacedOpus(t *testing.T) {
 			}
 			audio, silence := frames[:tt.wantFrames], frames[tt.wantFrames:]
 			for i, f := range audio {
-				if IsSilence(f.opus) {
+				if opus.IsSilence(f.opus) {
 					t.Fatalf("audio frame %d is a silence frame", i)
 				}
 			}
 			for i, f := range silence {
-				if !IsSilence(f.opus) {
+				if !opus.IsSilence(f.opus) {
 					t.Fatalf("frame %d after the audio is %x, want the silence frame f8fffe", i, f.opus)
 				}
 			}
@@ -283,9 +283,9 @@ func TestOutboundBargeIn(t *testing.T) {
 			var lastAudio time.Time
 			for i, f := range frames {
 				switch {
-				case IsSilence(f.opus) && i < sentAtCut:
+				case opus.IsSilence(f.opus) && i < sentAtCut:
 					t.Errorf("silence frame before the barge-in")
-				case IsSilence(f.opus):
+				case opus.IsSilence(f.opus):
 					silenceAfter++
 				default:
 					lastAudio = f.at
@@ -353,7 +353,7 @@ func TestOutboundBargeInRealClock(t *testing.T) {
 	frames, _ := r.media.snapshot()
 	audio := 0
 	for _, f := range frames[sentAtCut:] {
-		if !IsSilence(f.opus) {
+		if !opus.IsSilence(f.opus) {
 			audio++
 		}
 	}
@@ -362,7 +362,7 @@ func TestOutboundBargeInRealClock(t *testing.T) {
 	}
 	played := 0
 	for _, f := range frames {
-		if !IsSilence(f.opus) {
+		if !opus.IsSilence(f.opus) {
 			played++
 		}
 	}
@@ -462,7 +462,7 @@ func TestOutboundModelLost(t *testing.T) {
 	time.Sleep(10 * time.Millisecond)
 	frames, _ := r.media.snapshot()
 	for _, f := range frames[lostAt:] {
-		if !IsSilence(f.opus) {
+		if !opus.IsSilence(f.opus) {
 			t.Fatal("an audio frame of the lost connection's answer was sent after ModelLost")
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
 )
 
@@ -96,7 +97,7 @@ func TestPathBothWays(t *testing.T) {
 	frames, _ := media.snapshot()
 	audio := 0
 	for _, f := range frames {
-		if !IsSilence(f.opus) {
+		if !opus.IsSilence(f.opus) {
 			audio++
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/clankie/clankie/voice/opus"
 )
 
 // Behaviour constants from protocol.md and the reference implementation.
@@ -181,9 +183,10 @@ func (e *encryptor) ready() bool {
 
 // encrypt appends the protocol frame for an Opus frame to dst. Opus frames
 // are encrypted whole (no unencrypted ranges); the Opus silence frame and
-// passthrough mode return the frame unchanged.
+// passthrough mode return the frame unchanged (protocol.md, "Silence
+// Packets": the SFU synthesises it for a muted source).
 func (e *encryptor) encrypt(dst, frame []byte) ([]byte, error) {
-	if IsSilence(frame) {
+	if opus.IsSilence(frame) {
 		return append(dst, frame...), nil
 	}
 	e.mu.Lock()
@@ -479,7 +482,7 @@ func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
 // decryption or a passthrough ends it, the silence frame (never encrypted,
 // so no sign of working keys) leaves it.
 func (d *decryptor) decryptCounted(dst, frame []byte, now time.Time, count bool) (_ []byte, run int, err error) {
-	if IsSilence(frame) {
+	if opus.IsSilence(frame) {
 		d.stats.passthroughs.Add(1)
 		return append(dst, frame...), 0, nil
 	}

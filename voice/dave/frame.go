@@ -17,16 +17,6 @@ const (
 	maxRanges      = 64   // a supplemental section is < 256 bytes, so at most ~120 ranges fit; bound it lower
 )
 
-// opusSilence is the frame the SFU synthesises for a muted source; it is
-// passed through untransformed in both directions (protocol.md, "Silence Packets").
-var opusSilence = [3]byte{0xF8, 0xFF, 0xFE}
-
-// IsSilence reports whether frame is the 3-byte Opus silence frame, which
-// DAVE never encrypts.
-func IsSilence(frame []byte) bool {
-	return len(frame) == 3 && frame[0] == opusSilence[0] && frame[1] == opusSilence[1] && frame[2] == opusSilence[2]
-}
-
 // Range is an unencrypted byte range of an interleaved protocol frame.
 type Range struct {
 	Offset, Size uint64
