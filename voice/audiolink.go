@@ -132,11 +132,11 @@ func (s *Session) runAudio(ctx context.Context, link *audioLink, cfg media.Confi
 			return nil
 		},
 		Encoder: enc,
-		// The connection paces, DAVE-encrypts and ends utterances with
-		// silence itself; the path hands it frames in real time, so its
-		// queue holds at most one and a barge-in stops within a frame.
-		Send:          func(f []byte) { conn.TrySend(f) },
-		SilenceFrames: -1,
+		// The connection's pacer is the one clock of the outgoing audio:
+		// it paces, DAVE-encrypts and ends utterances with silence. Play
+		// returns as the pacer takes each frame, so the path stays one
+		// frame ahead of the wire and a barge-in stops within a frame.
+		Send: conn.Play,
 	})
 	if err != nil {
 		log.Warn("audio path could not be made", zap.Error(err))

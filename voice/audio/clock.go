@@ -3,18 +3,19 @@ package audio
 import "time"
 
 // FrameDuration is the length of one Opus frame as Discord carries it and
-// the period of both pipelines' clocks.
+// the period of the Inbound's mix.
 const FrameDuration = 20 * time.Millisecond
 
-// Clock is the time source of the pacers, injectable so tests advance time
-// by hand and assert the 20 ms grid exactly.
+// Clock is the time source of the Inbound's mix, injectable so tests
+// advance time by hand and assert the 20 ms grid exactly. The Outbound has
+// none: the media connection's pacer is the outgoing audio's clock.
 type Clock interface {
 	Now() time.Time
 	// NewTimer returns a stopped timer.
 	NewTimer() Timer
 }
 
-// Timer is the part of time.Timer the pacers use.
+// Timer is the part of time.Timer the Inbound uses.
 type Timer interface {
 	// C delivers the time once the timer fires.
 	C() <-chan time.Time

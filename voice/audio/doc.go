@@ -12,11 +12,14 @@
 //     frame, mid-utterance included: their buffered frames are dropped
 //     undecoded. The bot's own user id is never accepted.
 //   - Outbound speaks: the model's PCM16 24 kHz deltas, of any size, are
-//     upsampled to 48 kHz stereo and encoded to 20 ms Opus frames; a pacer
-//     hands one frame per 20 ms to the media connection with the speaking
-//     flag, ends each utterance with five Opus silence frames, and counts
-//     what was actually played per assistant item, so BargeIn can drop
-//     everything queued at once and report where to truncate the item.
+//     upsampled to 48 kHz stereo and encoded to 20 ms Opus frames, queued,
+//     and handed in order to the media connection, whose pacer is the one
+//     20 ms clock of the outgoing audio (it also raises the speaking flag
+//     and ends each utterance with the Opus silence frames): each hand-over
+//     waits for the frame's slot, so the Outbound keeps no clock and stays
+//     one frame ahead of the wire. It counts what was handed over per
+//     assistant item, so BargeIn can drop everything queued at once and
+//     report where to truncate the item.
 //
 // Neither logs anything. Their Stats hold counts and durations only: no
 // user id, no audio, no transcript.

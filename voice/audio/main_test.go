@@ -37,7 +37,7 @@ var (
 )
 
 // fakeClock is a Clock that moves only when a test advances it, so the
-// pacers' 20 ms grid can be asserted exactly.
+// Inbound's 20 ms grid can be asserted exactly.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time

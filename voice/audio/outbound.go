@@ -13,9 +13,6 @@ import (
 	"github.com/clankie/clankie/voice/pcm"
 )
 
-// DefaultSilenceFrames is how many silence frames end an utterance.
-const DefaultSilenceFrames = 5
-
 // Encoder encodes one 20 ms frame of interleaved stereo PCM16 at 48 kHz
 // (1920 samples) into out and returns the packet length. *opus.Encoder with
 // two channels satisfies it.
@@ -33,27 +30,24 @@ type BargeInModel interface {
 // OutboundConfig configures an Outbound.
 type OutboundConfig struct {
 	// Encoder is the stereo 48 kHz Opus encoder; the Outbound uses it from
-	// whichever goroutine calls OutputAudio (and, to end an item, from the
-	// pacer), one call at a time. The caller closes it after Run returns.
+	// whichever goroutine calls OutputAudio (and, to end an item, from
+	// Run), one call at a time. The caller closes it after Run returns.
 	Encoder Encoder
-	// Send receives each frame in turn, one per 20 ms, on the pacer's
-	// goroutine: the media connection's send (which DAVE-encrypts). It
-	// must not block for long and it owns the slice.
-	Send func(opusFrame []byte)
-	// Speaking, when set, hears the speaking flag: on before an utterance's
-	// first frame is sent, off after its last silence frame.
-	Speaking func(on bool)
+	// Send hands each frame in turn, on Run's goroutine, to the media
+	// connection, which owns the one 20 ms clock of our outgoing audio: it
+	// paces the frames, DAVE-encrypts them, raises and lowers the speaking
+	// flag and ends each utterance with silence frames. Send blocks until
+	// the connection takes the frame for its slot (media.Conn.Play), which
+	// is all the pacing the Outbound gets, and keeps it at most one frame
+	// ahead of the wire; it errs only when ctx ends or the connection is
+	// gone. It owns the slice.
+	Send func(ctx context.Context, opusFrame []byte) error
 	// Model, when set, is told of a barge-in by SpeechStarted:
 	// response.cancel and conversation.item.truncate.
 	Model BargeInModel
-	// SilenceFrames ends each utterance (default DefaultSilenceFrames;
-	// negative: none, for a Send that ends utterances itself).
-	SilenceFrames int
 	// MaxQueue bounds the encoded frames waiting to be played (default
 	// 3000, a minute); frames beyond it are dropped and counted.
 	MaxQueue int
-	// Clock paces the frames; nil is SystemClock.
-	Clock Clock
 }
 
 // Cut is where a barge-in stopped an assistant item: what the caller sends
@@ -67,10 +61,10 @@ type Cut struct {
 
 // OutboundStats are the speaking path's counters; none holds content.
 type OutboundStats struct {
-	// AudioOut is the audio sent (frames × 20 ms), silence frames excluded.
+	// AudioOut is the audio sent (frames × 20 ms).
 	AudioOut time.Duration
-	// FramesOut and SilenceOut count frames handed to Send.
-	FramesOut, SilenceOut uint64
+	// FramesOut counts frames handed to Send.
+	FramesOut uint64
 	// Encoded counts Opus frames encoded.
 	Encoded uint64
 	// BargeIns counts barge-ins that found Clankie talking.
@@ -92,8 +86,8 @@ type OutboundStats struct {
 }
 
 type outboundCounters struct {
-	framesOut, silenceOut, encoded, bargeIns, droppedBargeIn, droppedCancelled, overflow, modelLost, errors atomic.Uint64
-	queued                                                                                                  atomic.Int64
+	framesOut, encoded, bargeIns, droppedBargeIn, droppedCancelled, overflow, modelLost, errors atomic.Uint64
+	queued                                                                                      atomic.Int64
 }
 
 type outFrame struct {
@@ -105,14 +99,14 @@ type outFrame struct {
 // refuse their late deltas; a response rarely has more than one audio item.
 const cancelledKeep = 8
 
-// Outbound turns the model's audio into paced Opus frames and stops them
-// on barge-in. OutputAudio, BargeIn and Stats may be called from any
-// goroutine; Run paces on one.
+// Outbound turns the model's audio into Opus frames, queues them for the
+// media connection and stops them on barge-in. OutputAudio, BargeIn and
+// Stats may be called from any goroutine; Run hands the frames over on
+// one.
 type Outbound struct {
-	cfg     OutboundConfig
-	silence int
-	kick    chan struct{}
-	stats   outboundCounters
+	cfg   OutboundConfig
+	kick  chan struct{}
+	stats outboundCounters
 
 	// encMu guards the encoding state. Lock order: encMu, then mu.
 	encMu   sync.Mutex
@@ -124,19 +118,19 @@ type Outbound struct {
 	oddByte int // a delta's trailing odd byte (the low byte of the next sample), or -1
 	packet  []byte
 
-	mu          sync.Mutex
-	queue       []outFrame
-	speaking    bool // an utterance is under way (frames sent, silence not finished)
-	afterAudio  bool // the last frame sent was audio: try ending its item before silence
-	silenceLeft int
-	playResp    string
-	playItem    string
-	played      int // frames of playItem handed to Send
-	cutItems    []string
-	cutResps    []string
+	mu         sync.Mutex
+	queue      []outFrame
+	speaking   bool // an utterance is under way: frames are being handed to Send
+	afterAudio bool // a frame was handed over since the queue was last dry: end its item when it runs dry
+	playResp   string
+	playItem   string
+	played     int // frames of playItem handed to Send
+	cutItems   []string
+	cutResps   []string
 }
 
-// NewOutbound validates cfg and returns an Outbound; call Run to pace.
+// NewOutbound validates cfg and returns an Outbound; call Run to hand its
+// frames over.
 func NewOutbound(cfg OutboundConfig) (*Outbound, error) {
 	if cfg.Encoder == nil {
 		return nil, errors.New("audio: outbound needs an encoder")
@@ -144,20 +138,10 @@ func NewOutbound(cfg OutboundConfig) (*Outbound, error) {
 	if cfg.Send == nil {
 		return nil, errors.New("audio: outbound needs a send function")
 	}
-	silence := cfg.SilenceFrames
-	switch {
-	case silence == 0:
-		silence = DefaultSilenceFrames
-	case silence < 0:
-		silence = 0
-	}
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = 3000
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = SystemClock{}
-	}
-	return &Outbound{cfg: cfg, silence: silence, kick: make(chan struct{}, 1), up: pcm.NewUpsampler(),
+	return &Outbound{cfg: cfg, kick: make(chan struct{}, 1), up: pcm.NewUpsampler(),
 		oddByte: -1, packet: make([]byte, opus.MaxPacketBytes)}, nil
 }
 
@@ -165,7 +149,7 @@ func NewOutbound(cfg OutboundConfig) (*Outbound, error) {
 // 24 kHz, any length. Whole 20 ms frames are encoded and queued at once;
 // the rest waits for the next delta of the item (or is padded when the
 // item ends). Deltas of an item or response already cut by a barge-in are
-// dropped. It never blocks on the pacer, so it fits realtime.Listener.
+// dropped. It never blocks on Send, so it fits realtime.Listener.
 func (o *Outbound) OutputAudio(responseID, itemID string, delta []byte) {
 	o.encMu.Lock()
 	defer o.encMu.Unlock()
@@ -294,9 +278,9 @@ func remember(ids []string, id string) []string {
 
 // BargeIn stops Clankie at once: every queued frame is dropped (at most the
 // frame already handed to Send still plays), later deltas of the cut item
-// and response are refused, and the utterance ends with its silence frames.
-// It reports where the item playing (or about to play) was cut, and false
-// when Clankie was not talking.
+// and response are refused, and the media connection ends the utterance
+// with its silence frames. It reports where the item playing (or about to
+// play) was cut, and false when Clankie was not talking.
 func (o *Outbound) BargeIn() (Cut, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -318,9 +302,6 @@ func (o *Outbound) BargeIn() (Cut, bool) {
 	o.queue = o.queue[:0]
 	o.stats.queued.Store(0)
 	o.afterAudio = false
-	if o.speaking {
-		o.silenceLeft = o.silence
-	}
 	o.stats.bargeIns.Add(1)
 	return cut, true
 }
@@ -330,7 +311,7 @@ func (o *Outbound) BargeIn() (Cut, bool) {
 // connection only knows from its re-seed), a partial frame is discarded,
 // and the item playing is forgotten, so a later barge-in sends no truncate
 // for an item the new connection never had. An utterance under way ends
-// with its silence frames.
+// with the media connection's silence frames.
 func (o *Outbound) ModelLost() {
 	o.encMu.Lock()
 	defer o.encMu.Unlock()
@@ -346,9 +327,6 @@ func (o *Outbound) ModelLost() {
 	o.stats.queued.Store(0)
 	o.afterAudio = false
 	o.playResp, o.playItem, o.played = "", "", 0
-	if o.speaking {
-		o.silenceLeft = o.silence
-	}
 }
 
 // SpeechStarted is the model's input_audio_buffer.speech_started: while
@@ -375,7 +353,6 @@ func (o *Outbound) Stats() OutboundStats {
 	return OutboundStats{
 		AudioOut:         time.Duration(frames) * FrameDuration,
 		FramesOut:        frames,
-		SilenceOut:       s.silenceOut.Load(),
 		Encoded:          s.encoded.Load(),
 		BargeIns:         s.bargeIns.Load(),
 		DroppedBargeIn:   s.droppedBargeIn.Load(),
@@ -392,7 +369,6 @@ func (o *Outbound) Stats() OutboundStats {
 func (s OutboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddDuration("audio_out", s.AudioOut)
 	enc.AddUint64("frames_out", s.FramesOut)
-	enc.AddUint64("silence_out", s.SilenceOut)
 	enc.AddUint64("encoded", s.Encoded)
 	enc.AddUint64("barge_ins", s.BargeIns)
 	enc.AddUint64("dropped_barge_in", s.DroppedBargeIn)
@@ -404,49 +380,36 @@ func (s OutboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-// Run paces frames to Send until ctx ends: the first frame of an utterance
-// leaves as soon as it is queued, the next ones on a 20 ms grid from it.
-// It returns ctx's error, having turned the speaking flag off if it was on.
+// Run hands the queued frames to Send, in order, until ctx ends or Send
+// fails (the media connection is gone), and returns why. Send's blocking
+// is the pacing: Run keeps no clock.
 func (o *Outbound) Run(ctx context.Context) error {
-	timer := o.cfg.Clock.NewTimer()
-	defer timer.Stop()
 	defer o.stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-o.kick:
-		}
-		next := o.cfg.Clock.Now()
-		for {
-			frame, ok := o.next()
-			if !ok {
-				break
-			}
-			o.cfg.Send(frame)
-			next = next.Add(FrameDuration)
-			now := o.cfg.Clock.Now()
-			if now.Sub(next) > 3*FrameDuration {
-				next = now // stalled: restart the grid rather than burst
-			}
-			timer.Reset(next.Sub(now))
+		frame, ok := o.next()
+		if !ok {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-timer.C():
+			case <-o.kick:
 			}
+			continue
+		}
+		if err := o.cfg.Send(ctx, frame); err != nil {
+			return err
 		}
 	}
 }
 
-// next returns the frame for this 20 ms slot, or false when the utterance
-// is over (the speaking flag is then turned off).
+// next returns the frame to hand over now, or false when the queue is dry
+// (the utterance is then over, as far as the Outbound is concerned).
 func (o *Outbound) next() ([]byte, bool) {
 	o.mu.Lock()
 	if len(o.queue) == 0 && o.afterAudio {
-		// The queue ran dry after audio: the item's last partial frame, if
-		// any, is encoded now, unless a delta is being encoded right now
-		// (more audio is on its way).
+		// The queue ran dry after audio, with Send having taken the last
+		// frame for its slot: the item's last partial frame, if any, is
+		// encoded now, unless a delta is being encoded right now (more
+		// audio is on its way).
 		o.afterAudio = false
 		o.mu.Unlock()
 		if o.encMu.TryLock() {
@@ -455,59 +418,29 @@ func (o *Outbound) next() ([]byte, bool) {
 		}
 		o.mu.Lock()
 	}
-	if len(o.queue) > 0 {
-		f := o.queue[0]
-		o.queue[0] = outFrame{}
-		o.queue = o.queue[1:]
-		o.stats.queued.Store(int64(len(o.queue)))
-		if f.itemID != o.playItem || f.responseID != o.playResp {
-			o.playResp, o.playItem, o.played = f.responseID, f.itemID, 0
-		}
-		o.played++
-		o.afterAudio = true
-		o.silenceLeft = o.silence
-		start := !o.speaking
-		o.speaking = true
+	if len(o.queue) == 0 {
+		o.speaking = false
 		o.mu.Unlock()
-		if start && o.cfg.Speaking != nil {
-			o.cfg.Speaking(true)
-		}
-		o.stats.framesOut.Add(1)
-		return f.opus, true
+		return nil, false
 	}
-	if o.speaking && o.silenceLeft > 0 {
-		o.silenceLeft--
-		o.mu.Unlock()
-		o.stats.silenceOut.Add(1)
-		return []byte(opus.SilenceFrame), true
+	f := o.queue[0]
+	o.queue[0] = outFrame{}
+	o.queue = o.queue[1:]
+	o.stats.queued.Store(int64(len(o.queue)))
+	if f.itemID != o.playItem || f.responseID != o.playResp {
+		o.playResp, o.playItem, o.played = f.responseID, f.itemID, 0
 	}
-	end := o.speaking
-	o.speaking = false
+	o.played++
+	o.afterAudio = true
+	o.speaking = true
 	o.mu.Unlock()
-	if end && o.cfg.Speaking != nil {
-		o.cfg.Speaking(false)
-	}
-	return nil, false
+	o.stats.framesOut.Add(1)
+	return f.opus, true
 }
 
 // stop ends an utterance cut short by Run returning.
 func (o *Outbound) stop() {
 	o.mu.Lock()
-	end := o.speaking
 	o.speaking = false
 	o.mu.Unlock()
-	if end && o.cfg.Speaking != nil {
-		o.cfg.Speaking(false)
-	}
-}
-
-// Played reports how much of itemID's audio has been handed to Send, while
-// it is the item playing or the last one played.
-func (o *Outbound) Played(itemID string) time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if itemID != o.playItem {
-		return 0
-	}
-	return time.Duration(o.played) * FrameDuration
 }

@@ -10,43 +10,69 @@ import (
 	"github.com/clankie/clankie/voice/pcm"
 )
 
-// sentFrame is one frame the media connection got, and when.
-type sentFrame struct {
-	at   time.Time
-	opus []byte
-}
-
-// mediaSink records what the media connection would send and the
-// speaking flag.
+// mediaSink stands in for the media connection's Play: Send blocks until
+// the connection takes the frame for its slot. With slots nil every frame
+// is taken at once; otherwise each value sent on slots (by a test's slot,
+// or a ticker standing in for the pacer) takes exactly one.
 type mediaSink struct {
-	clock    Clock
-	mu       sync.Mutex
-	frames   []sentFrame
-	speaking []bool
-	sent     chan struct{}
+	slots  chan struct{}
+	mu     sync.Mutex
+	frames [][]byte
+	sent   chan struct{}
 }
 
-func newMediaSink(clock Clock) *mediaSink {
-	return &mediaSink{clock: clock, sent: make(chan struct{}, 10000)}
+func newMediaSink(gated bool) *mediaSink {
+	m := &mediaSink{sent: make(chan struct{}, 10000)}
+	if gated {
+		m.slots = make(chan struct{})
+	}
+	return m
 }
 
-func (m *mediaSink) Send(frame []byte) {
+// newPacedSink is a gated sink whose slots come every 20 ms of the real
+// clock, as the media connection's pacer takes frames; a slot that finds
+// no frame waiting is lost, as the pacer then sends silence.
+func newPacedSink(t *testing.T) *mediaSink {
+	m := newMediaSink(true)
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		tick := time.NewTicker(FrameDuration)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			select {
+			case m.slots <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return m
+}
+
+func (m *mediaSink) Send(ctx context.Context, frame []byte) error {
+	if m.slots != nil {
+		select {
+		case <-m.slots:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	m.mu.Lock()
-	m.frames = append(m.frames, sentFrame{at: m.clock.Now(), opus: frame})
+	m.frames = append(m.frames, frame)
 	m.mu.Unlock()
 	m.sent <- struct{}{}
+	return nil
 }
 
-func (m *mediaSink) Speaking(on bool) {
+func (m *mediaSink) snapshot() [][]byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.speaking = append(m.speaking, on)
-}
-
-func (m *mediaSink) snapshot() ([]sentFrame, []bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]sentFrame(nil), m.frames...), append([]bool(nil), m.speaking...)
+	return append([][]byte(nil), m.frames...)
 }
 
 func (m *mediaSink) count() int {
@@ -91,19 +117,21 @@ func (r *recordingModel) Truncate(itemID string, contentIndex, audioEndMs int) b
 
 type outboundRig struct {
 	out   *Outbound
-	clock *fakeClock
 	media *mediaSink
 	model *recordingModel
 }
 
-func startOutbound(t *testing.T, rt *opus.Runtime, clock Clock) *outboundRig {
+// startOutbound runs an Outbound whose Send is a gated mediaSink: a test
+// lets each frame through with slot.
+func startOutbound(t *testing.T, rt *opus.Runtime) *outboundRig {
 	t.Helper()
-	r := &outboundRig{media: newMediaSink(clock), model: &recordingModel{}}
-	if fc, ok := clock.(*fakeClock); ok {
-		r.clock = fc
-	}
-	out, err := NewOutbound(OutboundConfig{Encoder: newEncoder(t, rt), Send: r.media.Send, Speaking: r.media.Speaking,
-		Model: r.model, Clock: clock})
+	return runOutbound(t, rt, newMediaSink(true))
+}
+
+func runOutbound(t *testing.T, rt *opus.Runtime, media *mediaSink) *outboundRig {
+	t.Helper()
+	r := &outboundRig{media: media, model: &recordingModel{}}
+	out, err := NewOutbound(OutboundConfig{Encoder: newEncoder(t, rt), Send: r.media.Send, Model: r.model})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +149,25 @@ func startOutbound(t *testing.T, rt *opus.Runtime, clock Clock) *outboundRig {
 	return r
 }
 
-// slot advances the fake clock one frame once the pacer waits for it.
+// slot lets one frame through, once the Outbound waits in Send with it.
 func (r *outboundRig) slot(t *testing.T) {
 	t.Helper()
-	r.clock.waitArmed(t)
-	r.clock.Advance(FrameDuration)
+	select {
+	case r.media.slots <- struct{}{}:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Outbound handed no frame over within 5 s")
+	}
+}
+
+// idle reports whether the Outbound has no frame to hand over: nothing
+// takes a slot for a while.
+func (r *outboundRig) idle() bool {
+	select {
+	case r.media.slots <- struct{}{}:
+		return false
+	case <-time.After(50 * time.Millisecond):
+		return true
+	}
 }
 
 // modelTone is d of a freq Hz tone as the model sends it: PCM16 LE mono
@@ -148,7 +190,7 @@ func deltas(b []byte) [][]byte {
 }
 
 // decodeFrames decodes Opus frames with voice/opus and returns mono 48 kHz.
-func decodeFrames(t *testing.T, frames []sentFrame) []int16 {
+func decodeFrames(t *testing.T, frames [][]byte) []int16 {
 	t.Helper()
 	dec, err := opus.NewGoDecoder(2)
 	if err != nil {
@@ -157,7 +199,7 @@ func decodeFrames(t *testing.T, frames []sentFrame) []int16 {
 	buf := make([]int16, 2*opus.MaxFrameSamples)
 	var mono []int16
 	for _, f := range frames {
-		n, err := dec.Decode(context.Background(), f.opus, buf)
+		n, err := dec.Decode(context.Background(), f, buf)
 		if err != nil {
 			t.Fatalf("decode a sent frame: %v", err)
 		}
@@ -166,10 +208,12 @@ func decodeFrames(t *testing.T, frames []sentFrame) []int16 {
 	return mono
 }
 
-// TestOutboundSpeaksPacedOpus: the model's 600 Hz in odd-sized deltas
-// leaves as Opus frames, one per 20 ms of the clock, that decode to 600 Hz,
-// then exactly five silence frames and the speaking flag off.
-func TestOutboundSpeaksPacedOpus(t *testing.T) {
+// TestOutboundSpeaksOpus: the model's 600 Hz in odd-sized deltas leaves
+// as Opus frames that decode to 600 Hz, one per slot the media connection
+// grants and never one ahead of it (the Outbound has no clock of its own),
+// the last partial frame padded; then nothing more: the silence frames
+// and the speaking flag are the media connection's.
+func TestOutboundSpeaksOpus(t *testing.T) {
 	rt := newRuntime(t)
 	tests := []struct {
 		name       string
@@ -181,42 +225,31 @@ func TestOutboundSpeaksPacedOpus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := startOutbound(t, rt, newFakeClock())
+			r := startOutbound(t, rt)
 			for _, d := range deltas(modelTone(600, tt.d)) {
 				r.out.OutputAudio("resp_1", "item_1", d)
 			}
-			total := tt.wantFrames + DefaultSilenceFrames
-			r.media.waitFrames(t, 1)
-			for n := 1; n < total; n++ {
+			for n := range tt.wantFrames {
 				r.slot(t)
 				r.media.waitFrames(t, n+1)
+				if got := r.media.count(); got != n+1 {
+					t.Fatalf("%d frames handed over for %d slots", got, n+1)
+				}
 			}
-			r.slot(t) // the slot after the last silence frame ends the utterance
-			r.clock.Advance(10 * FrameDuration)
-			r.media.waitFrames(t, total)
-			time.Sleep(10 * time.Millisecond)
+			if !r.idle() {
+				t.Fatal("the Outbound handed over a frame after the audio")
+			}
 
-			frames, speaking := r.media.snapshot()
-			if len(frames) != total {
-				t.Fatalf("%d frames sent, want %d audio + %d silence", len(frames), tt.wantFrames, DefaultSilenceFrames)
+			frames := r.media.snapshot()
+			if len(frames) != tt.wantFrames {
+				t.Fatalf("%d frames sent, want %d", len(frames), tt.wantFrames)
 			}
-			for i := 1; i < len(frames); i++ {
-				if gap := frames[i].at.Sub(frames[i-1].at); gap != FrameDuration {
-					t.Fatalf("frame %d sent %v after the one before, want 20 ms", i, gap)
+			for i, f := range frames {
+				if opus.IsSilence(f) {
+					t.Fatalf("frame %d is a silence frame", i)
 				}
 			}
-			audio, silence := frames[:tt.wantFrames], frames[tt.wantFrames:]
-			for i, f := range audio {
-				if opus.IsSilence(f.opus) {
-					t.Fatalf("audio frame %d is a silence frame", i)
-				}
-			}
-			for i, f := range silence {
-				if !opus.IsSilence(f.opus) {
-					t.Fatalf("frame %d after the audio is %x, want the silence frame f8fffe", i, f.opus)
-				}
-			}
-			mono := decodeFrames(t, audio)
+			mono := decodeFrames(t, frames)
 			if len(mono) != tt.wantFrames*opus.FrameSamples {
 				t.Fatalf("decoded %d samples, want %d", len(mono), tt.wantFrames*opus.FrameSamples)
 			}
@@ -227,26 +260,24 @@ func TestOutboundSpeaksPacedOpus(t *testing.T) {
 			if amp := pcm.Amplitude(body, opus.SampleRate, 600); amp < 6000 {
 				t.Errorf("600 Hz at amplitude %.0f, want about %d", amp, toneAmp)
 			}
-			if len(speaking) != 2 || !speaking[0] || speaking[1] {
-				t.Errorf("speaking flags %v, want [true false]", speaking)
-			}
 			st := r.out.Stats()
-			if st.FramesOut != uint64(tt.wantFrames) || st.SilenceOut != DefaultSilenceFrames || st.AudioOut != time.Duration(tt.wantFrames)*FrameDuration {
-				t.Errorf("stats %+v, want %d frames (%v) and 5 silence", st, tt.wantFrames, time.Duration(tt.wantFrames)*FrameDuration)
+			if st.FramesOut != uint64(tt.wantFrames) || st.AudioOut != time.Duration(tt.wantFrames)*FrameDuration || st.Queued != 0 {
+				t.Errorf("stats %+v, want %d frames (%v), none queued", st, tt.wantFrames, time.Duration(tt.wantFrames)*FrameDuration)
 			}
 		})
 	}
 }
 
 // TestOutboundBargeIn: speech started mid-response drops the queue at
-// once, reports the item cut at what was played, refuses the item's late
-// deltas and ends with the silence frames; the model is told to cancel
-// and truncate.
+// once, reports the item cut at what was handed over (the frame waiting in
+// Send included: the media connection sends it), refuses the item's late
+// deltas, and hands over nothing after that frame; the model is told to
+// cancel and truncate.
 func TestOutboundBargeIn(t *testing.T) {
 	rt := newRuntime(t)
 	tests := []struct {
 		name   string
-		played int // frames played before the barge-in
+		played int // frames sent before the barge-in
 	}{
 		{name: "after the first frame", played: 1},
 		{name: "mid response", played: 12},
@@ -254,58 +285,29 @@ func TestOutboundBargeIn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := startOutbound(t, rt, newFakeClock())
+			r := startOutbound(t, rt)
 			for _, d := range deltas(modelTone(600, time.Second)) {
 				r.out.OutputAudio("resp_7", "item_7", d)
 			}
-			r.media.waitFrames(t, 1)
-			for n := 1; n < tt.played; n++ {
+			for n := range tt.played {
 				r.slot(t)
 				r.media.waitFrames(t, n+1)
 			}
-			r.clock.waitArmed(t) // the pacer waits for the next slot
-			cutAt, sentAtCut := r.clock.Now(), r.media.count()
+			waitQueued(t, r.out, 50-tt.played-1) // the next frame waits in Send
 			r.out.SpeechStarted(1234)
 			// The model keeps sending for a moment before it cancels.
 			for _, d := range deltas(modelTone(600, 200*time.Millisecond)) {
 				r.out.OutputAudio("resp_7", "item_7", d)
 			}
-			for range DefaultSilenceFrames + 1 { // five silence frames, then the end
-				r.slot(t)
+			r.slot(t) // the frame already handed over
+			if !r.idle() {
+				t.Error("the Outbound handed over audio after the barge-in")
 			}
-			time.Sleep(10 * time.Millisecond)
 
-			frames, speaking := r.media.snapshot()
-			if sentAtCut != tt.played {
-				t.Fatalf("%d frames sent before the barge-in, want %d", sentAtCut, tt.played)
+			frames := r.media.snapshot()
+			if len(frames) != tt.played+1 {
+				t.Errorf("%d frames sent, want the %d before the barge-in and the one in Send", len(frames), tt.played)
 			}
-			var audioAfter, silenceAfter int
-			var lastAudio time.Time
-			for i, f := range frames {
-				switch {
-				case opus.IsSilence(f.opus) && i < sentAtCut:
-					t.Errorf("silence frame before the barge-in")
-				case opus.IsSilence(f.opus):
-					silenceAfter++
-				default:
-					lastAudio = f.at
-					if i >= sentAtCut {
-						audioAfter++
-					}
-				}
-			}
-			// The clock is stopped while BargeIn runs, so not even a frame
-			// in flight can follow it here.
-			if audioAfter != 0 {
-				t.Errorf("%d audio frames after the barge-in, want 0", audioAfter)
-			}
-			if stop := lastAudio.Sub(cutAt); stop > 100*time.Millisecond {
-				t.Errorf("audio went on %v after the barge-in, want < 100 ms", stop)
-			}
-			if silenceAfter != DefaultSilenceFrames {
-				t.Errorf("%d silence frames after the barge-in, want %d", silenceAfter, DefaultSilenceFrames)
-			}
-			playedMs := (len(frames) - silenceAfter) * 20
 			r.model.mu.Lock()
 			cancels, truncates := r.model.cancels, r.model.truncates
 			r.model.mu.Unlock()
@@ -315,26 +317,35 @@ func TestOutboundBargeIn(t *testing.T) {
 			if len(truncates) != 1 || truncates[0].ItemID != "item_7" {
 				t.Fatalf("truncates %+v, want one for item_7", truncates)
 			}
-			if end := truncates[0].AudioEndMs; end < playedMs-20 || end > playedMs+20 {
-				t.Errorf("truncated at %d ms, want the %d ms played ± 20", end, playedMs)
-			}
-			if len(speaking) != 2 || !speaking[0] || speaking[1] {
-				t.Errorf("speaking flags %v, want [true false]", speaking)
+			if end, want := truncates[0].AudioEndMs, len(frames)*20; end != want {
+				t.Errorf("truncated at %d ms, want the %d ms sent", end, want)
 			}
 			st := r.out.Stats()
-			if st.BargeIns != 1 || st.DroppedBargeIn != uint64(50-tt.played) || st.DroppedCancelled == 0 || st.Queued != 0 {
-				t.Errorf("stats %+v, want 1 barge-in, %d frames dropped, late deltas refused", st, 50-tt.played)
+			if st.BargeIns != 1 || st.DroppedBargeIn != uint64(50-tt.played-1) || st.DroppedCancelled == 0 || st.Queued != 0 {
+				t.Errorf("stats %+v, want 1 barge-in, %d frames dropped, late deltas refused", st, 50-tt.played-1)
 			}
 		})
 	}
 }
 
-// TestOutboundBargeInRealClock runs the barge-in against the real clock
-// and the race detector: after BargeIn returns, at most the frame in
-// flight is sent.
+// waitQueued waits until n frames are queued.
+func waitQueued(t *testing.T, o *Outbound, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for o.Stats().Queued != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d frames queued, want %d", o.Stats().Queued, n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestOutboundBargeInRealClock runs the barge-in against slots on the real
+// clock and the race detector: after BargeIn returns, at most the frame
+// already in Send is sent.
 func TestOutboundBargeInRealClock(t *testing.T) {
 	rt := newRuntime(t)
-	r := startOutbound(t, rt, SystemClock{})
+	r := runOutbound(t, rt, newPacedSink(t))
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
@@ -350,30 +361,18 @@ func TestOutboundBargeInRealClock(t *testing.T) {
 		t.Fatalf("BargeIn = %+v, %t; want item_1 of resp_1", cut, ok)
 	}
 	time.Sleep(300 * time.Millisecond)
-	frames, _ := r.media.snapshot()
-	audio := 0
-	for _, f := range frames[sentAtCut:] {
-		if !opus.IsSilence(f.opus) {
-			audio++
-		}
+	sent := r.media.count()
+	if sent > sentAtCut+1 {
+		t.Errorf("%d frames sent after BargeIn returned, want at most 1", sent-sentAtCut)
 	}
-	if audio > 1 {
-		t.Errorf("%d audio frames after BargeIn returned, want at most 1", audio)
-	}
-	played := 0
-	for _, f := range frames {
-		if !opus.IsSilence(f.opus) {
-			played++
-		}
-	}
-	if cut.AudioEndMs < (played-1)*20 || cut.AudioEndMs > played*20 {
-		t.Errorf("cut at %d ms, %d frames played", cut.AudioEndMs, played)
+	if cut.AudioEndMs < (sent-1)*20 || cut.AudioEndMs > sent*20 {
+		t.Errorf("cut at %d ms, %d frames sent", cut.AudioEndMs, sent)
 	}
 }
 
 func TestOutboundBargeInWhileQuiet(t *testing.T) {
 	rt := newRuntime(t)
-	r := startOutbound(t, rt, newFakeClock())
+	r := startOutbound(t, rt)
 	if cut, ok := r.out.BargeIn(); ok {
 		t.Fatalf("BargeIn while quiet = %+v, true", cut)
 	}
@@ -383,11 +382,12 @@ func TestOutboundBargeInWhileQuiet(t *testing.T) {
 	}
 	// A new response after a barge-in is heard: only the cut one is refused.
 	r.out.OutputAudio("resp_2", "item_2", modelTone(600, 100*time.Millisecond))
+	r.slot(t)
 	r.media.waitFrames(t, 1)
 }
 
 func TestNewOutboundValidates(t *testing.T) {
-	if _, err := NewOutbound(OutboundConfig{Send: func([]byte) {}}); err == nil {
+	if _, err := NewOutbound(OutboundConfig{Send: discard}); err == nil {
 		t.Error("NewOutbound without an encoder succeeded")
 	}
 	rt := newRuntime(t)
@@ -402,7 +402,7 @@ func TestOutboundDeltaSplitInvariant(t *testing.T) {
 	rt := newRuntime(t)
 	speech := modelTone(600, 500*time.Millisecond)
 	encode := func(split func([]byte) [][]byte) [][]byte {
-		o, err := NewOutbound(OutboundConfig{Encoder: newEncoder(t, rt), Send: func([]byte) {}})
+		o, err := NewOutbound(OutboundConfig{Encoder: newEncoder(t, rt), Send: discard})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,34 +440,28 @@ func TestOutboundDeltaSplitInvariant(t *testing.T) {
 }
 
 // TestOutboundModelLost: when the model connection that was speaking is
-// lost, its queued frames are dropped at once and counted, its item is
-// forgotten (a barge-in afterwards tells the next connection nothing about
-// it), and the next connection's answer plays and is cut as usual.
+// lost, its queued frames are dropped at once and counted (only the frame
+// already in Send goes on), its item is forgotten (a barge-in afterwards
+// tells the next connection nothing about it), and the next connection's
+// answer plays and is cut as usual.
 func TestOutboundModelLost(t *testing.T) {
 	rt := newRuntime(t)
-	r := startOutbound(t, rt, newFakeClock())
+	r := startOutbound(t, rt)
 	for _, d := range deltas(modelTone(600, time.Second)) {
 		r.out.OutputAudio("resp_1", "item_1", d)
 	}
-	for n := 1; n < 5; n++ {
-		r.media.waitFrames(t, n)
+	for n := range 5 {
 		r.slot(t)
+		r.media.waitFrames(t, n+1)
 	}
-	r.media.waitFrames(t, 5)
+	waitQueued(t, r.out, 50-6)
 	r.out.ModelLost()
-	lostAt := r.media.count()
-	for range DefaultSilenceFrames + 1 { // the silence frames, then the end
-		r.slot(t)
+	r.slot(t) // the frame already handed over
+	if !r.idle() {
+		t.Fatal("an audio frame of the lost connection's answer was handed over after ModelLost")
 	}
-	time.Sleep(10 * time.Millisecond)
-	frames, _ := r.media.snapshot()
-	for _, f := range frames[lostAt:] {
-		if !opus.IsSilence(f.opus) {
-			t.Fatal("an audio frame of the lost connection's answer was sent after ModelLost")
-		}
-	}
-	if st := r.out.Stats(); st.DroppedModelLost < 40 || st.Queued != 0 {
-		t.Errorf("after ModelLost: %+v, want ≥ 40 dropped and none queued", st)
+	if st := r.out.Stats(); st.DroppedModelLost != 50-6 || st.Queued != 0 {
+		t.Errorf("after ModelLost: %+v, want %d dropped and none queued", st, 50-6)
 	}
 	r.out.SpeechStarted(0)
 	r.model.mu.Lock()
@@ -476,19 +470,24 @@ func TestOutboundModelLost(t *testing.T) {
 	if cancels != 0 || truncates != 0 {
 		t.Errorf("a barge-in after ModelLost sent %d cancels and %d truncates for the lost item", cancels, truncates)
 	}
-	// The next connection's answer plays, and a barge-in truncates it.
+	// The next connection's answer plays, and a barge-in truncates it at
+	// what was handed over: two frames sent, the third waiting in Send.
 	sent := r.media.count()
 	r.out.OutputAudio("resp_2", "item_2", modelTone(600, 200*time.Millisecond))
-	r.media.waitFrames(t, sent+1)
+	r.slot(t)
 	r.slot(t)
 	r.media.waitFrames(t, sent+2)
+	waitQueued(t, r.out, 10-3)
 	r.out.SpeechStarted(0)
 	r.model.mu.Lock()
 	defer r.model.mu.Unlock()
-	if len(r.model.truncates) != 1 || r.model.truncates[0].ItemID != "item_2" || r.model.truncates[0].AudioEndMs != 40 {
-		t.Errorf("truncates %+v, want item_2 at 40 ms", r.model.truncates)
+	if len(r.model.truncates) != 1 || r.model.truncates[0].ItemID != "item_2" || r.model.truncates[0].AudioEndMs != 60 {
+		t.Errorf("truncates %+v, want item_2 at 60 ms", r.model.truncates)
 	}
 }
+
+// discard is a Send that takes every frame at once.
+func discard(context.Context, []byte) error { return nil }
 
 // countingEncoder stands in for Opus where only the number of encodes
 // matters.
@@ -517,7 +516,7 @@ func TestOutboundDropsWhatCannotQueueBeforeEncoding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			enc := &countingEncoder{}
-			o, err := NewOutbound(OutboundConfig{Encoder: enc, Send: func([]byte) {}, MaxQueue: tc.maxQueue})
+			o, err := NewOutbound(OutboundConfig{Encoder: enc, Send: discard, MaxQueue: tc.maxQueue})
 			if err != nil {
 				t.Fatal(err)
 			}

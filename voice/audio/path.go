@@ -28,17 +28,13 @@ type PathConfig struct {
 	// is reconnecting, input audio is dropped and counted, not buffered,
 	// and resumes with the next chunk once it is back.
 	Model func() Model
-	// Encoder, Send and Speaking are the Outbound's (Send is the media
-	// connection's non-blocking send).
-	Encoder  Encoder
-	Send     func(opusFrame []byte)
-	Speaking func(on bool)
-	// SilenceFrames is the Outbound's; negative when Send's connection ends
-	// utterances itself.
-	SilenceFrames int
+	// Encoder and Send are the Outbound's (Send is the media connection's
+	// Play, whose pacer is the outgoing audio's clock).
+	Encoder Encoder
+	Send    func(ctx context.Context, opusFrame []byte) error
 	// NewDecoder is the Inbound's decoder factory; nil is GoDecoders.
 	NewDecoder DecoderFactory
-	// Clock drives both; nil is SystemClock.
+	// Clock drives the Inbound's mix; nil is SystemClock.
 	Clock Clock
 }
 
@@ -86,8 +82,7 @@ func NewPath(cfg PathConfig) (*Path, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.out, err = NewOutbound(OutboundConfig{Encoder: cfg.Encoder, Send: cfg.Send, Speaking: cfg.Speaking,
-		Model: pathModel{p}, SilenceFrames: cfg.SilenceFrames, Clock: cfg.Clock})
+	p.out, err = NewOutbound(OutboundConfig{Encoder: cfg.Encoder, Send: cfg.Send, Model: pathModel{p}})
 	if err != nil {
 		return nil, err
 	}

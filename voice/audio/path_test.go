@@ -42,7 +42,7 @@ func TestPathBothWays(t *testing.T) {
 	model := &fakeModel{}
 	var up atomic.Bool
 	up.Store(true)
-	media := newMediaSink(SystemClock{})
+	media := newPacedSink(t)
 	consent := newConsentSet("111")
 	p, err := NewPath(PathConfig{BotUserID: botID, Consented: consent.Consented,
 		Model: func() Model {
@@ -51,7 +51,7 @@ func TestPathBothWays(t *testing.T) {
 			}
 			return nil
 		},
-		Encoder: newEncoder(t, rt), Send: media.Send, Speaking: media.Speaking})
+		Encoder: newEncoder(t, rt), Send: media.Send})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,10 +94,10 @@ func TestPathBothWays(t *testing.T) {
 	p.SpeechStarted(100)
 	played := media.count()
 	time.Sleep(200 * time.Millisecond)
-	frames, _ := media.snapshot()
+	frames := media.snapshot()
 	audio := 0
 	for _, f := range frames {
-		if !opus.IsSilence(f.opus) {
+		if !opus.IsSilence(f) {
 			audio++
 		}
 	}

@@ -24,9 +24,10 @@ func TestReceiptsHoldCountsOnly(t *testing.T) {
 		in.in.Push(quiet, f)
 		in.tick(t)
 	}
-	out := startOutbound(t, rt, newFakeClock())
+	out := startOutbound(t, rt)
 	speech := modelTone(600, 100*time.Millisecond)
 	out.out.OutputAudio("resp_secret", "item_secret", speech)
+	out.slot(t)
 	out.media.waitFrames(t, 1)
 	out.out.BargeIn()
 

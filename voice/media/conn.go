@@ -36,8 +36,8 @@ type Config struct {
 	// FrameBuffer is the capacity of Frames (default 64); a frame that
 	// finds it full is dropped and counted, never blocking the socket.
 	FrameBuffer int
-	// SendBuffer is how many frames Send queues ahead of the pacer
-	// (default 10, 200 ms).
+	// SendBuffer is how many frames Send and TrySend queue ahead of the
+	// pacer (default 10, 200 ms); Play queues none.
 	SendBuffer int
 	// HandshakeTimeout bounds each websocket handshake (default 10 s).
 	HandshakeTimeout time.Duration
@@ -232,18 +232,29 @@ func (c *Conn) Mode() Mode { return c.udp.mode }
 // UserBySSRC returns the user the gateway announced for ssrc.
 func (c *Conn) UserBySSRC(ssrc uint32) (string, bool) { return c.udp.userBySSRC(ssrc) }
 
-// Send queues one 20 ms Opus frame for the pacer. It blocks only while the queue is full (the producer is ahead of
+// Send queues one 20 ms Opus frame for the pacer, up to SendBuffer ahead
+// of it. It blocks only while the queue is full (the producer is ahead of
 // real time) and returns when ctx ends or the connection closes.
 func (c *Conn) Send(ctx context.Context, opus []byte) error {
 	return c.udp.send(ctx, c.udp.sendQ, opus)
+}
+
+// Play hands one 20 ms Opus frame to the pacer and returns once the pacer
+// has taken it for its slot (or ctx ends, or the connection closes). A
+// producer with a queue of its own, such as the audio path, so stays one
+// frame ahead of the wire without a clock of its own, and what it drops
+// from its queue (a barge-in) is never sent. Play and Send are not meant
+// to be mixed.
+func (c *Conn) Play(ctx context.Context, opus []byte) error {
+	return c.udp.send(ctx, c.udp.handQ, opus)
 }
 
 // TrySend queues one frame without blocking and reports whether it was
 // queued: false when the queue is full or the connection closed.
 func (c *Conn) TrySend(opus []byte) bool { return c.udp.trySend(opus) }
 
-// Flush drops every queued frame and returns how many: barge-in stops our
-// audio at once. The utterance then ends with its
+// Flush drops every frame Send or TrySend queued and returns how many:
+// barge-in stops our audio at once. The utterance then ends with its
 // silence frames.
 func (c *Conn) Flush() int { return c.udp.flush() }
 

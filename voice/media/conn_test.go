@@ -379,6 +379,9 @@ func TestCloseEndsEverything(t *testing.T) {
 	if err := a.Send(context.Background(), []byte{1}); !errors.Is(err, media.ErrClosed) {
 		t.Fatalf("Send after Close = %v", err)
 	}
+	if err := a.Play(context.Background(), []byte{1}); !errors.Is(err, media.ErrClosed) {
+		t.Fatalf("Play after Close = %v", err)
+	}
 	waitFor(t, "Done", closed.Load)
 }
 
@@ -441,6 +444,35 @@ func TestPacerHoldsABurstToRealTime(t *testing.T) {
 	// leaves no sooner than (n+5-3) frames after the first.
 	if d, min := time.Since(start), time.Duration(n+5-3)*media.FrameDuration; d < min {
 		t.Fatalf("%d frames and their silence left in %v, faster than real time (%v)", n, d, min)
+	}
+}
+
+// TestPlayHandsOverAtTheSlot: Play returns only as the pacer takes the
+// frame, after it sent the one before, so a producer that plays as fast as
+// it can is held to real time by Play alone and is never more than one
+// frame ahead of the wire. Only lower bounds on time are asserted.
+func TestPlayHandsOverAtTheSlot(t *testing.T) {
+	srv := voicetest.New(t, voicetest.Options{})
+	a := dial(t, srv, "100", allowAll)
+	ctx := ctxT(t, 10*time.Second)
+	start := time.Now()
+	const n = 30
+	for i := range n {
+		if err := a.Play(ctx, frame('a', i)); err != nil {
+			t.Fatal(err)
+		}
+		if sent := a.Stats().FramesSent; sent < uint64(i) {
+			t.Fatalf("Play of frame %d returned with %d sent: more than one frame ahead of the wire", i, sent)
+		}
+	}
+	// At most three back to back: the last was taken no sooner than
+	// n-3 frames after the first.
+	if d, min := time.Since(start), time.Duration(n-3)*media.FrameDuration; d < min {
+		t.Fatalf("%d frames played in %v, faster than real time (%v)", n, d, min)
+	}
+	waitFor(t, "the utterance to end", func() bool { return !a.Speaking() })
+	if s := a.Stats(); s.FramesSent != n+5 {
+		t.Fatalf("sent %d packets, want %d frames and 5 silence", s.FramesSent, n)
 	}
 }
 

@@ -13,8 +13,8 @@
 // session (gateway.go over socket.go: identify, resume, heartbeat, the
 // session description, the speaking op, the client connect and disconnect
 // ops and the DAVE ops' routing, close codes) and the UDP media connection
-// (udp.go: IP discovery and the SSRC→user map; send.go: the pacer;
-// receive.go; rtp.go and crypt.go). The
+// (udp.go: IP discovery and the SSRC→user map; send.go: the pacer, the one
+// 20 ms clock of our outgoing audio; receive.go; rtp.go and crypt.go). The
 // gateway tells the media half who speaks on which SSRC; the media half
 // asks the gateway to raise and lower the speaking flag.
 //

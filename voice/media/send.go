@@ -82,14 +82,17 @@ type sender struct {
 	silence  []byte
 }
 
-// pace sends frames with the speaking flag set, ends an utterance with
-// five silence frames, and sends UDP keepalives while idle. Pacing is a
-// GCRA (virtual scheduling): each packet advances a theoretical time by
-// 20 ms and a packet may leave once it is at most burstAllowance ahead of
-// it. A producer handing frames over in real time has each sent on
-// arrival, a stall of up to burstAllowance caught up without lasting delay;
-// frames queued ahead of real time leave at 20 ms intervals (after at most
-// three back to back).
+// pace is the one clock of our outgoing audio. It sends frames with the
+// speaking flag set, ends an utterance with five silence frames, and sends
+// UDP keepalives while idle. Pacing is a GCRA (virtual scheduling): each
+// packet advances a theoretical time by 20 ms and a packet may leave once
+// it is at most burstAllowance ahead of it. A producer handing frames over
+// in real time has each sent on arrival, a stall of up to burstAllowance
+// caught up without lasting delay; frames queued ahead of real time leave
+// at 20 ms intervals (after at most three back to back).
+//
+// The next frame is taken only once it may leave: until then it stays
+// queued, where Flush can still drop it, and a Play caller still waits.
 func (u *udpConn) pace() {
 	defer u.wg.Done()
 	s := newSender(u)
@@ -126,20 +129,12 @@ func (u *udpConn) pace() {
 			_, _ = u.sock.Write(ka[:])
 			continue
 		case f = <-u.sendQ:
+		case f = <-u.handQ:
 		}
 		u.talking.Store(true)
 		tat := time.Now() // theoretical time of the next packet
 		silence := trailingSilence
 		for {
-			if f != nil && silence != trailingSilence {
-				// Speech resumes after silence frames filled a gap: those
-				// slots are not owed to the schedule, so it restarts now
-				// rather than holding every later frame behind them.
-				tat = time.Now()
-			}
-			if !sleepUntil(tat.Add(-burstAllowance)) {
-				return
-			}
 			now := time.Now()
 			if f != nil {
 				s.transmit(f)
@@ -154,6 +149,9 @@ func (u *udpConn) pace() {
 				}
 			}
 			tat = later(tat, now).Add(FrameDuration)
+			if !sleepUntil(tat.Add(-burstAllowance)) {
+				return
+			}
 			// Talking: wait for the next frame until one frame after it
 			// is due, then start the silence; trailing: until the next
 			// silence frame is due.
@@ -170,13 +168,22 @@ func (u *udpConn) pace() {
 				// Go ≥1.23 timers: after Stop or Reset no stale tick is
 				// delivered, so there is nothing to drain.
 				timer.Stop()
+			case f = <-u.handQ:
+				timer.Stop()
 			case <-timer.C:
 				// A frame that is waiting wins over silence even when the
 				// pacer woke late and both were ready.
 				select {
 				case f = <-u.sendQ:
+				case f = <-u.handQ:
 				default:
 				}
+			}
+			if f != nil && silence != trailingSilence {
+				// Speech resumes after silence frames filled a gap: those
+				// slots are not owed to the schedule, so it restarts now
+				// rather than holding every later frame behind them.
+				tat = time.Now()
 			}
 		}
 	}

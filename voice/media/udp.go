@@ -39,11 +39,14 @@ type udpConn struct {
 	mu     sync.RWMutex
 	bySSRC map[uint32]string
 
-	frames   chan Frame
-	sendQ    chan []byte
-	pending  atomic.Int64 // frames handed to Send and not yet transmitted
-	talking  atomic.Bool  // the pacer is inside an utterance
-	speaking func(on bool)
+	frames chan Frame
+	// sendQ holds what Send and TrySend queue ahead of the pacer; handQ is
+	// Play's hand-over, unbuffered, so a frame moves only when the pacer
+	// takes it for its slot.
+	sendQ, handQ chan []byte
+	pending      atomic.Int64 // frames handed over and not yet transmitted
+	talking      atomic.Bool  // the pacer is inside an utterance
+	speaking     func(on bool)
 
 	// held are packets waiting for their SSRC to be named; only the
 	// receive goroutine touches it.
@@ -63,6 +66,7 @@ func newUDPConn(life context.Context, cfg Config) *udpConn {
 		bySSRC: map[uint32]string{},
 		frames: make(chan Frame, cfg.FrameBuffer),
 		sendQ:  make(chan []byte, cfg.SendBuffer),
+		handQ:  make(chan []byte),
 	}
 }
 

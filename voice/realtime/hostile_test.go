@@ -32,7 +32,7 @@ func TestHostileAudioDeltasCostBoundedEncodes(t *testing.T) {
 	noLeaks(t)
 	f := newFake(t)
 	enc := &countingEncoder{}
-	out, err := audio.NewOutbound(audio.OutboundConfig{Encoder: enc, Send: func([]byte) {}})
+	out, err := audio.NewOutbound(audio.OutboundConfig{Encoder: enc, Send: func(context.Context, []byte) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
