@@ -7,7 +7,6 @@ toolchain go1.26.8
 require (
 	github.com/bwmarrin/discordgo v0.29.0
 	github.com/caarlos0/env/v11 v11.4.2
-	github.com/disgoorg/godave v0.3.0
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-resty/resty/v2 v2.17.2
 	github.com/gorilla/websocket v1.5.3

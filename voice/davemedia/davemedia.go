@@ -2,9 +2,9 @@
 // it implements media.DAVE on top of dave.Session.
 //
 // It is its own small package so that neither side depends on the other:
-// voice/dave stays the protocol and its cryptography (also served to disgo
-// through NewGodave) with no voice-connection types, and voice/media stays
-// the connection with no MLS. Whoever builds a voice session imports this
+// voice/dave stays the protocol and its cryptography with no
+// voice-connection types, and voice/media stays the connection with no
+// MLS. Whoever builds a voice session imports this
 // one and both.
 package davemedia
 
