@@ -26,6 +26,7 @@ import (
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
@@ -217,11 +218,11 @@ func encodeTone(t *testing.T, rt *opus.Runtime, freq float64, n int) [][]byte {
 		t.Fatal(err)
 	}
 	defer enc.Close(ctx)
-	tone := pcm.NewTone(freq, opus.SampleRate, 8000)
+	tone := pcmtest.NewTone(freq, opus.SampleRate, 8000)
 	out := make([]byte, opus.MaxPacketBytes)
 	var frames [][]byte
 	for range n {
-		k, err := enc.Encode(ctx, pcm.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
+		k, err := enc.Encode(ctx, pcmtest.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +263,7 @@ func toneOf(t *testing.T, frames [][]byte, skip int) float64 {
 	if len(mono) == 0 {
 		return 0
 	}
-	return pcm.DominantFrequency(mono, opus.SampleRate, 100, 4000)
+	return pcmtest.DominantFrequency(mono, opus.SampleRate, 100, 4000)
 }
 
 func opusOf(h []heardFrame) [][]byte {
@@ -276,7 +277,7 @@ func opusOf(h []heardFrame) [][]byte {
 // answerPCM is the model's answer: a tone as PCM16 24 kHz, d long.
 func answerPCM(freq float64, d time.Duration) []byte {
 	n := int(d.Seconds() * realtime.SampleRate)
-	return pcm.AppendLE(nil, pcm.NewTone(freq, realtime.SampleRate, 8000).Append(nil, n))
+	return pcm.AppendLE(nil, pcmtest.NewTone(freq, realtime.SampleRate, 8000).Append(nil, n))
 }
 
 // framesOf returns the frames of connection n (1-based) of type typ.
@@ -362,9 +363,9 @@ func TestVoiceAudioConsentBargeInAndOptOut(t *testing.T) {
 	<-mv.speak(t, encodeTone(t, rt, 440, 50), 0, nil)
 	waitFor(t, 5*time.Second, "a second of mover at the model", func() bool { return len(a.modelHeard(1)) >= 20000 })
 	heard := a.modelHeard(1)
-	dom := pcm.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000)
+	dom := pcmtest.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000)
 	t.Logf("the model heard %d samples at 24 kHz, dominant %.1f Hz; 700 Hz amplitude %.1f; DAVE of mover %+v",
-		len(heard), dom, pcm.Amplitude(heard, realtime.SampleRate, 700), a.counters(mover).DAVE)
+		len(heard), dom, pcmtest.Amplitude(heard, realtime.SampleRate, 700), a.counters(mover).DAVE)
 	if !near(dom, 440, 3) {
 		t.Errorf("the model hears %.1f Hz, want 440 ± 3", dom)
 	}
@@ -444,7 +445,7 @@ func TestVoiceAudioConsentBargeInAndOptOut(t *testing.T) {
 	rest := a.modelHeard(1)[l0:]
 	amp := 0.0
 	if len(rest) > 2400 {
-		amp = pcm.Amplitude(rest[2400:], realtime.SampleRate, 440)
+		amp = pcmtest.Amplitude(rest[2400:], realtime.SampleRate, 440)
 	}
 	t.Logf("after the opt-out: DAVE successes of mover +%d, dropped for consent +%d, model samples +%d, 440 Hz amplitude past 100 ms %.1f",
 		c1.DAVE.Successes-c0.DAVE.Successes, c1.DroppedNoConsent-c0.DroppedNoConsent, len(rest), amp)
@@ -616,8 +617,8 @@ func TestVoiceAudioWithDiscordJS(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	model := a.modelHeard(1)
-	dom := pcm.DominantFrequency(model[4800:], realtime.SampleRate, 100, 4000)
-	amp700, amp440 := pcm.Amplitude(model, realtime.SampleRate, 700), pcm.Amplitude(model, realtime.SampleRate, 440)
+	dom := pcmtest.DominantFrequency(model[4800:], realtime.SampleRate, 100, 4000)
+	amp700, amp440 := pcmtest.Amplitude(model, realtime.SampleRate, 700), pcmtest.Amplitude(model, realtime.SampleRate, 440)
 	cm, ca := a.counters(mover), a.counters(alice)
 	var got [][]byte
 	for _, s := range heard["frames"].([]any) {
@@ -735,7 +736,7 @@ func TestVoiceAudioModelReconnect(t *testing.T) {
 		t.Errorf("the re-seed briefing lacks the fact")
 	}
 	heard := a.modelHeard(2)
-	if dom := pcm.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); !near(dom, 440, 3) {
+	if dom := pcmtest.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); !near(dom, 440, 3) {
 		t.Errorf("the new connection hears %.1f Hz, want 440 ± 3", dom)
 	}
 	// Paused, not buffered: the new connection got no more than was

@@ -12,6 +12,7 @@ import (
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
@@ -78,14 +79,14 @@ func BenchmarkSessionAudioLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer enc.Close(ctx)
-	tone := pcm.NewTone(440, opus.SampleRate, 8000)
+	tone := pcmtest.NewTone(440, opus.SampleRate, 8000)
 	frames := make([][]byte, 50)
 	for i := range frames {
 		out := make([]byte, opus.MaxPacketBytes)
-		n, _ := enc.Encode(ctx, pcm.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
+		n, _ := enc.Encode(ctx, pcmtest.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
 		frames[i] = out[:n]
 	}
-	delta := pcm.AppendLE(nil, pcm.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate/50))
+	delta := pcm.AppendLE(nil, pcmtest.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate/50))
 
 	b.Run("in", func(b *testing.B) {
 		var lat []time.Duration

@@ -17,6 +17,7 @@ import (
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
@@ -169,10 +170,10 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	calTalks := make(chan struct{})
 	calSpeaks := func() {
 		defer close(calTalks)
-		calTone := pcm.NewTone(700, opus.SampleRate, 8000)
+		calTone := pcmtest.NewTone(700, opus.SampleRate, 8000)
 		out := make([]byte, opus.MaxPacketBytes)
 		for range 50 {
-			n, err := calEnc.Encode(ctx, pcm.AppendStereo(nil, calTone.Append(nil, opus.FrameSamples)), out)
+			n, err := calEnc.Encode(ctx, pcmtest.AppendStereo(nil, calTone.Append(nil, opus.FrameSamples)), out)
 			if err != nil || calConn.Send(ctx, out[:n]) != nil {
 				return
 			}
@@ -183,11 +184,11 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 		t.Fatal(err)
 	}
 	defer enc.Close(ctx)
-	tone := pcm.NewTone(440, opus.SampleRate, 8000)
+	tone := pcmtest.NewTone(440, opus.SampleRate, 8000)
 	speak := func(frames int) {
 		out := make([]byte, opus.MaxPacketBytes)
 		for range frames {
-			n, err := enc.Encode(ctx, pcm.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
+			n, err := enc.Encode(ctx, pcmtest.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -203,11 +204,11 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	<-calTalks
 	eventually(t, "a second of Ana at the model", func() bool { return len(model.heard()) >= 20000 })
 	heard := model.heard()
-	if dom := pcm.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); dom < 437 || dom > 443 {
+	if dom := pcmtest.DominantFrequency(heard[2400:], realtime.SampleRate, 100, 4000); dom < 437 || dom > 443 {
 		t.Errorf("the model hears %.1f Hz, want 440 ± 3", dom)
 	}
 	{
-		if amp := pcm.Amplitude(heard, realtime.SampleRate, 700); amp > 40 {
+		if amp := pcmtest.Amplitude(heard, realtime.SampleRate, 700); amp > 40 {
 			t.Errorf("Cal's 700 Hz at amplitude %.0f in the model's audio; he never consented", amp)
 		}
 		// Cal's packets were dropped at the packet, undecrypted: the
@@ -222,7 +223,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	}
 
 	// The model answers at 600 Hz: Ana hears it.
-	answer := pcm.AppendLE(nil, pcm.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate))
+	answer := pcm.AppendLE(nil, pcmtest.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate))
 	model.mu.Lock()
 	out := model.out
 	model.mu.Unlock()
@@ -251,7 +252,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 			t.Fatalf("Ana heard %d samples of the answer", len(got))
 		}
 	}
-	if dom := pcm.DominantFrequency(got[5*opus.FrameSamples:], opus.SampleRate, 100, 4000); dom < 597 || dom > 603 {
+	if dom := pcmtest.DominantFrequency(got[5*opus.FrameSamples:], opus.SampleRate, 100, 4000); dom < 597 || dom > 603 {
 		t.Errorf("Ana hears %.1f Hz, want 600 ± 3", dom)
 	}
 	if e2ee {
@@ -290,7 +291,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	speak(25)
 	time.Sleep(100 * time.Millisecond)
 	after := model.heard()[before:]
-	if amp := pcm.Amplitude(after, realtime.SampleRate, 440); len(after) > 0 && amp > 40 {
+	if amp := pcmtest.Amplitude(after, realtime.SampleRate, 440); len(after) > 0 && amp > 40 {
 		t.Errorf("Ana's 440 Hz at amplitude %.0f after her opt-out", amp)
 	}
 }
@@ -415,7 +416,7 @@ func TestSessionAudioNeverLeavesInTheClearUnderDAVE(t *testing.T) {
 	model.mu.Lock()
 	out := model.out
 	model.mu.Unlock()
-	out.OutputAudio("resp_1", "item_1", pcm.AppendLE(nil, pcm.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate/2)))
+	out.OutputAudio("resp_1", "item_1", pcm.AppendLE(nil, pcmtest.NewTone(600, realtime.SampleRate, 8000).Append(nil, realtime.SampleRate/2)))
 	select {
 	case f := <-person.Frames():
 		t.Fatalf("a frame of %d bytes reached the person before the E2EE group existed", len(f.Opus))
@@ -466,10 +467,10 @@ func TestSessionAudioRejoinsWhenTheVoiceSessionIsInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer enc.Close(ctx)
-	tone := pcm.NewTone(440, opus.SampleRate, 8000)
+	tone := pcmtest.NewTone(440, opus.SampleRate, 8000)
 	out := make([]byte, opus.MaxPacketBytes)
 	for range 25 {
-		n, err := enc.Encode(ctx, pcm.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
+		n, err := enc.Encode(ctx, pcmtest.AppendStereo(nil, tone.Append(nil, opus.FrameSamples)), out)
 		if err != nil {
 			t.Fatal(err)
 		}

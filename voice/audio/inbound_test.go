@@ -11,6 +11,7 @@ import (
 
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 )
 
 const botID = "900000000000000001"
@@ -239,7 +240,7 @@ func TestInboundHearsOnlyConsentedSpeakers(t *testing.T) {
 				t.Fatalf("model got %d samples, want about %d", len(got), 24000*9/10)
 			}
 			for _, tk := range tt.talkers {
-				amp := pcm.Amplitude(got, ModelRate, tk.freq)
+				amp := pcmtest.Amplitude(got, ModelRate, tk.freq)
 				heard := tk.consented && tk.id != botID
 				if heard && amp < heardAmp {
 					t.Errorf("%g Hz of a consented speaker at amplitude %.0f in the model's audio, want > %d", tk.freq, amp, heardAmp)
@@ -252,7 +253,7 @@ func TestInboundHearsOnlyConsentedSpeakers(t *testing.T) {
 				}
 			}
 			if tt.wantDomHz != 0 {
-				if dom := pcm.DominantFrequency(got, ModelRate, 100, 4000); dom < tt.wantDomHz-3 || dom > tt.wantDomHz+3 {
+				if dom := pcmtest.DominantFrequency(got, ModelRate, 100, 4000); dom < tt.wantDomHz-3 || dom > tt.wantDomHz+3 {
 					t.Errorf("dominant frequency %.1f Hz, want %g ± 3", dom, tt.wantDomHz)
 				}
 			}
@@ -347,10 +348,10 @@ func TestInboundOptOutMidUtterance(t *testing.T) {
 				after = after[24:]
 			}
 			if tt.aliceTalksOn {
-				if amp := pcm.Amplitude(after, ModelRate, 700); amp > silentAmp {
+				if amp := pcmtest.Amplitude(after, ModelRate, 700); amp > silentAmp {
 					t.Errorf("bob's 700 Hz at amplitude %.0f after his opt-out, want < %d", amp, silentAmp)
 				}
-				if amp := pcm.Amplitude(after, ModelRate, 440); amp < heardAmp {
+				if amp := pcmtest.Amplitude(after, ModelRate, 440); amp < heardAmp {
 					t.Errorf("alice's 440 Hz at amplitude %.0f after bob's opt-out, want > %d", amp, heardAmp)
 				}
 			} else {
@@ -491,7 +492,7 @@ func TestInboundReleasesDecoders(t *testing.T) {
 		in.Push("222", b[f])
 		r.tick(t)
 	}
-	if got := pcm.DominantFrequency(sink.samples(t, 0), ModelRate, 100, 4000); got < 400 || got > 750 {
+	if got := pcmtest.DominantFrequency(sink.samples(t, 0), ModelRate, 100, 4000); got < 400 || got > 750 {
 		t.Errorf("wasm-decoded mix dominated by %.0f Hz, want 440 or 700", got)
 	}
 	consent.revoke("222")
@@ -529,7 +530,7 @@ func TestInboundSurvivesBadFrames(t *testing.T) {
 		t.Error("no decode errors counted for malformed frames")
 	}
 	got := r.sink.samples(t, 5)
-	if dom := pcm.DominantFrequency(got, ModelRate, 100, 4000); dom < 437 || dom > 443 {
+	if dom := pcmtest.DominantFrequency(got, ModelRate, 100, 4000); dom < 437 || dom > 443 {
 		t.Errorf("dominant frequency %.1f Hz beside a speaker sending garbage, want 440 ± 3", dom)
 	}
 }
@@ -584,7 +585,7 @@ func TestInboundSurvivesADecoderPanic(t *testing.T) {
 	if n := made.Load(); n != 2 {
 		t.Fatalf("%d decoders made, want 2 (the one that panicked replaced)", n)
 	}
-	if dom := pcm.DominantFrequency(sink.samples(t, 5), ModelRate, 100, 4000); dom < 437 || dom > 443 {
+	if dom := pcmtest.DominantFrequency(sink.samples(t, 5), ModelRate, 100, 4000); dom < 437 || dom > 443 {
 		t.Errorf("dominant frequency %.1f Hz after the panic, want 440 ± 3", dom)
 	}
 }

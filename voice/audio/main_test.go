@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/clankie/clankie/voice/opus"
-	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 )
 
 func TestMain(m *testing.M) {
@@ -178,11 +178,11 @@ func toneOpus(t testing.TB, rt *opus.Runtime, freq float64, n int) [][]byte {
 func encodeTone(t testing.TB, rt *opus.Runtime, freq float64, n int) [][]byte {
 	t.Helper()
 	enc := newEncoder(t, rt)
-	gen := pcm.NewTone(freq, opus.SampleRate, toneAmp)
+	gen := pcmtest.NewTone(freq, opus.SampleRate, toneAmp)
 	frames := make([][]byte, n)
 	out := make([]byte, opus.MaxPacketBytes)
 	for i := range frames {
-		stereo := pcm.AppendStereo(nil, gen.Append(nil, opus.FrameSamples))
+		stereo := pcmtest.AppendStereo(nil, gen.Append(nil, opus.FrameSamples))
 		k, err := enc.Encode(context.Background(), stereo, out)
 		if err != nil {
 			t.Fatalf("Encode: %v", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 )
 
 // mediaSink stands in for the media connection's Play: Send blocks until
@@ -174,7 +175,7 @@ func (r *outboundRig) idle() bool {
 // at 24 kHz.
 func modelTone(freq float64, d time.Duration) []byte {
 	n := int(d * ModelRate / time.Second)
-	return pcm.AppendLE(nil, pcm.NewTone(freq, ModelRate, toneAmp).Append(nil, n))
+	return pcm.AppendLE(nil, pcmtest.NewTone(freq, ModelRate, toneAmp).Append(nil, n))
 }
 
 // deltas splits b into odd-sized pieces, as a model's deltas may come.
@@ -254,10 +255,10 @@ func TestOutboundSpeaksOpus(t *testing.T) {
 				t.Fatalf("decoded %d samples, want %d", len(mono), tt.wantFrames*opus.FrameSamples)
 			}
 			body := mono[5*opus.FrameSamples : len(mono)-2*opus.FrameSamples]
-			if dom := pcm.DominantFrequency(body, opus.SampleRate, 100, 4000); dom < 597 || dom > 603 {
+			if dom := pcmtest.DominantFrequency(body, opus.SampleRate, 100, 4000); dom < 597 || dom > 603 {
 				t.Errorf("Clankie's audio decodes to %.1f Hz, want 600 ± 3", dom)
 			}
-			if amp := pcm.Amplitude(body, opus.SampleRate, 600); amp < 6000 {
+			if amp := pcmtest.Amplitude(body, opus.SampleRate, 600); amp < 6000 {
 				t.Errorf("600 Hz at amplitude %.0f, want about %d", amp, toneAmp)
 			}
 			st := r.out.Stats()

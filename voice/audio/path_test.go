@@ -9,6 +9,7 @@ import (
 
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 )
 
 // fakeModel is the model connection as the audio path sees it: it keeps
@@ -82,7 +83,7 @@ func TestPathBothWays(t *testing.T) {
 	for _, c := range model.received()[5:] {
 		heard, _ = pcm.AppendFromLE(heard, c)
 	}
-	if dom := pcm.DominantFrequency(heard, ModelRate, 100, 4000); dom < 437 || dom > 443 {
+	if dom := pcmtest.DominantFrequency(heard, ModelRate, 100, 4000); dom < 437 || dom > 443 {
 		t.Errorf("model hears %.1f Hz, want 440 ± 3", dom)
 	}
 

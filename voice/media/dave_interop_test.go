@@ -13,6 +13,7 @@ import (
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 )
 
 func b64(frames [][]byte) []string {
@@ -45,7 +46,7 @@ func toneOf(t *testing.T, frames [][]byte) float64 {
 	if len(mono) > opus.SampleRate {
 		mono = mono[len(mono)-opus.SampleRate:]
 	}
-	return pcm.DominantFrequency(mono, opus.SampleRate, 100, 2000)
+	return pcmtest.DominantFrequency(mono, opus.SampleRate, 100, 2000)
 }
 
 func near(got, want, tol float64) bool { return math.Abs(got-want) <= tol }

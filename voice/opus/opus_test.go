@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 )
 
 // wasmSHA256 is the sha256 of opus.wasm as scripts/build-opus-wasm builds it
@@ -32,12 +33,12 @@ func newRuntime(t testing.TB) *Runtime {
 // toneFrames returns n 20 ms frames of a freq Hz tone, interleaved with the
 // given channel count.
 func toneFrames(freq float64, channels, n int) [][]int16 {
-	gen := pcm.NewTone(freq, SampleRate, toneAmp)
+	gen := pcmtest.NewTone(freq, SampleRate, toneAmp)
 	frames := make([][]int16, n)
 	for i := range frames {
 		mono := gen.Append(nil, FrameSamples)
 		if channels == 2 {
-			frames[i] = pcm.AppendStereo(nil, mono)
+			frames[i] = pcmtest.AppendStereo(nil, mono)
 		} else {
 			frames[i] = mono
 		}
@@ -181,10 +182,10 @@ func TestEncodeDecodeKeepsToneFrequency(t *testing.T) {
 				}
 				// Judge the second half second, well past the encoder's start-up.
 				got := toMono(decoded, tt.cfg.Channels)[SampleRate/2:]
-				if f := pcm.DominantFrequency(got, SampleRate, 50, 4000); math.Abs(f-tt.freq) > 2 {
+				if f := pcmtest.DominantFrequency(got, SampleRate, 50, 4000); math.Abs(f-tt.freq) > 2 {
 					t.Errorf("decoded dominant frequency %.1f Hz, want %.0f ± 2", f, tt.freq)
 				}
-				if a := pcm.Amplitude(got, SampleRate, tt.freq); math.Abs(a-toneAmp) > toneAmp/5 {
+				if a := pcmtest.Amplitude(got, SampleRate, tt.freq); math.Abs(a-toneAmp) > toneAmp/5 {
 					t.Errorf("decoded amplitude %.0f, want %d ± 20%%", a, toneAmp)
 				}
 				t.Logf("packets: %v, mean %d bytes", modes(packets), meanLen(packets))
@@ -331,7 +332,7 @@ func TestConcurrentCodecs(t *testing.T) {
 				decoded = append(decoded, buf[:2*m]...)
 			}
 			got := pcm.AppendMono(nil, decoded)[SampleRate/10:]
-			if f := pcm.DominantFrequency(got, SampleRate, 50, 4000); math.Abs(f-freq) > 3 {
+			if f := pcmtest.DominantFrequency(got, SampleRate, 50, 4000); math.Abs(f-freq) > 3 {
 				errs <- errors.New("goroutine decoded the wrong frequency")
 			}
 		})

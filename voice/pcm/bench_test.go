@@ -1,6 +1,10 @@
 package pcm
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
+)
 
 // reportCPU adds the CPU time per 20 ms of audio as a fraction of 20 ms.
 func reportCPU(b *testing.B) {
@@ -10,7 +14,7 @@ func reportCPU(b *testing.B) {
 // BenchmarkDownsample is one 20 ms frame of 48 kHz mono to 24 kHz.
 func BenchmarkDownsample(b *testing.B) {
 	d := NewDownsampler()
-	in := NewTone(440, 48000, 8000).Append(nil, 960)
+	in := pcmtest.NewTone(440, 48000, 8000).Append(nil, 960)
 	out := make([]int16, 0, 480)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -22,7 +26,7 @@ func BenchmarkDownsample(b *testing.B) {
 // BenchmarkUpsample is one 20 ms frame of 24 kHz mono to 48 kHz stereo.
 func BenchmarkUpsample(b *testing.B) {
 	u := NewUpsampler()
-	in := NewTone(440, 24000, 8000).Append(nil, 480)
+	in := pcmtest.NewTone(440, 24000, 8000).Append(nil, 480)
 	out := make([]int16, 0, 4*480)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -35,7 +39,7 @@ func BenchmarkUpsample(b *testing.B) {
 func BenchmarkMix25(b *testing.B) {
 	sources := make([][]int16, 25)
 	for i := range sources {
-		sources[i] = NewTone(200+float64(50*i), 48000, 1000).Append(nil, 960)
+		sources[i] = pcmtest.NewTone(200+float64(50*i), 48000, 1000).Append(nil, 960)
 	}
 	dst := make([]int16, 960)
 	b.ReportAllocs()

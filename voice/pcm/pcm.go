@@ -56,14 +56,6 @@ func AppendMono(dst, stereo []int16) []int16 {
 	return dst
 }
 
-// AppendStereo appends mono src duplicated into interleaved stereo to dst.
-func AppendStereo(dst, mono []int16) []int16 {
-	for _, s := range mono {
-		dst = append(dst, s, s)
-	}
-	return dst
-}
-
 // ErrOddBytes reports PCM16 bytes that do not split into whole samples.
 var ErrOddBytes = errors.New("pcm: odd number of bytes for 16-bit samples")
 

@@ -5,12 +5,14 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 )
 
 const amp = 10000
 
 func tone(freq float64, rate, n int) []int16 {
-	return NewTone(freq, rate, amp).Append(nil, n)
+	return pcmtest.NewTone(freq, rate, amp).Append(nil, n)
 }
 
 // feed runs src through fn in chunks of the given sizes (cycled).
@@ -45,11 +47,11 @@ func TestDownsamplerKeepsToneFrequency(t *testing.T) {
 			if len(out) != len(in)/2 {
 				t.Fatalf("got %d samples from %d, want %d", len(out), len(in), len(in)/2)
 			}
-			got := DominantFrequency(steady(out), 24000, 50, 9000)
+			got := pcmtest.DominantFrequency(steady(out), 24000, 50, 9000)
 			if math.Abs(got-tt.freq) > 2 {
 				t.Errorf("dominant frequency %.1f Hz, want %.0f ± 2", got, tt.freq)
 			}
-			if a := Amplitude(steady(out), 24000, tt.freq); math.Abs(a-amp) > amp/100 {
+			if a := pcmtest.Amplitude(steady(out), 24000, tt.freq); math.Abs(a-amp) > amp/100 {
 				t.Errorf("amplitude %.0f, want %d ± 1%%", a, amp)
 			}
 		})
@@ -68,7 +70,7 @@ func TestDownsamplerSuppressesAliases(t *testing.T) {
 		t.Run("", func(t *testing.T) {
 			out := NewDownsampler().Append(nil, tone(tt.freq, 48000, 48000/2))
 			// -60 dB: the alias must be at most a thousandth of the tone.
-			if a := Amplitude(steady(out), 24000, tt.alias); a > amp/1000 {
+			if a := pcmtest.Amplitude(steady(out), 24000, tt.alias); a > amp/1000 {
 				t.Errorf("%.0f Hz aliases to %.0f Hz at amplitude %.1f, want ≤ %d", tt.freq, tt.alias, a, amp/1000)
 			}
 		})
@@ -98,14 +100,14 @@ func TestUpsamplerKeepsToneFrequency(t *testing.T) {
 				}
 			}
 			mono := AppendMono(nil, out)
-			if got := DominantFrequency(steady(mono), 48000, 50, 8000); math.Abs(got-tt.freq) > 2 {
+			if got := pcmtest.DominantFrequency(steady(mono), 48000, 50, 8000); math.Abs(got-tt.freq) > 2 {
 				t.Errorf("dominant frequency %.1f Hz, want %.0f ± 2", got, tt.freq)
 			}
-			if a := Amplitude(steady(mono), 48000, tt.freq); math.Abs(a-amp) > amp/100 {
+			if a := pcmtest.Amplitude(steady(mono), 48000, tt.freq); math.Abs(a-amp) > amp/100 {
 				t.Errorf("amplitude %.0f, want %d ± 1%%", a, amp)
 			}
 			image := 24000 - tt.freq
-			if a := Amplitude(steady(mono), 48000, image); a > amp/1000 {
+			if a := pcmtest.Amplitude(steady(mono), 48000, image); a > amp/1000 {
 				t.Errorf("image at %.0f Hz has amplitude %.1f, want ≤ %d", image, a, amp/1000)
 			}
 		})
@@ -192,11 +194,11 @@ func TestMix(t *testing.T) {
 	b := tone(1000, 24000, 12000)
 	mixed := Mix(nil, a, b)
 	for _, f := range []float64{440, 1000} {
-		if got := Amplitude(mixed, 24000, f); math.Abs(got-amp) > amp/100 {
+		if got := pcmtest.Amplitude(mixed, 24000, f); math.Abs(got-amp) > amp/100 {
 			t.Errorf("mix of 440 Hz and 1 kHz: %v Hz at amplitude %.0f, want %d ± 1%%", f, got, amp)
 		}
 	}
-	if got := Amplitude(mixed, 24000, 700); got > amp/1000 {
+	if got := pcmtest.Amplitude(mixed, 24000, 700); got > amp/1000 {
 		t.Errorf("mix has 700 Hz at amplitude %.0f, want none", got)
 	}
 
@@ -223,10 +225,6 @@ func TestMix(t *testing.T) {
 }
 
 func TestChannels(t *testing.T) {
-	stereo := AppendStereo(nil, []int16{1, -32768, 32767})
-	if want := []int16{1, 1, -32768, -32768, 32767, 32767}; !slices.Equal(stereo, want) {
-		t.Errorf("AppendStereo = %v, want %v", stereo, want)
-	}
 	tests := []struct {
 		in, want []int16
 	}{
@@ -254,27 +252,5 @@ func TestLittleEndian(t *testing.T) {
 	}
 	if got, err := AppendFromLE([]int16{7}, []byte{1, 2, 3}); !errors.Is(err, ErrOddBytes) || !slices.Equal(got, []int16{7}) {
 		t.Errorf("odd bytes: %v, %v; want [7], ErrOddBytes", got, err)
-	}
-}
-
-func TestDominantFrequency(t *testing.T) {
-	tests := []struct {
-		freq float64
-		rate int
-		n    int
-	}{
-		{440, 24000, 12000},
-		{441.5, 48000, 48000},
-		{700, 48000, 960 * 10},
-		{3999, 24000, 24000},
-	}
-	for _, tt := range tests {
-		got := DominantFrequency(tone(tt.freq, tt.rate, tt.n), tt.rate, 50, 5000)
-		if math.Abs(got-tt.freq) > 0.5 {
-			t.Errorf("%v Hz at %d Hz (%d samples): detected %.2f", tt.freq, tt.rate, tt.n, got)
-		}
-	}
-	if got := DominantFrequency(nil, 24000, 50, 5000); got != 0 {
-		t.Errorf("empty input: %v, want 0", got)
 	}
 }

@@ -1,4 +1,8 @@
-package pcm
+// Package pcmtest generates and measures test tones for the voice
+// packages' tests: a sine generator continuous across frames, and Goertzel
+// estimates of a frequency's amplitude and of the dominant frequency. No
+// production path needs them, so they live here rather than in voice/pcm.
+package pcmtest
 
 import "math"
 
@@ -94,4 +98,13 @@ func scan(windowed []float64, wsum float64, rateHz int, lo, hi, step float64) fl
 		}
 	}
 	return best
+}
+
+// AppendStereo appends mono src duplicated into interleaved stereo to dst:
+// a tone as the 48 kHz stereo an Opus encoder takes.
+func AppendStereo(dst, mono []int16) []int16 {
+	for _, s := range mono {
+		dst = append(dst, s, s)
+	}
+	return dst
 }
