@@ -16,7 +16,8 @@ import (
 const ModelRate = 24000
 
 // Decoder turns one speaker's Opus packets into interleaved PCM16 at 48 kHz.
-// *opus.GoDecoder and *opus.Decoder satisfy it.
+// *opus.GoDecoder satisfies it. A decoder that also has Close(ctx) error
+// is closed when its speaker is dropped and when Run ends.
 type Decoder interface {
 	Decode(ctx context.Context, packet []byte, pcm []int16) (int, error)
 	// Channels reports how many interleaved channels Decode writes (1 or 2).

@@ -444,30 +444,30 @@ func TestNewInboundNeedsSink(t *testing.T) {
 	}
 }
 
-// closingDecoders hands out libopus (wasm) decoders, which hold a module
-// instance, and counts how many were made and closed.
+// closingDecoders hands out decoders with a Close, as a decoder holding
+// resources (a wasm module instance, say) has, and counts how many were
+// made and closed.
 type closingDecoders struct {
-	rt           *opus.Runtime
 	made, closed atomic.Int64
 }
 
 type closingDecoder struct {
-	*opus.Decoder
+	*opus.GoDecoder
 	c *closingDecoders
 }
 
-func (d closingDecoder) Close(ctx context.Context) error {
+func (d closingDecoder) Close(context.Context) error {
 	d.c.closed.Add(1)
-	return d.Decoder.Close(ctx)
+	return nil
 }
 
 func (c *closingDecoders) New(string) (Decoder, error) {
-	dec, err := c.rt.NewDecoder(context.Background(), 1)
+	dec, err := opus.NewGoDecoder(1)
 	if err != nil {
 		return nil, err
 	}
 	c.made.Add(1)
-	return closingDecoder{Decoder: dec, c: c}, nil
+	return closingDecoder{GoDecoder: dec, c: c}, nil
 }
 
 // TestInboundReleasesDecoders: a speaker's decoder is closed when their
@@ -475,7 +475,7 @@ func (c *closingDecoders) New(string) (Decoder, error) {
 func TestInboundReleasesDecoders(t *testing.T) {
 	rt := newRuntime(t)
 	consent := newConsentSet("111", "222")
-	decs := &closingDecoders{rt: rt}
+	decs := &closingDecoders{}
 	sink := &pcmSink{}
 	clock := newFakeClock()
 	in, err := NewInbound(InboundConfig{Consented: consent.Consented, Sink: sink.Sink, NewDecoder: decs.New, Clock: clock})
@@ -493,7 +493,7 @@ func TestInboundReleasesDecoders(t *testing.T) {
 		r.tick(t)
 	}
 	if got := pcmtest.DominantFrequency(sink.samples(t, 0), ModelRate, 100, 4000); got < 400 || got > 750 {
-		t.Errorf("wasm-decoded mix dominated by %.0f Hz, want 440 or 700", got)
+		t.Errorf("mix dominated by %.0f Hz, want 440 or 700", got)
 	}
 	consent.revoke("222")
 	r.tick(t)

@@ -8,14 +8,14 @@ import (
 	pionopus "github.com/pion/opus"
 )
 
-// GoDecoder is the pure-Go alternative to Decoder: pion/opus v0.1.0, which
+// GoDecoder is the listening path's decoder: pion/opus v0.1.0, which
 // decodes SILK, CELT and hybrid packets (RFC 6716) without the wasm
-// runtime and, in BenchmarkDecode, in about two thirds of the time, which
-// is what keeps 25 simultaneous speakers under 10% of a core. It has
-// no packet-loss concealment (a lost packet decodes to silence) and runs
-// in-process rather than in a sandbox, so a decoder bug on a hostile packet
-// is caught here as ErrInvalidPacket rather than contained by wasm. Same
-// contract as Decoder.Decode; not safe for concurrent use.
+// runtime and, in BenchmarkDecode, in about two thirds of the time libopus
+// in wasm takes, which is what keeps 25 simultaneous speakers under 10% of
+// a core. It has no packet-loss concealment (a lost packet decodes to
+// silence) and runs in-process rather than in a sandbox, so a decoder bug
+// on a hostile packet is caught here as ErrInvalidPacket rather than
+// contained by wasm. Not safe for concurrent use.
 type GoDecoder struct {
 	dec      pionDecoder
 	channels int

@@ -1,16 +1,18 @@
-// Package opus encodes and decodes 48 kHz Opus audio with libopus 1.3.1
-// compiled to WebAssembly and run by wazero, so the clankie binary stays
-// CGO-free and static. No pure-Go Opus encoder exists; running the reference
-// implementation in a sandbox also means a hostile packet can at worst trap
-// its own instance (an error here), never corrupt the process.
+// Package opus encodes 48 kHz Opus audio with libopus 1.3.1 compiled to
+// WebAssembly and run by wazero, so the clankie binary stays CGO-free and
+// static, and decodes it in pure Go with pion/opus (GoDecoder). No pure-Go
+// Opus encoder exists; running the reference implementation in a sandbox
+// also means a hostile input can at worst trap its own instance (an error
+// here), never corrupt the process. The tests also decode with libopus in
+// wasm (decoder_test.go), the reference GoDecoder is checked against.
 //
 // opus.wasm is rebuilt byte for byte by scripts/build-opus-wasm from the
 // libopus source shipped in the npm package @discordjs/opus@0.10.0 (BSD, see
 // LICENSE.libopus) and csrc/shim.c. See README.md for its sha256.
 //
-// A Runtime compiles the module once; each Encoder and Decoder is its own
-// module instance (its own linear memory), so they can run on different
-// goroutines. A single Encoder or Decoder is not safe for concurrent use.
+// A Runtime compiles the module once; each Encoder is its own module
+// instance (its own linear memory), so encoders can run on different
+// goroutines. A single Encoder or GoDecoder is not safe for concurrent use.
 package opus
 
 import (
@@ -98,13 +100,12 @@ func (e Error) Error() string {
 }
 
 // ErrBroken reports that an earlier call trapped inside the module; the
-// instance's state is undefined, so the Encoder or Decoder refuses further
-// work and the caller makes a new one.
+// instance's state is undefined, so the Encoder refuses further work and
+// the caller makes a new one.
 var ErrBroken = errors.New("opus: codec instance trapped earlier and must be replaced")
 
 // Runtime holds libopus compiled for this process. Make one at start, share
-// it, and Close it last; Close also closes every Encoder and Decoder made
-// from it.
+// it, and Close it last; Close also closes every Encoder made from it.
 type Runtime struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
@@ -215,17 +216,6 @@ func (in *instance) writeInt16(ptr uint32, pcm []int16) error {
 	for i, s := range pcm {
 		b[2*i] = byte(s)
 		b[2*i+1] = byte(uint16(s) >> 8)
-	}
-	return nil
-}
-
-func (in *instance) readInt16(ptr uint32, dst []int16) error {
-	b, err := in.view(ptr, 2*len(dst))
-	if err != nil {
-		return err
-	}
-	for i := range dst {
-		dst[i] = int16(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
 	}
 	return nil
 }

@@ -11,7 +11,9 @@ import (
 // Decoder turns Opus packets into interleaved PCM16 at 48 kHz. It is
 // libopus's decoder: it handles SILK, CELT and hybrid packets (Discord
 // clients and @discordjs/voice send CELT/hybrid), conceals lost packets and
-// rejects malformed ones with ErrInvalidPacket.
+// rejects malformed ones with ErrInvalidPacket. Only tests use it, as the
+// reference GoDecoder and the encoder are checked against; the listening
+// path decodes with GoDecoder. The module still carries the decoder.
 type Decoder struct {
 	in       *instance
 	decode   api.Function
@@ -126,4 +128,16 @@ func (d *Decoder) Close(ctx context.Context) error {
 		_, _ = d.in.call(ctx, d.destroy, uint64(d.dec))
 	}
 	return d.in.close(ctx)
+}
+
+// readInt16 loads len(dst) little-endian samples from ptr.
+func (in *instance) readInt16(ptr uint32, dst []int16) error {
+	b, err := in.view(ptr, 2*len(dst))
+	if err != nil {
+		return err
+	}
+	for i := range dst {
+		dst[i] = int16(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
+	}
+	return nil
 }
