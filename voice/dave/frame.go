@@ -51,20 +51,12 @@ func LooksLikeFrame(frame []byte) bool {
 	return n >= minSuppSize && frame[n-1] == marker && frame[n-2] == marker
 }
 
-// ParseFrame parses the supplemental data of a protocol frame without any
-// cryptography. It returns ErrNotProtocolFrame when the frame fails the
-// protocol frame check's marker test, and ErrMalformedFrame (wrapped with a
-// reason) when the marker is present but the supplemental data is invalid.
-// It never allocates more than a bounded slice of ranges.
-func ParseFrame(frame []byte) (Frame, error) {
-	var f Frame
-	if err := f.parse(frame); err != nil {
-		return Frame{}, err
-	}
-	return f, nil
-}
-
-// parse is ParseFrame into f, reusing f.Ranges' storage.
+// parse parses the supplemental data of a protocol frame into f, without
+// any cryptography and reusing f.Ranges' storage. It returns
+// ErrNotProtocolFrame when the frame fails the protocol frame check's
+// marker test, and ErrMalformedFrame (wrapped with a reason) when the
+// marker is present but the supplemental data is invalid. It never
+// allocates more than a bounded slice of ranges.
 func (f *Frame) parse(frame []byte) error {
 	ranges := f.Ranges[:0]
 	*f = Frame{}

@@ -55,6 +55,16 @@ func frameWith(media []byte, nonce uint64, ranges []Range, rawTail []byte) []byt
 	return f
 }
 
+// ParseFrame is parse into a fresh Frame, for the tests (the cryptor
+// parses into its own).
+func ParseFrame(frame []byte) (Frame, error) {
+	var f Frame
+	if err := f.parse(frame); err != nil {
+		return Frame{}, err
+	}
+	return f, nil
+}
+
 func TestParseFrame(t *testing.T) {
 	media := bytes.Repeat([]byte{0x11}, 20)
 	tests := []struct {

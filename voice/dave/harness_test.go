@@ -278,8 +278,6 @@ type daveyReply struct {
 	Authenticator string  `json:"authenticator"`
 }
 
-func (r daveyReply) bytes(t *testing.T) []byte { return unhex(t, r.Data) }
-
 func (p *daveyPeer) try(t *testing.T, req map[string]any) daveyReply {
 	t.Helper()
 	p.next++

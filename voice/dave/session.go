@@ -314,9 +314,6 @@ func (s *Session) Encrypt(dst, frame []byte) ([]byte, error) {
 	return s.enc.encrypt(dst, frame)
 }
 
-// MaxEncryptedSize bounds the size of an encrypted frame of n bytes.
-func MaxEncryptedSize(n int) int { return n + tagSize + 5 + suppSizeSize + markerSize }
-
 // Decrypt appends the decrypted frame a user sent to dst. A frame is refused
 // with ErrAuthentication (corrupted, or under a key we do not hold),
 // ErrReplayedNonce, ErrNoKey, ErrNotEncrypted or ErrMalformedFrame; a sender
