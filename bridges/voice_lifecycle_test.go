@@ -14,7 +14,7 @@ import (
 	"github.com/clankie/clankie/voice/dave"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
-	"github.com/clankie/clankie/voice/pcm"
+	"github.com/clankie/clankie/voice/pcm/pcmtest"
 	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/voiceapi"
 )
@@ -450,7 +450,7 @@ func TestVoiceDAVERecovers(t *testing.T) {
 			before := len(a.modelHeard(1))
 			<-mv.speak(t, encodeTone(t, rt, 440, 50), 0, nil)
 			waitFor(t, 10*time.Second, "mover heard again", func() bool { return len(a.modelHeard(1)) >= before+20000 })
-			if dom := pcm.DominantFrequency(a.modelHeard(1)[before+2400:], realtime.SampleRate, 100, 4000); !near(dom, 440, 3) {
+			if dom := pcmtest.DominantFrequency(a.modelHeard(1)[before+2400:], realtime.SampleRate, 100, 4000); !near(dom, 440, 3) {
 				t.Fatalf("the model hears %.1f Hz after the recovery", dom)
 			}
 			got := a.voice(mover, "status")
