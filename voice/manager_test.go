@@ -50,12 +50,6 @@ func (g *gatewayRec) ChannelVoiceJoinManual(gID, cID string, _, _ bool) error {
 	return nil
 }
 
-func (g *gatewayRec) setSilent(silent bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.silent = silent
-}
-
 func (g *gatewayRec) sent() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
