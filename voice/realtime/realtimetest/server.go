@@ -8,6 +8,18 @@
 // (beta_api_shape_disabled with close 4000, unknown_parameter,
 // missing_required_parameter, invalid_api_key at the handshake as 401).
 //
+// Group calls are served as the live server serves manual turns: with
+// turn_detection null nothing is committed or answered by the server on
+// its own (cueing VAD events on such a session fails the test); each
+// input_audio_buffer.commit is answered with input_audio_buffer.committed
+// and, when the session asked for transcription, the transcript a
+// per-test script makes of the committed audio (Transcribe). Committed
+// shows each committed turn with the label item sent right before it. A
+// function call is emitted on cue (EmitFunctionCall) and its
+// function_call_output recorded (FunctionOutputs); one for a call id the
+// fake never issued is refused. response.create is recorded
+// (ResponseCreates), not answered: the model speaks only on cue.
+//
 // It keeps each connection's server-side conversation (items created by
 // the client, by committed audio, by responses; removed by
 // conversation.item.delete) and drops it when the connection ends, so a
@@ -30,6 +42,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -76,13 +89,32 @@ type Frame struct {
 type Item struct {
 	Conn int
 	ID   string
-	// Role is user, assistant or system.
+	// Type is message, function_call or function_call_output.
+	Type string
+	// Role is user, assistant or system (empty for function items).
 	Role string
-	// Text is the text of a message's text parts, or an assistant's
-	// transcript.
+	// Text is the text of a message's text parts, an assistant's
+	// transcript, a user audio item's transcript, a function call's
+	// arguments or a function output.
 	Text string
 	// Audio is the PCM of a user audio item made by a commit.
 	Audio []byte
+}
+
+// CommittedTurn is one input_audio_buffer.commit the client sent: the
+// item it made, the text of the user item the client created right before
+// its audio (empty when anything but that item and the appends came
+// between the previous commit and this one's audio), and the audio.
+type CommittedTurn struct {
+	ItemID string
+	Label  string
+	PCM    []byte
+}
+
+// FunctionOutput is one function_call_output item the fake accepted.
+type FunctionOutput struct {
+	CallID string
+	Output string
 }
 
 // Conn is one accepted WebSocket connection.
@@ -106,6 +138,33 @@ type Conn struct {
 	convo  []Item
 	buffer []byte
 	gone   bool
+	// label is the text of the user message item created last, while only
+	// appends followed it; a commit takes it.
+	label     string
+	committed []CommittedTurn
+	outputs   []FunctionOutput
+	creates   []time.Time
+	// calls are the function call ids the fake issued on this connection.
+	calls map[string]bool
+}
+
+// manual reports whether the session's turn detection is off (null).
+// s.mu is held.
+func (c *Conn) manual() bool {
+	audio, _ := c.session["audio"].(map[string]any)
+	in, _ := audio["input"].(map[string]any)
+	td, set := in["turn_detection"]
+	return set && td == nil
+}
+
+// transcribing reports whether the session asked for input transcription.
+// s.mu is held.
+func (c *Conn) transcribing() bool {
+	audio, _ := c.session["audio"].(map[string]any)
+	in, _ := audio["input"].(map[string]any)
+	tr, _ := in["transcription"].(map[string]any)
+	m, _ := tr["model"].(string)
+	return m != ""
 }
 
 // lastID is the id of the conversation's last item, or nil. s.mu is held.
@@ -143,6 +202,7 @@ type Server struct {
 	echo         bool
 	allowInvalid bool
 	onFrame      func(Frame)
+	transcribe   func(pcm []byte) (string, bool)
 
 	mu       sync.Mutex
 	attempts int
@@ -214,6 +274,15 @@ func AllowInvalid() Option { return func(s *Server) { s.allowInvalid = true } }
 // connection's goroutine.
 func OnFrame(f func(Frame)) Option { return func(s *Server) { s.onFrame = f } }
 
+// Transcribe sets the script that transcribes committed audio on sessions
+// that asked for transcription: f gets the committed PCM and returns the
+// transcript, or false for a failed transcription
+// (conversation.item.input_audio_transcription.failed). It runs on the
+// connection's goroutine. Without it every transcript is empty.
+func Transcribe(f func(pcm []byte) (string, bool)) Option {
+	return func(s *Server) { s.transcribe = f }
+}
+
 // New starts a fake on a fresh loopback port, stopped when the test ends.
 func New(t testing.TB, opts ...Option) *Server { return NewOn(t, nil, opts...) }
 
@@ -280,7 +349,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	c := &Conn{ws: ws, Header: r.Header.Clone(), Query: r.URL.Query(), kill: make(chan struct{}), Ended: make(chan struct{})}
+	c := &Conn{ws: ws, Header: r.Header.Clone(), Query: r.URL.Query(), kill: make(chan struct{}), Ended: make(chan struct{}), calls: map[string]bool{}}
 	defer close(c.Ended)
 	defer ws.Close()
 	s.mu.Lock()
@@ -445,7 +514,9 @@ func (s *Server) decode(c *Conn, data []byte) Frame {
 }
 
 // checkSessionUpdate holds the GA rules a schema cannot say: one output
-// modality, and the model fixed by the URL.
+// modality, the model fixed by the URL, a transcription model named, and
+// function tools named uniquely as the endpoint requires (the schema
+// requires no name at all).
 func checkSessionUpdate(sess map[string]any, model string) *Violation {
 	if mods, ok := sess["output_modalities"].([]any); ok && len(mods) != 1 {
 		return &Violation{Code: "invalid_value", Param: "session.output_modalities", Message: "GA allows exactly one output modality"}
@@ -453,11 +524,55 @@ func checkSessionUpdate(sess map[string]any, model string) *Violation {
 	if m, ok := sess["model"].(string); ok && m != model {
 		return &Violation{Code: "invalid_value", Param: "session.model", Message: "the model is fixed by the URL"}
 	}
+	audio, _ := sess["audio"].(map[string]any)
+	in, _ := audio["input"].(map[string]any)
+	if tr, ok := in["transcription"].(map[string]any); ok {
+		if m, _ := tr["model"].(string); m == "" {
+			return &Violation{Code: "missing_required_parameter", Param: "session.audio.input.transcription.model", Message: "transcription needs a model"}
+		}
+	}
+	tools, _ := sess["tools"].([]any)
+	names := map[string]bool{}
+	for i, t := range tools {
+		tool, _ := t.(map[string]any)
+		if tool["type"] != "function" {
+			continue
+		}
+		param := "session.tools." + strconv.Itoa(i) + ".name"
+		name, _ := tool["name"].(string)
+		switch {
+		case name == "":
+			return &Violation{Code: "missing_required_parameter", Param: param, Message: "a function tool needs a name"}
+		case !toolName(name):
+			return &Violation{Code: "invalid_value", Param: param, Message: "a function name is 1 to 64 of a-z, A-Z, 0-9, _ and -"}
+		case names[name]:
+			return &Violation{Code: "invalid_value", Param: param, Message: "function names must be unique"}
+		}
+		names[name] = true
+		if p, ok := tool["parameters"].(map[string]any); ok {
+			if typ, _ := p["type"].(string); typ != "object" {
+				return &Violation{Code: "invalid_value", Param: "session.tools." + strconv.Itoa(i) + ".parameters", Message: "function parameters must be a JSON schema of type object"}
+			}
+		}
+	}
 	return nil
+}
+
+func toolName(name string) bool {
+	if len(name) > 64 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // handle answers one valid client event the way the GA server does.
 func (s *Server) handle(c *Conn, fr Frame) {
+	s.trackLabel(c, fr)
 	switch fr.Type {
 	case "session.update":
 		s.mu.Lock()
@@ -477,9 +592,25 @@ func (s *Server) handle(c *Conn, fr Frame) {
 		if id == "" {
 			id = "item_" + randomHex(8)
 		}
+		it := Item{Conn: c.N, ID: id, Type: "message", Role: fr.Role, Text: fr.Text}
+		if typ, _ := ev.Item["type"].(string); typ == "function_call_output" {
+			callID, _ := ev.Item["call_id"].(string)
+			output, _ := ev.Item["output"].(string)
+			s.mu.Lock()
+			issued := c.calls[callID]
+			if issued {
+				c.outputs = append(c.outputs, FunctionOutput{CallID: callID, Output: output})
+			}
+			s.mu.Unlock()
+			if !issued {
+				s.sendError(c, fr.EventID, "invalid_request_error", "invalid_value", "item.call_id", "No function call with this call_id in the conversation.")
+				return
+			}
+			it = Item{Conn: c.N, ID: id, Type: typ, Text: output}
+		}
 		s.mu.Lock()
 		prev := c.lastID()
-		c.convo = append(c.convo, Item{Conn: c.N, ID: id, Role: fr.Role, Text: fr.Text})
+		c.convo = append(c.convo, it)
 		s.mu.Unlock()
 		if s.echo {
 			s.echoContent(c, fr)
@@ -536,34 +667,83 @@ func (s *Server) handle(c *Conn, fr Frame) {
 		}
 		_ = json.Unmarshal(fr.Raw, &ev)
 		s.send(c, map[string]any{"type": "conversation.item.truncated", "item_id": ev.ItemID, "content_index": ev.ContentIndex, "audio_end_ms": ev.AudioEndMs})
+	case "response.create":
+		s.mu.Lock()
+		c.creates = append(c.creates, fr.At)
+		s.mu.Unlock()
 	case "response.cancel":
 		// Nothing is generating in the fake; the live server answers so too.
 		s.sendError(c, fr.EventID, "invalid_request_error", "response_cancel_not_active", "", "Cancellation failed: no active response found.")
 	}
 }
 
+// trackLabel keeps the text of a user message item created just before
+// the next turn's audio, for Committed: any other frame but an append
+// between it and the commit means the turn has no label.
+func (s *Server) trackLabel(c *Conn, fr Frame) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case fr.Type == "conversation.item.create" && fr.Role == "user":
+		c.label = fr.Text
+	case fr.Type == "input_audio_buffer.append", fr.Type == "input_audio_buffer.commit":
+	default:
+		c.label = ""
+	}
+}
+
 // commit turns the input audio buffer into a user audio item, as the
 // live server does on input_audio_buffer.commit or when its VAD ends a
-// turn; an empty buffer is an error. It returns the item's id ("" when
-// nothing was committed).
+// turn; an empty buffer is an error. On a session that asked for
+// transcription, the item's transcript follows (from the Transcribe
+// script). It returns the item's id ("" when nothing was committed).
 func (s *Server) commit(c *Conn, clientEventID string) string {
 	s.mu.Lock()
 	if len(c.buffer) == 0 || c.gone {
+		c.label = ""
 		s.mu.Unlock()
 		s.sendError(c, clientEventID, "invalid_request_error", "input_audio_buffer_commit_empty", "", "Error committing input audio buffer: the buffer is empty.")
 		return ""
 	}
 	id := "item_" + randomHex(8)
 	prev := c.lastID()
-	c.convo = append(c.convo, Item{Conn: c.N, ID: id, Role: "user", Audio: c.buffer})
-	c.buffer = nil
+	pcm := c.buffer
+	c.convo = append(c.convo, Item{Conn: c.N, ID: id, Type: "message", Role: "user", Audio: pcm})
+	c.committed = append(c.committed, CommittedTurn{ItemID: id, Label: c.label, PCM: pcm})
+	c.buffer, c.label = nil, ""
+	transcribing := c.transcribing()
 	s.mu.Unlock()
 	item := map[string]any{"id": id, "object": "realtime.item", "type": "message", "status": "completed", "role": "user",
 		"content": []any{map[string]any{"type": "input_audio"}}}
 	s.send(c, map[string]any{"type": "input_audio_buffer.committed", "previous_item_id": prev, "item_id": id})
 	s.send(c, map[string]any{"type": "conversation.item.added", "previous_item_id": prev, "item": item})
 	s.send(c, map[string]any{"type": "conversation.item.done", "previous_item_id": prev, "item": item})
+	if transcribing {
+		s.transcribeItem(c, id, pcm)
+	}
 	return id
+}
+
+// transcribeItem sends the transcription of a committed item as the live
+// server does (a delta, then completed), or its failure.
+func (s *Server) transcribeItem(c *Conn, itemID string, pcm []byte) {
+	text, ok := "", true
+	if s.transcribe != nil {
+		text, ok = s.transcribe(slices.Clone(pcm))
+	}
+	if !ok {
+		s.send(c, map[string]any{"type": "conversation.item.input_audio_transcription.failed", "item_id": itemID, "content_index": 0,
+			"error": map[string]any{"type": "transcription_error", "code": "audio_unintelligible", "message": "Audio could not be transcribed."}})
+		return
+	}
+	s.mu.Lock()
+	if i := slices.IndexFunc(c.convo, func(it Item) bool { return it.ID == itemID }); i >= 0 {
+		c.convo[i].Text = text // the transcript is part of the conversation now
+	}
+	s.mu.Unlock()
+	s.send(c, map[string]any{"type": "conversation.item.input_audio_transcription.delta", "item_id": itemID, "content_index": 0, "delta": text})
+	s.send(c, map[string]any{"type": "conversation.item.input_audio_transcription.completed", "item_id": itemID, "content_index": 0,
+		"transcript": text, "usage": map[string]any{"type": "duration", "seconds": float64(len(pcm)) / (24000 * 2)}})
 }
 
 // endConversation drops a connection's conversation and input buffer: the
@@ -650,8 +830,63 @@ func (s *Server) EmitAudio(n int, responseID, itemID string, pcm []byte, chunk i
 
 // Commit commits connection n's input audio buffer as a user audio item,
 // as the server's VAD does at the end of a turn, and returns the item's
-// id ("" when the buffer was empty).
-func (s *Server) Commit(n int) string { return s.commit(s.Conn(n), "") }
+// id ("" when the buffer was empty). On a session with manual turns the
+// server has no VAD: cueing it fails the test.
+func (s *Server) Commit(n int) string {
+	c := s.Conn(n)
+	if !s.vad(c, "Commit") {
+		return ""
+	}
+	return s.commit(c, "")
+}
+
+// vad reports whether c's session has the server's turn detection on, and
+// fails the test when it is off: a cue the live server would never give.
+func (s *Server) vad(c *Conn, cue string) bool {
+	s.t.Helper()
+	s.mu.Lock()
+	manual := c.manual()
+	s.mu.Unlock()
+	if manual {
+		s.t.Errorf("realtimetest: %s cued on connection %d, whose turn_detection is null: the live server has no VAD there", cue, c.N)
+	}
+	return !manual
+}
+
+// EmitFunctionCall makes connection n's model call a function, with the
+// events of a whole response as the live server sends them: response.created,
+// response.output_item.added (a function_call item), conversation.item.added,
+// response.function_call_arguments.delta and .done,
+// conversation.item.done, response.output_item.done, response.done. The
+// call id is then issued: a function_call_output for it is accepted.
+// responseID may be empty (a fresh one).
+func (s *Server) EmitFunctionCall(n int, responseID, callID, name, arguments string) {
+	c := s.Conn(n)
+	if responseID == "" {
+		responseID = "resp_" + randomHex(8)
+	}
+	id := "item_" + randomHex(8)
+	s.mu.Lock()
+	prev := c.lastID()
+	c.convo = append(c.convo, Item{Conn: c.N, ID: id, Type: "function_call", Text: arguments})
+	c.calls[callID] = true
+	s.mu.Unlock()
+	item := func(status, args string) map[string]any {
+		return map[string]any{"id": id, "object": "realtime.item", "type": "function_call", "status": status,
+			"call_id": callID, "name": name, "arguments": args}
+	}
+	done := item("completed", arguments)
+	s.send(c, map[string]any{"type": "response.created", "response": map[string]any{"id": responseID, "object": "realtime.response", "status": "in_progress", "output": []any{}}})
+	s.send(c, map[string]any{"type": "response.output_item.added", "response_id": responseID, "output_index": 0, "item": item("in_progress", "")})
+	s.send(c, map[string]any{"type": "conversation.item.added", "previous_item_id": prev, "item": item("in_progress", "")})
+	s.send(c, map[string]any{"type": "response.function_call_arguments.delta", "response_id": responseID, "item_id": id,
+		"output_index": 0, "call_id": callID, "delta": arguments})
+	s.send(c, map[string]any{"type": "response.function_call_arguments.done", "response_id": responseID, "item_id": id,
+		"output_index": 0, "call_id": callID, "name": name, "arguments": arguments})
+	s.send(c, map[string]any{"type": "conversation.item.done", "previous_item_id": prev, "item": done})
+	s.send(c, map[string]any{"type": "response.output_item.done", "response_id": responseID, "output_index": 0, "item": done})
+	s.send(c, map[string]any{"type": "response.done", "response": map[string]any{"id": responseID, "object": "realtime.response", "status": "completed", "output": []any{done}}})
+}
 
 // Respond makes connection n's model answer: an assistant audio item whose
 // transcript is transcript joins the conversation, announced with the
@@ -661,7 +896,7 @@ func (s *Server) Respond(n int, transcript string) string {
 	respID, id := "resp_"+randomHex(8), "item_"+randomHex(8)
 	s.mu.Lock()
 	prev := c.lastID()
-	c.convo = append(c.convo, Item{Conn: c.N, ID: id, Role: "assistant", Text: transcript})
+	c.convo = append(c.convo, Item{Conn: c.N, ID: id, Type: "message", Role: "assistant", Text: transcript})
 	s.mu.Unlock()
 	item := func(status string, content []any) map[string]any {
 		return map[string]any{"id": id, "object": "realtime.item", "type": "message", "status": status, "role": "assistant", "content": content}
@@ -686,14 +921,21 @@ func (s *Server) EmitTranscript(n int, responseID, itemID, text string) {
 		"output_index": 0, "content_index": 0, "transcript": text})
 }
 
-// EmitSpeechStarted tells connection n that the server's VAD heard speech.
+// EmitSpeechStarted tells connection n that the server's VAD heard speech
+// (a session with manual turns has no VAD: cueing it fails the test).
 func (s *Server) EmitSpeechStarted(n int, atMs int) {
-	s.send(s.Conn(n), map[string]any{"type": "input_audio_buffer.speech_started", "audio_start_ms": atMs, "item_id": "item_" + randomHex(8)})
+	c := s.Conn(n)
+	if s.vad(c, "EmitSpeechStarted") {
+		s.send(c, map[string]any{"type": "input_audio_buffer.speech_started", "audio_start_ms": atMs, "item_id": "item_" + randomHex(8)})
+	}
 }
 
 // EmitSpeechStopped tells connection n that the speech ended.
 func (s *Server) EmitSpeechStopped(n int, atMs int) {
-	s.send(s.Conn(n), map[string]any{"type": "input_audio_buffer.speech_stopped", "audio_end_ms": atMs, "item_id": "item_" + randomHex(8)})
+	c := s.Conn(n)
+	if s.vad(c, "EmitSpeechStopped") {
+		s.send(c, map[string]any{"type": "input_audio_buffer.speech_stopped", "audio_end_ms": atMs, "item_id": "item_" + randomHex(8)})
+	}
 }
 
 // EmitError sends an error event with code to connection n.
@@ -827,6 +1069,33 @@ func (s *Server) Audio(n int) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(c.audio)
+}
+
+// Committed returns the turns committed on connection n so far, in order,
+// each with the label item the client created right before its audio.
+func (s *Server) Committed(n int) []CommittedTurn {
+	c := s.Conn(n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(c.committed)
+}
+
+// FunctionOutputs returns the function_call_output items connection n
+// accepted so far (those for an issued call id), in order.
+func (s *Server) FunctionOutputs(n int) []FunctionOutput {
+	c := s.Conn(n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(c.outputs)
+}
+
+// ResponseCreates returns when each response.create of connection n
+// arrived, in order.
+func (s *Server) ResponseCreates(n int) []time.Time {
+	c := s.Conn(n)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(c.creates)
 }
 
 // Conversation returns connection n's server-side conversation now (empty

@@ -3,7 +3,11 @@ package realtimetest
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,5 +121,117 @@ func TestFakeKeepsTheConversation(t *testing.T) {
 	}
 	if items, pending := s.Live(); len(items) != 0 || len(pending) != 0 {
 		t.Errorf("after the close was answered the fake still holds %v, %d pending", ids(items), len(pending))
+	}
+}
+
+// recordingTB keeps the fake's test failures instead of failing the test,
+// for checking that the fake refuses a cue.
+type recordingTB struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recordingTB) failures() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
+}
+
+// TestFakeServesManualTurns: with turn_detection null the fake serves a
+// group call's turns as the live server does: a commit is answered with
+// committed and the scripted transcript (or its failure), and recorded
+// with the label item sent right before its audio; an empty commit, a
+// function_call_output for a call id never issued and a nameless or
+// duplicate function tool are refused; an issued call's output and
+// response.create are recorded; cueing the server's VAD fails the test.
+func TestFakeServesManualTurns(t *testing.T) {
+	rec := &recordingTB{TB: t}
+	s := New(rec, AllowInvalid(), Transcribe(func(pcm []byte) (string, bool) {
+		return "turn of " + strconv.Itoa(len(pcm)) + " bytes", pcm[0] != 0xFF
+	}))
+	c := dial(t, s)
+	c.send(`{"type":"session.update","session":{"type":"realtime","tools":[{"type":"function","parameters":{"type":"object"}}]}}`)
+	if e := c.expect("error")["error"].(map[string]any); e["code"] != "missing_required_parameter" || e["param"] != "session.tools.0.name" {
+		t.Errorf("a nameless tool: %v", e)
+	}
+	c.send(`{"type":"session.update","session":{"type":"realtime","tools":[{"type":"function","name":"a"},{"type":"function","name":"a"}]}}`)
+	if e := c.expect("error")["error"].(map[string]any); e["code"] != "invalid_value" || e["param"] != "session.tools.1.name" {
+		t.Errorf("a duplicate tool: %v", e)
+	}
+	c.send(`{"type":"session.update","session":{"type":"realtime","audio":{"input":{"transcription":{"model":"gpt-4o-mini-transcribe"},"turn_detection":null}},"tools":[{"type":"function","name":"remember","parameters":{"type":"object","properties":{}}}],"tool_choice":"auto"}}`)
+	in := c.expect("session.updated")["session"].(map[string]any)["audio"].(map[string]any)["input"].(map[string]any)
+	if td, set := in["turn_detection"]; !set || td != nil {
+		t.Fatalf("session.updated turn_detection %v, want null", td)
+	}
+
+	c.send(`{"type":"input_audio_buffer.commit","event_id":"e_empty"}`)
+	if e := c.expect("error")["error"].(map[string]any); e["code"] != "input_audio_buffer_commit_empty" || e["event_id"] != "e_empty" {
+		t.Errorf("an empty commit: %v", e)
+	}
+	turn := func(label string, pcm []byte) {
+		c.send(`{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"` + label + `"}]}}`)
+		c.send(`{"type":"input_audio_buffer.append","audio":"` + base64.StdEncoding.EncodeToString(pcm[:2]) + `"}`)
+		c.send(`{"type":"input_audio_buffer.append","audio":"` + base64.StdEncoding.EncodeToString(pcm[2:]) + `"}`)
+		c.send(`{"type":"input_audio_buffer.commit"}`)
+	}
+	turn("<@1> (Ana)", []byte{1, 2, 3, 4})
+	id := c.expect("input_audio_buffer.committed")["item_id"]
+	if ev := c.expect("conversation.item.input_audio_transcription.completed"); ev["item_id"] != id || ev["transcript"] != "turn of 4 bytes" {
+		t.Errorf("transcript %v for %v, want the script's for %v", ev["transcript"], ev["item_id"], id)
+	}
+	turn("<@2> (Ben)", []byte{0xFF, 0, 0, 0})
+	id = c.expect("input_audio_buffer.committed")["item_id"]
+	if ev := c.expect("conversation.item.input_audio_transcription.failed"); ev["item_id"] != id {
+		t.Errorf("failure for %v, want %v", ev["item_id"], id)
+	}
+	// A label that something else followed labels nothing.
+	c.send(`{"type":"conversation.item.create","item":{"type":"message","role":"user","content":[{"type":"input_text","text":"<@3> (Cy)"}]}}`)
+	c.send(`{"type":"response.create"}`)
+	c.send(`{"type":"input_audio_buffer.append","audio":"AAAA"}`)
+	c.send(`{"type":"input_audio_buffer.commit"}`)
+	c.expect("conversation.item.input_audio_transcription.completed")
+	got := s.Committed(1)
+	if len(got) != 3 || got[0].Label != "<@1> (Ana)" || string(got[0].PCM) != "\x01\x02\x03\x04" || got[1].Label != "<@2> (Ben)" || got[2].Label != "" {
+		t.Errorf("committed %+v, want Ana's and Ben's turns labelled and the third not", got)
+	}
+
+	c.send(`{"type":"conversation.item.create","event_id":"e_out","item":{"type":"function_call_output","call_id":"call_x","output":"{}"}}`)
+	if e := c.expect("error")["error"].(map[string]any); e["event_id"] != "e_out" || e["param"] != "item.call_id" {
+		t.Errorf("an output for a call never issued: %v", e)
+	}
+	s.EmitFunctionCall(1, "resp_1", "call_1", "remember", `{"fact":"f"}`)
+	if ev := c.expect("response.function_call_arguments.done"); ev["call_id"] != "call_1" || ev["name"] != "remember" || ev["arguments"] != `{"fact":"f"}` {
+		t.Errorf("arguments.done %v", ev)
+	}
+	c.expect("response.done")
+	c.send(`{"type":"conversation.item.create","item":{"type":"function_call_output","call_id":"call_1","output":"{\"ok\":true}"}}`)
+	c.expect("conversation.item.done")
+	c.send(`{"type":"response.create"}`)
+	c.send(`{"type":"input_audio_buffer.clear"}`)
+	c.expect("input_audio_buffer.cleared")
+	if outs := s.FunctionOutputs(1); !slices.Equal(outs, []FunctionOutput{{CallID: "call_1", Output: `{"ok":true}`}}) {
+		t.Errorf("outputs %v, want call_1's only", outs)
+	}
+	if n := len(s.ResponseCreates(1)); n != 2 {
+		t.Errorf("%d response.create recorded, want 2", n)
+	}
+	if len(rec.failures()) != 0 {
+		t.Fatalf("the fake failed the test: %q", rec.failures())
+	}
+
+	s.EmitSpeechStarted(1, 10)
+	s.EmitSpeechStopped(1, 20)
+	if s.Commit(1) != "" {
+		t.Error("the fake's VAD committed on a session without VAD")
+	}
+	if n := len(rec.failures()); n != 3 {
+		t.Errorf("%d failures for three VAD cues on a manual session, want 3: %q", n, rec.failures())
 	}
 }
