@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -319,6 +320,7 @@ type outcome struct {
 // and returns only when every goroutine it started has ended.
 func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	conn.SetReadLimit(maxEventBytes)
+	serial := s.conn.Add(1)
 	s.mu.Lock()
 	s.connGen, s.ackedGen = 0, 0
 	s.mu.Unlock()
@@ -327,6 +329,12 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 	}
 	for len(s.ctrl) > 0 { // and so are cancels and truncates of its items
 		<-s.ctrl
+	}
+	for len(s.utter) > 0 { // and utterances: audio is paused, not buffered
+		<-s.utter
+		s.mu.Lock()
+		s.stats.UtterancesDropped++
+		s.mu.Unlock()
 	}
 
 	rd := &reader{events: make(chan serverEvent, 64)}
@@ -354,7 +362,7 @@ func (s *Session) serve(conn *websocket.Conn, failures int) outcome {
 		}
 	}()
 
-	c := &converse{s: s, conn: conn, rd: rd, items: map[string]uint64{}, epoch: s.epoch.Load()}
+	c := &converse{s: s, conn: conn, rd: rd, items: map[string]uint64{}, epoch: s.epoch.Load(), serial: serial}
 	err := c.run()
 	replaced := errors.Is(err, errReplaced)
 	_ = conn.Close()
@@ -428,9 +436,33 @@ type converse struct {
 	// an error about a briefing from others.
 	itemEvents map[string]uint64
 	// epoch is the Forget epoch this connection's content belongs to, and
-	// wrote whether it carried any (a briefing or audio).
+	// wrote whether it carried any (a briefing, audio, an utterance or a
+	// function output).
 	epoch uint64
 	wrote bool
+	// serial is this connection's number (Session.conn).
+	serial uint64
+	// commits are the utterances whose commit was written here and whose
+	// input_audio_buffer.committed has not come yet, oldest first: the
+	// server commits in order, so the next committed event is the first's.
+	commits []pendingCommit
+	// transcripts are the committed utterances whose transcript is
+	// awaited, by item id, oldest first (at most maxPendingTranscripts).
+	transcripts []awaited
+	// calls are the function call ids handed on (at most maxSeenCalls).
+	calls []string
+}
+
+// pendingCommit is an utterance whose commit is on its way.
+type pendingCommit struct {
+	seq     uint64
+	eventID string // the commit's, to match an error about it
+}
+
+// awaited is a committed utterance waiting for its transcript.
+type awaited struct {
+	itemID string
+	seq    uint64
 }
 
 // run seeds a fresh connection (session.update; once the server answers
@@ -475,9 +507,10 @@ func (c *converse) run() error {
 			}
 		}
 		var audio <-chan chunk
-		var ctrl <-chan []byte
+		var ctrl <-chan control
+		var utter <-chan utterance
 		if c.ready {
-			audio, ctrl = s.audio, s.ctrl
+			audio, ctrl, utter = s.audio, s.ctrl, s.utter
 		}
 		select {
 		case ev, ok := <-c.rd.events:
@@ -512,8 +545,12 @@ func (c *converse) run() error {
 			s.mu.Lock()
 			s.stats.AudioBytesSent += int64(len(ch.pcm))
 			s.mu.Unlock()
-		case msg := <-ctrl:
-			if err := c.write(msg); err != nil {
+		case u := <-utter:
+			if err := c.utter(u); err != nil {
+				return err
+			}
+		case m := <-ctrl:
+			if err := c.control(m); err != nil {
 				return err
 			}
 		case <-readyBy.C:
@@ -529,6 +566,168 @@ func (c *converse) run() error {
 			return nil
 		}
 	}
+}
+
+// utter writes one utterance whole (label item, audio, commit), with
+// nothing between: this goroutine is the connection's only writer. One
+// meant for another connection, or from before a Forget, is dropped.
+func (c *converse) utter(u utterance) error {
+	s := c.s
+	if u.conn != c.serial || u.epoch != c.epoch || s.epoch.Load() != c.epoch {
+		s.mu.Lock()
+		s.stats.UtterancesDropped++
+		s.mu.Unlock()
+		return nil
+	}
+	sent := false
+	defer func() {
+		if !sent { // a write failed: the connection ends, the turn with it
+			s.mu.Lock()
+			s.stats.UtterancesDropped++
+			s.mu.Unlock()
+		}
+	}()
+	label, err := labelItem(newUtteranceID(), u.label)
+	if err != nil {
+		return err
+	}
+	c.wrote = true
+	if err := c.write(label); err != nil {
+		return err
+	}
+	for pcm := u.pcm; len(pcm) > 0; {
+		n := min(len(pcm), appendBytes)
+		msg, err := audioAppend(pcm[:n])
+		if err != nil {
+			return err
+		}
+		if err := c.write(msg); err != nil {
+			return err
+		}
+		pcm = pcm[n:]
+	}
+	commit, eventID, err := audioCommit()
+	if err != nil {
+		return err
+	}
+	if err := c.write(commit); err != nil {
+		return err
+	}
+	sent = true
+	c.commits = append(c.commits, pendingCommit{seq: u.seq, eventID: eventID})
+	s.mu.Lock()
+	s.stats.UtterancesSent++
+	s.stats.AudioBytesSent += int64(len(u.pcm))
+	s.mu.Unlock()
+	return nil
+}
+
+// control writes one control sequence, unless it was meant for another
+// connection or an earlier epoch (its items are not this conversation's).
+func (c *converse) control(m control) error {
+	if m.conn != c.serial {
+		return nil
+	}
+	if m.output {
+		// A function output is content: it belongs to this conversation
+		// and goes with it when it is forgotten.
+		c.wrote = true
+	}
+	for _, f := range m.frames {
+		if err := c.write(f); err != nil {
+			return err
+		}
+	}
+	if m.output {
+		c.s.mu.Lock()
+		c.s.stats.FunctionOutputs++
+		c.s.mu.Unlock()
+	}
+	return nil
+}
+
+// turnListener is the Listener as a TurnListener, or nil when it is not
+// one or this connection's conversation was forgotten.
+func (c *converse) turnListener() TurnListener {
+	tl, ok := c.s.cfg.Listener.(TurnListener)
+	if !ok || c.rd.muted.Load() || c.s.epoch.Load() != c.epoch {
+		return nil
+	}
+	return tl
+}
+
+// committed maps the server's item for the oldest pending commit to its
+// utterance, when a transcript will come for it.
+func (c *converse) committed(itemID string) {
+	if len(c.commits) == 0 || itemID == "" {
+		return // not an utterance's commit
+	}
+	seq := c.commits[0].seq
+	c.commits = c.commits[1:]
+	if c.s.cfg.TranscribeModel == "" {
+		return
+	}
+	if len(c.transcripts) >= maxPendingTranscripts {
+		c.transcripts = c.transcripts[1:] // given up: the oldest
+	}
+	c.transcripts = append(c.transcripts, awaited{itemID: itemID, seq: seq})
+}
+
+// transcribed hands an utterance's transcript (or its failure) on.
+func (c *converse) transcribed(ev serverEvent, ok bool) {
+	i := slices.IndexFunc(c.transcripts, func(a awaited) bool { return a.itemID == ev.ItemID })
+	if i < 0 {
+		return // not an utterance of this connection, or given up
+	}
+	seq := c.transcripts[i].seq
+	c.transcripts = slices.Delete(c.transcripts, i, i+1)
+	s := c.s
+	s.mu.Lock()
+	if ok {
+		s.stats.TranscriptsOK++
+	} else {
+		s.stats.TranscriptsFailed++
+	}
+	s.mu.Unlock()
+	text := ""
+	if ok {
+		text = ev.transcript
+	}
+	if tl := c.turnListener(); tl != nil {
+		tl.Transcript(seq, text, ok)
+	}
+}
+
+// functionCall hands a function call on, once per call id.
+func (c *converse) functionCall(callID, name, arguments string) {
+	if callID == "" || slices.Contains(c.calls, callID) {
+		return
+	}
+	if len(c.calls) >= maxSeenCalls {
+		c.calls = c.calls[1:]
+	}
+	c.calls = append(c.calls, callID)
+	c.s.mu.Lock()
+	c.s.stats.FunctionCalls++
+	c.s.mu.Unlock()
+	if tl := c.turnListener(); tl != nil {
+		tl.FunctionCall(callID, name, arguments)
+	}
+}
+
+// commitFailed drops the pending commit an error event names, so the
+// next committed event is not taken for it. It reports whether there
+// was one.
+func (c *converse) commitFailed(eventID string) bool {
+	if eventID == "" {
+		return false
+	}
+	i := slices.IndexFunc(c.commits, func(p pendingCommit) bool { return p.eventID == eventID })
+	if i < 0 {
+		return false
+	}
+	c.commits = slices.Delete(c.commits, i, i+1)
+	return true
 }
 
 // closeHandshake sends a normal close and waits, at most closeGrace, until
@@ -607,6 +806,24 @@ func (c *converse) handle(ev serverEvent) (stop bool) {
 		if ev.Item != nil {
 			c.ack(ev.Item.ID)
 		}
+	case "input_audio_buffer.committed":
+		c.committed(ev.ItemID)
+	case "conversation.item.input_audio_transcription.completed":
+		c.transcribed(ev, true)
+	case "conversation.item.input_audio_transcription.failed":
+		c.transcribed(ev, false)
+	case "response.function_call_arguments.done":
+		c.functionCall(ev.CallID, ev.Name, ev.Arguments)
+	case "response.output_item.done":
+		if it := ev.Item; it != nil && it.Type == "function_call" {
+			c.functionCall(it.CallID, it.Name, it.Arguments)
+		}
+	case "response.done":
+		if r := ev.Response; r != nil {
+			if tl := c.turnListener(); tl != nil {
+				tl.ResponseDone(r.ID, safeToken(r.Status))
+			}
+		}
 	case "error":
 		var typ, code, eventID string
 		if ev.Error != nil {
@@ -622,8 +839,10 @@ func (c *converse) handle(ev serverEvent) (stop bool) {
 			return true
 		}
 		_, aboutBriefing := c.itemEvents[eventID]
+		aboutCommit := c.commitFailed(eventID)
 		s.log.Warn("realtime server reported an error",
-			zap.String("error_type", typ), zap.String("code", code), zap.Bool("about_briefing", aboutBriefing))
+			zap.String("error_type", typ), zap.String("code", code), zap.Bool("about_briefing", aboutBriefing),
+			zap.Bool("about_utterance_commit", aboutCommit))
 	}
 	return false
 }
@@ -766,6 +985,12 @@ func (s *Session) readEvent(data []byte, rd *reader) (ev serverEvent, heard bool
 	if s.hear(ev, rd) {
 		return ev, true, nil
 	}
+	if ev.Type == "conversation.item.input_audio_transcription.completed" {
+		// The one piece of content decoded: it goes to the TurnListener.
+		if ev.transcript, err = inputTranscript(data); err != nil {
+			return serverEvent{Type: "unparseable"}, false, nil
+		}
+	}
 	if ev.Type != "error" {
 		s.log.Debug("realtime event", zap.String("type", safeToken(ev.Type)))
 	}
@@ -824,7 +1049,8 @@ func (s *Session) hear(ev serverEvent, rd *reader) bool {
 			l.SpeechStopped(ev.AudioEndMs)
 		}
 		return true
-	case "response.output_audio_transcript.delta", "response.output_audio_transcript.done":
+	case "response.output_audio_transcript.delta", "response.output_audio_transcript.done",
+		"conversation.item.input_audio_transcription.delta":
 		return true
 	}
 	return false

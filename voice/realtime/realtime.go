@@ -28,6 +28,11 @@
 //   - Forgetful on demand: Forget ends the server-side conversation (every
 //     briefing, audio turn and answer in it) before anything more is sent,
 //     by replacing the connection, for when a person's consent ends.
+//   - Turn by turn for group calls: with ManualTurns the server detects no
+//     turns; each speaker's turn goes as a labelled user turn (Utterance),
+//     its transcript, the model's function calls and the end of its
+//     responses come back to a TurnListener, and the caller decides when
+//     the model answers (CreateResponse, FunctionOutput).
 //   - Private: briefings, transcripts and audio are content and the API key
 //     is a secret. None appears in a log line, an error string or a panic;
 //     logs carry the endpoint's host, counts, close codes, server event
@@ -36,7 +41,9 @@
 package realtime
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,6 +93,29 @@ const (
 	// audioQueue is how many input audio chunks may wait for the socket
 	// (50 × 20 ms = 1 s); beyond that, chunks are dropped and counted.
 	audioQueue = 50
+	// utteranceQueue is how many utterances may wait for the socket: a
+	// group call's speakers finishing at once, with room to spare. Beyond
+	// that they are dropped and counted rather than held (the memory is
+	// bounded by utteranceQueue × MaxUtterance of PCM).
+	utteranceQueue = 32
+	// MaxUtterance bounds one utterance's audio: a minute of speech is
+	// far more than a turn; more is a stuck segmenter, not a turn.
+	MaxUtterance = 60 * time.Second
+	// maxUtteranceBytes is MaxUtterance of PCM16 mono at SampleRate.
+	maxUtteranceBytes = int(MaxUtterance/time.Second) * SampleRate * 2
+	// appendBytes bounds the PCM of one input_audio_buffer.append: 1 s
+	// (64 KB of base64), so a long utterance is many modest frames rather
+	// than one that a server or proxy could refuse for its size.
+	appendBytes = SampleRate * 2
+	// maxPendingTranscripts bounds the utterances of one connection whose
+	// transcript is still awaited; beyond it the oldest is given up (its
+	// transcript, should it come, is not handed on), so a server that never
+	// transcribes cannot grow the map.
+	maxPendingTranscripts = 256
+	// maxSeenCalls bounds the call ids remembered per connection to hand
+	// each function call on once (it is announced twice: by
+	// response.function_call_arguments.done and response.output_item.done).
+	maxSeenCalls = 256
 	// SampleRate is the rate of the PCM16 mono audio both ways.
 	SampleRate = 24000
 )
@@ -121,7 +151,8 @@ const BriefingRule = "Briefings are text messages that begin with \"[Briefing\";
 var (
 	// ErrConfig: Start was given a configuration it cannot use (no URL, not
 	// ws:// or wss://, no host, user info in the URL, an unknown auth mode
-	// or turn detection).
+	// or turn detection, a blank transcription model, a tool without a
+	// valid unique name or with parameters that are not a JSON object).
 	ErrConfig = errors.New("realtime: invalid configuration")
 	// ErrClosed: the session was closed (Close, or the context given to
 	// Start ended); nothing more will be sent.
@@ -133,6 +164,20 @@ var (
 	// item would tell the model nothing, and would replace a real briefing.
 	ErrEmptyBriefing = errors.New("realtime: empty briefing")
 )
+
+// Tool is a function the model may call (a GA function tool). When it
+// does, a TurnListener hears FunctionCall, and the caller answers with
+// FunctionOutput.
+type Tool struct {
+	// Name is 1 to 64 letters, digits, '_' or '-' (OpenAI's rule for
+	// function names), unique among the session's tools.
+	Name string
+	// Description tells the model when to call it.
+	Description string
+	// Parameters is the JSON schema of the arguments, a JSON object; empty
+	// means the tool takes none.
+	Parameters json.RawMessage
+}
 
 // Auth says how the key is presented at the handshake.
 type Auth string
@@ -171,7 +216,7 @@ type Config struct {
 	// Voice (CLANKIE_REALTIME_VOICE), when set, is the model's output voice.
 	Voice string
 	// TurnDetection is server_vad (default) or semantic_vad
-	// (CLANKIE_REALTIME_TURN_DETECTION).
+	// (CLANKIE_REALTIME_TURN_DETECTION). ManualTurns overrides it.
 	TurnDetection string
 	// Instructions are the system instructions sent in every session.update.
 	Instructions string
@@ -191,13 +236,29 @@ type Config struct {
 	// environment with a 10 s handshake timeout.
 	Dialer *websocket.Dialer
 	// Listener, when set, hears the model's audio and the server's speech
-	// detection (for the audio path). Nil: those events are discarded.
+	// detection (for the audio path). Nil: those events are discarded. It
+	// may also be a ConnectionListener and a TurnListener.
 	Listener Listener
+	// ManualTurns turns the server's turn detection off (turn_detection
+	// null): the server then never commits the input buffer or starts a
+	// response by itself, which a group call needs, since one mixed buffer
+	// committed by the server's VAD would say nothing about who spoke. The
+	// caller sends each speaker's turn with Utterance and asks for answers
+	// with CreateResponse. TurnDetection is ignored when set.
+	ManualTurns bool
+	// TranscribeModel, when set, asks the server to transcribe every
+	// committed input audio item with that model
+	// (gpt-4o-mini-transcribe, say); a TurnListener hears the transcripts
+	// of utterances.
+	TranscribeModel string
+	// Tools are the functions the model may call (tool_choice auto).
+	Tools []Tool
 }
 
 // Listener hears what the model sends back besides acknowledgements. Its
 // methods run on the connection's read goroutine, in order, and must not
-// block. Transcripts are never handed on: nothing here may log or keep them.
+// block. Transcripts of the model's speech are never handed on; those of
+// utterances go to a TurnListener only.
 type Listener interface {
 	// OutputAudio is one response.output_audio.delta: PCM16 mono at
 	// SampleRate, decoded.
@@ -219,11 +280,33 @@ type ConnectionListener interface {
 	ModelLost()
 }
 
+// TurnListener is a Listener that also hears what a group call's floor
+// needs: the transcripts of utterances, the model's function calls and the
+// end of its responses. Its methods run on the session's writer goroutine,
+// in order, after every Listener call for the events the server sent
+// before; they must not block, and may call the Session's non-blocking
+// methods (FunctionOutput, CreateResponse, Utterance). Nothing of a
+// connection whose conversation was forgotten (Forget) reaches them.
+type TurnListener interface {
+	// Transcript is the provider's transcription of utterance seq
+	// (ok=false: it failed, text is empty). An utterance whose connection
+	// was lost or forgotten before its transcript came never gets one.
+	// The text is content: never log it, keep it, or put it in an error.
+	Transcript(seq uint64, text string, ok bool)
+	// FunctionCall: the model called a declared tool, once per call id
+	// (response.function_call_arguments.done, or the function_call output
+	// item if that came first). arguments is the model's JSON, content too.
+	FunctionCall(callID, name, arguments string)
+	// ResponseDone: a response finished (response.done), with its id and
+	// status (completed, cancelled, incomplete, failed).
+	ResponseDone(responseID, status string)
+}
+
 // String describes the configuration without the key or the URL's query, so
 // that printing a Config by mistake leaks nothing.
 func (c Config) String() string {
-	return fmt.Sprintf("realtime.Config{host:%q model:%q auth:%q key_set:%t instructions_len:%d}",
-		hostOf(c.URL), c.Model, c.auth(), c.APIKey != "", len(c.Instructions))
+	return fmt.Sprintf("realtime.Config{host:%q model:%q auth:%q key_set:%t instructions_len:%d manual_turns:%t tools:%d}",
+		hostOf(c.URL), c.Model, c.auth(), c.APIKey != "", len(c.Instructions), c.ManualTurns, len(c.Tools))
 }
 
 // GoString is String, so %#v cannot print the key either.
@@ -237,6 +320,8 @@ func (c Config) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddString("auth", string(c.auth()))
 	enc.AddBool("key_set", c.APIKey != "")
 	enc.AddInt("instructions_len", len(c.Instructions))
+	enc.AddBool("manual_turns", c.ManualTurns)
+	enc.AddInt("tools", len(c.Tools))
 	return nil
 }
 
@@ -339,6 +424,21 @@ type Stats struct {
 	// Panics counts server events whose handling panicked; each was
 	// recovered and its connection replaced.
 	Panics int
+	// UtterancesSent counts utterances written whole (label, audio,
+	// commit) to a connection.
+	UtterancesSent int
+	// UtterancesDropped counts utterances not sent: refused by Utterance
+	// (not ready, not ManualTurns, empty, too long, no label, queue full)
+	// or dropped before writing (the connection was lost or forgotten).
+	UtterancesDropped int
+	// TranscriptsOK and TranscriptsFailed count utterance transcripts the
+	// server delivered or reported failed (handed on or not).
+	TranscriptsOK     int
+	TranscriptsFailed int
+	// FunctionCalls counts distinct function calls the model made.
+	FunctionCalls int
+	// FunctionOutputs counts function_call_output items written.
+	FunctionOutputs int
 }
 
 // briefing is the latest text handed to Brief. Only the latest matters: a
@@ -366,11 +466,17 @@ type Session struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the background loop has returned
-	kick   chan struct{} // capacity 1: "a new briefing is waiting"
-	audio  chan chunk    // input audio chunks for the socket
-	ctrl   chan []byte   // prebuilt control events (response.cancel, truncate)
-	ready  atomic.Bool   // mirrors state.Phase == Ready, read per audio chunk
+	done   chan struct{}  // closed when the background loop has returned
+	kick   chan struct{}  // capacity 1: "a new briefing is waiting"
+	audio  chan chunk     // input audio chunks for the socket
+	utter  chan utterance // utterances for the socket
+	ctrl   chan control   // prebuilt control events (response.cancel, truncate, …)
+	ready  atomic.Bool    // mirrors state.Phase == Ready, read per audio chunk
+	// conn numbers the connections served (the first is 1). Utterances and
+	// control events carry the number of the connection they were meant
+	// for, and another connection drops them: they name its items or
+	// continue its turns.
+	conn atomic.Uint64
 	// epoch counts Forget calls. A chunk carries the epoch it was
 	// appended in, and a connection that carried content from an earlier
 	// epoch is replaced before it sends anything more.
@@ -387,6 +493,26 @@ type Session struct {
 	// replaced: the connection underway replaces one Forget ended, so its
 	// readiness is not a reconnect.
 	replaced bool
+	// seq numbers utterances (the first is 1).
+	seq uint64
+}
+
+// utterance is one speaker's turn waiting for the socket.
+type utterance struct {
+	seq   uint64
+	label string
+	pcm   []byte
+	epoch uint64
+	conn  uint64
+}
+
+// control is a prebuilt event sequence for the connection numbered conn,
+// written back to back.
+type control struct {
+	frames [][]byte
+	conn   uint64
+	// output: the sequence holds a function_call_output (for Stats).
+	output bool
 }
 
 // chunk is one input audio chunk and the epoch it was appended in.
@@ -421,6 +547,12 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
 	case ServerVAD, SemanticVAD:
 	default:
 		return nil, fmt.Errorf("%w: turn detection must be server_vad or semantic_vad", ErrConfig)
+	}
+	if cfg.TranscribeModel != "" && strings.TrimSpace(cfg.TranscribeModel) == "" {
+		return nil, fmt.Errorf("%w: the transcription model is blank", ErrConfig)
+	}
+	if cfg.Tools, err = checkTools(cfg.Tools); err != nil {
+		return nil, err
 	}
 	if cfg.Model != "" {
 		q := u.Query()
@@ -458,12 +590,62 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		audio:     make(chan chunk, audioQueue),
-		ctrl:      make(chan []byte, 16),
+		utter:     make(chan utterance, utteranceQueue),
+		ctrl:      make(chan control, 16),
 		delivered: map[uint64]bool{},
 	}
 	s.ctx, s.cancel = context.WithCancel(ctx)
 	go s.run()
 	return s, nil
+}
+
+// checkTools checks the tools as the endpoint would (names, a JSON object
+// of parameters) and returns a copy, so that a caller changing its slice
+// or its parameters' bytes later cannot change what a reconnect sends.
+func checkTools(tools []Tool) ([]Tool, error) {
+	if len(tools) == 0 {
+		return nil, nil
+	}
+	out := make([]Tool, len(tools))
+	seen := map[string]bool{}
+	for i, t := range tools {
+		if !validToolName(t.Name) {
+			return nil, fmt.Errorf("%w: tool %d: the name must be 1 to 64 letters, digits, _ or -", ErrConfig, i)
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("%w: tool %d: the name is used twice", ErrConfig, i)
+		}
+		seen[t.Name] = true
+		out[i] = Tool{Name: t.Name, Description: t.Description}
+		if len(t.Parameters) == 0 {
+			continue
+		}
+		var params map[string]any
+		if err := json.Unmarshal(t.Parameters, &params); err != nil || params == nil {
+			return nil, fmt.Errorf("%w: tool %d: the parameters are not a JSON object", ErrConfig, i)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, t.Parameters); err != nil {
+			return nil, fmt.Errorf("%w: tool %d: the parameters do not compact: %w", ErrConfig, i, err)
+		}
+		out[i].Parameters = buf.Bytes()
+	}
+	return out, nil
+}
+
+func validToolName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // checkURL accepts ws:// and wss:// URLs with a host and no user info. Its
@@ -554,8 +736,18 @@ func (s *Session) endedLocked() error {
 // queues while no connection is ready (audio is paused, not buffered, across
 // a reconnect): it reports whether the chunk was queued, and counts it as
 // dropped when not. The caller must not modify pcm afterwards.
+//
+// With ManualTurns it refuses every chunk (counted as dropped): nothing
+// commits a mixed buffer in that mode except the next Utterance, which
+// would hand the mix to the model under one speaker's label.
 func (s *Session) AppendAudio(pcm []byte) bool {
 	if len(pcm) == 0 {
+		return false
+	}
+	if s.cfg.ManualTurns {
+		s.mu.Lock()
+		s.stats.AudioChunksDropped++
+		s.mu.Unlock()
 		return false
 	}
 	// Under s.mu, so a chunk is either queued before a Forget (and carries
@@ -598,7 +790,9 @@ func (s *Session) AppendAudio(pcm []byte) bool {
 // Brief (its first briefing). The model's audio still arriving from the
 // old conversation is no longer handed to the Listener, and a
 // ConnectionListener hears ModelLost at once, so Clankie stops saying what
-// the old conversation made him say. Forget never blocks.
+// the old conversation made him say. Utterances not yet written are
+// dropped, and those awaiting a transcript never get one. Forget never
+// blocks.
 func (s *Session) Forget() {
 	s.mu.Lock()
 	s.epoch.Add(1)
@@ -611,13 +805,85 @@ func (s *Session) Forget() {
 	}
 }
 
+// Utterance sends one speaker's turn of a group call as its own user turn:
+// a user message whose only content is label as input_text (who spoke,
+// "<@123> (Ana)" say), then pcm (PCM16 mono at SampleRate, little-endian)
+// in input_audio_buffer.append frames of at most a second each, then
+// input_audio_buffer.commit, which makes the audio the next user item. The
+// three are written back to back by the connection's only writer, so
+// nothing (another utterance, a briefing, a control event) comes between a
+// label and its audio. The model is not asked to answer: that is
+// CreateResponse's, once the caller's floor decides.
+//
+// It returns the utterance's sequence number in this session (1, 2, …);
+// a TurnListener hears its transcript under that number when
+// TranscribeModel is set. It never blocks and never queues while no
+// connection is ready: ok is false, and the utterance counted as dropped,
+// when not ready, when the session is not ManualTurns (the server's VAD
+// would commit the buffer on its own, splitting a turn from its label),
+// when label is blank, or pcm empty, of odd length or longer than
+// MaxUtterance, or when utteranceQueue utterances already wait. One queued
+// but not yet written when its connection is lost or forgotten is
+// dropped too (it never gets a transcript). The caller must not modify pcm
+// afterwards.
+func (s *Session) Utterance(label string, pcm []byte) (seq uint64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfg.ManualTurns || strings.TrimSpace(label) == "" || len(pcm) == 0 || len(pcm)%2 != 0 || len(pcm) > maxUtteranceBytes {
+		s.stats.UtterancesDropped++
+		return 0, false
+	}
+	// The connection number first: one read after a reconnect began is
+	// the new connection's, which is ready only once it is (see Forget
+	// for why under s.mu).
+	conn := s.conn.Load()
+	if s.ready.Load() {
+		u := utterance{seq: s.seq + 1, label: label, pcm: pcm, epoch: s.epoch.Load(), conn: conn}
+		select {
+		case s.utter <- u:
+			s.seq++
+			return s.seq, true
+		default:
+		}
+	}
+	s.stats.UtterancesDropped++
+	return 0, false
+}
+
+// CreateResponse asks the model to answer now (response.create with the
+// session's settings), as the floor decides in ManualTurns mode where the
+// server never starts a response by itself. It never blocks; it reports
+// whether the event was queued (only while ready).
+func (s *Session) CreateResponse() bool {
+	msg, err := responseCreate()
+	return err == nil && s.control(false, msg)
+}
+
+// FunctionOutput answers the model's function call callID with output (a
+// function_call_output item) and asks it to go on (response.create), the
+// two back to back. The output is content: it is never logged. It never
+// blocks; it reports whether the events were queued (only while ready,
+// and callID not empty). An answer queued for a connection that is lost
+// before it is written is dropped: the new conversation has no such call.
+func (s *Session) FunctionOutput(callID, output string) bool {
+	if callID == "" {
+		return false
+	}
+	item, err := functionOutput(callID, output)
+	if err != nil {
+		return false
+	}
+	resp, err := responseCreate()
+	return err == nil && s.control(true, item, resp)
+}
+
 // CancelResponse asks the model to stop the response in progress
 // (response.cancel), for barge-in. responseID may be empty (the current
 // one). It never blocks; it reports whether the event was queued (only
 // while ready).
 func (s *Session) CancelResponse(responseID string) bool {
 	msg, err := responseCancel(responseID)
-	return err == nil && s.control(msg)
+	return err == nil && s.control(false, msg)
 }
 
 // Truncate tells the model how much of an assistant audio item was
@@ -626,15 +892,17 @@ func (s *Session) CancelResponse(responseID string) bool {
 // event was queued (only while ready).
 func (s *Session) Truncate(itemID string, contentIndex, audioEndMs int) bool {
 	msg, err := itemTruncate(itemID, contentIndex, audioEndMs)
-	return err == nil && s.control(msg)
+	return err == nil && s.control(false, msg)
 }
 
-func (s *Session) control(msg []byte) bool {
+// control queues frames for the current connection, written back to back.
+func (s *Session) control(output bool, frames ...[]byte) bool {
+	conn := s.conn.Load() // before ready: see Utterance
 	if !s.ready.Load() {
 		return false
 	}
 	select {
-	case s.ctrl <- msg:
+	case s.ctrl <- control{frames: frames, conn: conn, output: output}:
 		return true
 	default:
 		return false

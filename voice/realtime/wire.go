@@ -21,10 +21,20 @@ type sessionUpdateEvent struct {
 // sessionParams is RealtimeSessionCreateRequestGA as far as we set it. No
 // model: in GA the URL fixes it.
 type sessionParams struct {
-	Type             string      `json:"type"` // "realtime"
-	Instructions     string      `json:"instructions"`
-	OutputModalities []string    `json:"output_modalities"`
-	Audio            audioParams `json:"audio"`
+	Type             string         `json:"type"` // "realtime"
+	Instructions     string         `json:"instructions"`
+	OutputModalities []string       `json:"output_modalities"`
+	Audio            audioParams    `json:"audio"`
+	Tools            []functionTool `json:"tools,omitempty"`
+	ToolChoice       string         `json:"tool_choice,omitempty"` // "auto" when there are tools
+}
+
+// functionTool is RealtimeFunctionTool.
+type functionTool struct {
+	Type        string          `json:"type"` // "function"
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
 }
 
 type audioParams struct {
@@ -33,8 +43,18 @@ type audioParams struct {
 }
 
 type audioInput struct {
-	Format        audioFormat   `json:"format"`
-	TurnDetection turnDetection `json:"turn_detection"`
+	Format audioFormat `json:"format"`
+	// Transcription is AudioTranscription; nil (omitted) leaves the
+	// server's default, no transcription.
+	Transcription *transcription `json:"transcription,omitempty"`
+	// TurnDetection nil is sent as JSON null (never omitted): GA turns the
+	// server's VAD off only for an explicit null, and an omitted field
+	// would keep the session's server_vad default.
+	TurnDetection *turnDetection `json:"turn_detection"`
+}
+
+type transcription struct {
+	Model string `json:"model"`
 }
 
 type audioOutput struct {
@@ -69,6 +89,26 @@ type contentPart struct {
 	Text string `json:"text"`
 }
 
+// functionOutputItem is RealtimeConversationItemFunctionCallOutput.
+type functionOutputItem struct {
+	Type   string `json:"type"` // "function_call_output"
+	CallID string `json:"call_id"`
+	Output string `json:"output"`
+}
+
+type functionOutputEvent struct {
+	Type    string             `json:"type"`
+	EventID string             `json:"event_id"`
+	Item    functionOutputItem `json:"item"`
+}
+
+// bareEvent is a client event with no body: input_audio_buffer.commit,
+// response.create (with the session's defaults).
+type bareEvent struct {
+	Type    string `json:"type"`
+	EventID string `json:"event_id"`
+}
+
 type audioAppendEvent struct {
 	Type    string `json:"type"`
 	EventID string `json:"event_id"`
@@ -90,8 +130,10 @@ type itemTruncateEvent struct {
 }
 
 // serverEvent is what the read loop looks at in a server event. Messages,
-// transcripts and item contents are never decoded, since a server may echo
-// what it was sent.
+// transcripts and item contents are not decoded here, since a server may
+// echo what it was sent: the one transcript the caller asked for (of an
+// utterance) is decoded on its own by inputTranscript, and a function
+// call's arguments go to the TurnListener and nowhere else.
 type serverEvent struct {
 	Type  string `json:"type"`
 	Error *struct {
@@ -100,13 +142,27 @@ type serverEvent struct {
 		EventID string `json:"event_id"`
 	} `json:"error"`
 	Item *struct {
-		ID string `json:"id"`
+		ID        string `json:"id"`
+		Type      string `json:"type"`
+		CallID    string `json:"call_id"`
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
 	} `json:"item"`
+	Response *struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	} `json:"response"`
 	ResponseID   string `json:"response_id"`
 	ItemID       string `json:"item_id"`
-	Delta        string `json:"delta"` // only read for output audio
+	CallID       string `json:"call_id"`   // response.function_call_arguments.done
+	Name         string `json:"name"`      // response.function_call_arguments.done
+	Arguments    string `json:"arguments"` // response.function_call_arguments.done
+	Delta        string `json:"delta"`     // only read for output audio
 	AudioStartMs int    `json:"audio_start_ms"`
 	AudioEndMs   int    `json:"audio_end_ms"`
+	// transcript is set, by inputTranscript, only for
+	// conversation.item.input_audio_transcription.completed.
+	transcript string
 }
 
 // newID returns prefix and random hex: content-free on purpose, since the
@@ -123,21 +179,46 @@ func newEventID() string { return newID("evt_", 12) }
 // acknowledgement can be matched to the briefing it confirms.
 func newItemID() string { return newID("brf_", 8) }
 
+// newUtteranceID names an utterance's label item, so its acknowledgement
+// is told apart from a briefing's.
+func newUtteranceID() string { return newID("utt_", 8) }
+
+// sessionUpdate is the session.update of cfg (already checked by Start).
+// Manual turns are an explicit turn_detection null; the zero Config sends
+// exactly what it sent before tools and transcription existed.
 func sessionUpdate(cfg Config) ([]byte, error) {
 	pcm := audioFormat{Type: "audio/pcm", Rate: SampleRate}
-	return json.Marshal(sessionUpdateEvent{
-		Type:    "session.update",
-		EventID: newEventID(),
-		Session: sessionParams{
-			Type:             "realtime",
-			Instructions:     sessionInstructions(cfg.Instructions),
-			OutputModalities: []string{"audio"},
-			Audio: audioParams{
-				Input:  audioInput{Format: pcm, TurnDetection: turnDetection{Type: cfg.TurnDetection}},
-				Output: audioOutput{Format: pcm, Voice: cfg.Voice},
-			},
-		},
-	})
+	in := audioInput{Format: pcm}
+	if !cfg.ManualTurns {
+		in.TurnDetection = &turnDetection{Type: cfg.TurnDetection}
+	}
+	if cfg.TranscribeModel != "" {
+		in.Transcription = &transcription{Model: cfg.TranscribeModel}
+	}
+	params := sessionParams{
+		Type:             "realtime",
+		Instructions:     sessionInstructions(cfg.Instructions),
+		OutputModalities: []string{"audio"},
+		Audio:            audioParams{Input: in, Output: audioOutput{Format: pcm, Voice: cfg.Voice}},
+	}
+	for _, t := range cfg.Tools {
+		params.Tools = append(params.Tools, functionTool{Type: "function", Name: t.Name, Description: t.Description, Parameters: toolParameters(t.Parameters)})
+	}
+	if len(params.Tools) > 0 {
+		params.ToolChoice = "auto"
+	}
+	return json.Marshal(sessionUpdateEvent{Type: "session.update", EventID: newEventID(), Session: params})
+}
+
+// emptyParameters is the JSON schema of a tool that takes no arguments:
+// the schema wants parameters to be an object, never null.
+const emptyParameters = `{"type":"object","properties":{}}`
+
+func toolParameters(p json.RawMessage) json.RawMessage {
+	if len(p) == 0 {
+		return json.RawMessage(emptyParameters)
+	}
+	return p
 }
 
 // briefingItem is a user message holding the briefing text as data. Not
@@ -173,6 +254,42 @@ func sessionInstructions(own string) string {
 func audioAppend(pcm []byte) ([]byte, error) {
 	return json.Marshal(audioAppendEvent{Type: "input_audio_buffer.append", EventID: newEventID(),
 		Audio: base64.StdEncoding.EncodeToString(pcm)})
+}
+
+// labelItem is an utterance's label: a user message whose only content is
+// the speaker's label as input_text. The audio committed right after it
+// becomes the next user item, so the model reads who spoke, then what.
+func labelItem(itemID, label string) ([]byte, error) {
+	return json.Marshal(itemCreateEvent{
+		Type:    "conversation.item.create",
+		EventID: newEventID(),
+		Item:    item{ID: itemID, Type: "message", Role: "user", Content: []contentPart{{Type: "input_text", Text: label}}},
+	})
+}
+
+func audioCommit() (msg []byte, eventID string, err error) {
+	eventID = newEventID()
+	msg, err = json.Marshal(bareEvent{Type: "input_audio_buffer.commit", EventID: eventID})
+	return msg, eventID, err
+}
+
+func responseCreate() ([]byte, error) {
+	return json.Marshal(bareEvent{Type: "response.create", EventID: newEventID()})
+}
+
+func functionOutput(callID, output string) ([]byte, error) {
+	return json.Marshal(functionOutputEvent{Type: "conversation.item.create", EventID: newEventID(),
+		Item: functionOutputItem{Type: "function_call_output", CallID: callID, Output: output}})
+}
+
+// inputTranscript decodes the transcript of an input audio transcription
+// event. Its result goes to the TurnListener and nowhere else.
+func inputTranscript(raw []byte) (string, error) {
+	var ev struct {
+		Transcript string `json:"transcript"`
+	}
+	err := json.Unmarshal(raw, &ev)
+	return ev.Transcript, err
 }
 
 func responseCancel(responseID string) ([]byte, error) {
