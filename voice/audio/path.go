@@ -2,7 +2,6 @@ package audio
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -26,7 +25,9 @@ type PathConfig struct {
 	// Model returns the model connection now, or nil while there is none
 	// (voice.Session.Audio): while it is nil, or refuses audio because it
 	// is reconnecting, input audio is dropped and counted, not buffered,
-	// and resumes with the next chunk once it is back.
+	// and resumes with the next chunk once it is back. It may be nil: a
+	// session that opens the model with the Path as its listener builds
+	// the Path first and calls Attach, which then overrides Model.
 	Model func() Model
 	// Encoder and Send are the Outbound's (Send is the media connection's
 	// Play, whose pacer is the outgoing audio's clock).
@@ -66,15 +67,16 @@ func (s PathStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 type Path struct {
 	in           *Inbound
 	out          *Outbound
-	model        func() Model
+	model        func() Model // PathConfig.Model; nil if none
+	attached     atomic.Pointer[attachedModel]
 	modelDropped atomic.Uint64
 }
 
+// attachedModel is what Attach set, nil Model included.
+type attachedModel struct{ m Model }
+
 // NewPath validates cfg and returns a Path; call Run to start it.
 func NewPath(cfg PathConfig) (*Path, error) {
-	if cfg.Model == nil {
-		return nil, errors.New("audio: path needs the model connection")
-	}
 	p := &Path{model: cfg.Model}
 	var err error
 	p.in, err = NewInbound(InboundConfig{BotUserID: cfg.BotUserID, Consented: cfg.Consented, Sink: p.toModel,
@@ -89,8 +91,27 @@ func NewPath(cfg PathConfig) (*Path, error) {
 	return p, nil
 }
 
+// Attach sets the model connection the Path talks to, replacing any
+// earlier one; nil detaches it (input audio is then dropped and counted,
+// and barge-ins tell no model). Once called, it overrides
+// PathConfig.Model. It may be called from any goroutine, before or while
+// Run runs, so a session can open the model with the Path as its
+// listener.
+func (p *Path) Attach(m Model) { p.attached.Store(&attachedModel{m: m}) }
+
+// current returns the model connection now, or nil.
+func (p *Path) current() Model {
+	if a := p.attached.Load(); a != nil {
+		return a.m
+	}
+	if p.model != nil {
+		return p.model()
+	}
+	return nil
+}
+
 func (p *Path) toModel(pcm []byte) {
-	if m := p.model(); m == nil || !m.AppendAudio(pcm) {
+	if m := p.current(); m == nil || !m.AppendAudio(pcm) {
 		p.modelDropped.Add(1)
 	}
 }
@@ -100,14 +121,14 @@ func (p *Path) toModel(pcm []byte) {
 type pathModel struct{ p *Path }
 
 func (m pathModel) CancelResponse(responseID string) bool {
-	if c := m.p.model(); c != nil {
+	if c := m.p.current(); c != nil {
 		return c.CancelResponse(responseID)
 	}
 	return false
 }
 
 func (m pathModel) Truncate(itemID string, contentIndex, audioEndMs int) bool {
-	if c := m.p.model(); c != nil {
+	if c := m.p.current(); c != nil {
 		return c.Truncate(itemID, contentIndex, audioEndMs)
 	}
 	return false

@@ -2,6 +2,7 @@ package audio
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,4 +129,83 @@ func TestPathBothWays(t *testing.T) {
 		p.Push("111", f)
 	}
 	waitFor("audio to resume", func() bool { return len(model.received()) >= before+15 })
+}
+
+// TestPathAttach: a Path built without a model drops input audio until
+// Attach gives it one; a later Attach replaces it, Attach(nil) detaches
+// it, and Attach overrides PathConfig.Model. Barge-ins go to the model
+// attached.
+func TestPathAttach(t *testing.T) {
+	rt := newRuntime(t)
+	frames := toneOpus(t, rt, 440, 5)
+	tests := []struct {
+		name       string
+		configured bool // PathConfig.Model is set too
+	}{
+		{name: "built without a model"},
+		{name: "attach overrides the configured model", configured: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var fromConfig fakeModel
+			cfg := PathConfig{BotUserID: botID, Consented: newConsentSet("111").Consented,
+				Encoder: newEncoder(t, rt), Send: discard, Clock: newFakeClock()}
+			if tt.configured {
+				cfg.Model = func() Model { return &fromConfig }
+			}
+			p, err := NewPath(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = p.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			r := &inboundRig{in: p.in}
+			// A lone speaker's frame is mixed as it arrives: five pushed,
+			// five chunks to whichever model is current.
+			speak := func() {
+				t.Helper()
+				for _, f := range frames {
+					p.Push("111", f)
+				}
+				r.sync(t)
+			}
+
+			speak()
+			wantDropped, wantConfig := uint64(5), 0
+			if tt.configured {
+				wantDropped, wantConfig = 0, 5
+			}
+			if d := p.Stats().ModelDropped; d != wantDropped {
+				t.Errorf("before Attach: %d chunks dropped, want %d", d, wantDropped)
+			}
+			first, second := &fakeModel{}, &fakeModel{}
+			p.Attach(first)
+			speak()
+			p.Attach(second)
+			speak()
+			pathModel{p}.CancelResponse("resp_1")
+			p.Attach(nil)
+			speak()
+			if n := len(first.received()); n != 5 {
+				t.Errorf("first model attached got %d chunks, want 5", n)
+			}
+			if n := len(second.received()); n != 5 {
+				t.Errorf("second model attached got %d chunks, want 5", n)
+			}
+			if n := len(fromConfig.received()); n != wantConfig {
+				t.Errorf("configured model got %d chunks, want %d (Attach wins)", n, wantConfig)
+			}
+			if d := p.Stats().ModelDropped; d != wantDropped+5 {
+				t.Errorf("after Attach(nil): %d chunks dropped, want %d", d, wantDropped+5)
+			}
+			second.mu.Lock()
+			cancels := second.cancels
+			second.mu.Unlock()
+			if !slices.Equal(cancels, []string{"resp_1"}) {
+				t.Errorf("barge-in told the attached model %q, want [resp_1]", cancels)
+			}
+		})
+	}
 }
