@@ -11,6 +11,15 @@
 //     20 ms tick, so an opt-out, a leave or a move takes effect within one
 //     frame, mid-utterance included: their buffered frames are dropped
 //     undecoded. The bot's own user id is never accepted.
+//   - In the utterance mode (group calls, where the model must know who
+//     spoke), Inbound mixes nothing: each consented speaker's audio is
+//     buffered on its own and handed over as an Utterance once they have
+//     been silent for a while (no frames, or frames under a voice floor),
+//     in the order the utterances started, within bounds on an
+//     utterance's length and on the audio waiting. Losing consent drops
+//     what they were saying, unsent. A per-speaker Speaking cue, in
+//     either mode, tells the session someone has been talking long enough
+//     to barge in.
 //   - Outbound speaks: the model's PCM16 24 kHz deltas, of any size, are
 //     upsampled to 48 kHz stereo and encoded to 20 ms Opus frames, queued,
 //     and handed in order to the media connection, whose pacer is the one

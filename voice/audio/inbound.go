@@ -41,13 +41,15 @@ type InboundConfig struct {
 	BotUserID string
 	// Consented reports whether a user's audio may leave the bridge now
 	// (voice.Session.Consented). It is asked for every frame pushed, for
-	// every speaker at every mix step and at every tick, so it must be
-	// cheap and must not call back into the Inbound. Nil consents nobody.
+	// every speaker at every mix step and at every tick, and for every
+	// utterance as it is handed over, so it must be cheap and must not
+	// call back into the Inbound. Nil consents nobody.
 	Consented func(userID string) bool
 	// Sink receives each mixed 20 ms chunk as PCM16 little-endian mono at
 	// 24 kHz (960 bytes): the model's input_audio_buffer.append
 	// (realtime.Session.AppendAudio). It runs on the Inbound's goroutine
-	// and must not block; it owns the slice.
+	// and must not block; it owns the slice. It is nil in the utterance
+	// mode (Utterances).
 	Sink func(pcm []byte)
 	// NewDecoder makes a speaker's decoder when they first speak; nil is
 	// GoDecoders.
@@ -66,6 +68,29 @@ type InboundConfig struct {
 	IdleTimeout time.Duration
 	// Clock drives the 20 ms tick; nil is SystemClock.
 	Clock Clock
+
+	// Utterances, when set, keeps speakers apart instead of mixing them,
+	// for group calls where the model must know who said what (issue 27):
+	// each consented speaker's audio is buffered on its own and handed
+	// over as one Utterance once they have been silent for
+	// UtteranceSilence, in the order the utterances started (see
+	// Utterance). Sink must then be nil: nothing is mixed and no hangover
+	// silence is made. It runs on the Inbound's goroutine and must not
+	// block; it owns the Utterance's PCM.
+	Utterances func(Utterance)
+	// UtteranceSilence is how long a speaker must be silent (no frames, or
+	// frames below the voice floor) for their utterance to end (default
+	// 600 ms): long enough to span the pauses within a sentence, short
+	// enough for a reply to feel prompt. It also ends a speaker's
+	// "current utterance" for Speaking in the mixed mode.
+	UtteranceSilence time.Duration
+	// Speaking, when set, is called with a speaker's user id once per
+	// utterance, when their voiced audio in it reaches BargeInSpeech: the
+	// cue to stop Clankie talking over them, sooner than the end of the
+	// utterance and never for a cough or a click. It is called in both
+	// modes, on the Inbound's goroutine, so it must be cheap and must not
+	// block.
+	Speaking func(userID string)
 }
 
 // InboundStats are the listening path's counters. None is per user.
@@ -94,8 +119,19 @@ type InboundStats struct {
 	// recovered, the frame skipped and the speaker's decoder replaced.
 	DecoderPanics uint64
 	// SpeakersActive is how many speakers the last mix step carried;
-	// SpeakersPeak the most any step carried.
+	// SpeakersPeak the most any step carried. In the utterance mode: how
+	// many speakers have an utterance under way, now and at most.
 	SpeakersActive, SpeakersPeak int
+	// UtterancesEmitted counts utterances handed to Utterances; AudioIn
+	// and SpeechIn then count their audio and its voiced part.
+	UtterancesEmitted uint64
+	// UtterancesDropped counts utterances never handed over: overflowing
+	// the MaxUtteranceWaiting bound, or their speaker's consent gone
+	// before they could be (UtterancesDroppedNoConsent, a part of it).
+	UtterancesDropped, UtterancesDroppedNoConsent uint64
+	// UtteranceAudioDropped is the audio those utterances held, plus what
+	// an overflowed speaker said after, until they next fell silent.
+	UtteranceAudioDropped time.Duration
 }
 
 type inboundCounters struct {
@@ -103,6 +139,8 @@ type inboundCounters struct {
 	framesIn, decoded, noConsent, self, overflow, decodeErrors atomic.Uint64
 	decoderPanics                                              atomic.Uint64
 	active, peak                                               atomic.Int64
+	uttEmitted, uttDropped, uttNoConsent                       atomic.Uint64
+	uttAudioDropped                                            atomic.Int64 // samples at 24 kHz
 }
 
 // inEvent is what Push and the test barrier hand the Inbound's goroutine.
@@ -115,7 +153,9 @@ type inEvent struct {
 }
 
 // Inbound mixes consented speakers' Opus frames into the model's input
-// audio. Push may be called from any goroutine; Run does the work on one.
+// audio, or, in the utterance mode, gathers each speaker's into utterances
+// of their own. Push may be called from any goroutine; Run does the work on
+// one.
 //
 // A mix step takes one frame from each speaker who has one. It runs as
 // soon as every speaker heard in the last two frames has a frame waiting
@@ -130,8 +170,14 @@ type Inbound struct {
 
 // NewInbound validates cfg and returns an Inbound; call Run to start it.
 func NewInbound(cfg InboundConfig) (*Inbound, error) {
-	if cfg.Sink == nil {
-		return nil, errors.New("audio: inbound needs a sink")
+	if cfg.Sink == nil && cfg.Utterances == nil {
+		return nil, errors.New("audio: inbound needs a sink or an utterance callback")
+	}
+	if cfg.Sink != nil && cfg.Utterances != nil {
+		return nil, errors.New("audio: inbound takes a sink (mixed) or an utterance callback (per speaker), not both")
+	}
+	if cfg.UtteranceSilence <= 0 {
+		cfg.UtteranceSilence = 600 * time.Millisecond
 	}
 	if cfg.Consented == nil {
 		cfg.Consented = func(string) bool { return false }
@@ -200,6 +246,11 @@ func (in *Inbound) Stats() InboundStats {
 		DecoderPanics:    s.decoderPanics.Load(),
 		SpeakersActive:   int(s.active.Load()),
 		SpeakersPeak:     int(s.peak.Load()),
+
+		UtterancesEmitted:          s.uttEmitted.Load(),
+		UtterancesDropped:          s.uttDropped.Load(),
+		UtterancesDroppedNoConsent: s.uttNoConsent.Load(),
+		UtteranceAudioDropped:      samplesToDuration(s.uttAudioDropped.Load(), ModelRate),
 	}
 }
 
@@ -217,6 +268,10 @@ func (s InboundStats) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddUint64("decoder_panics", s.DecoderPanics)
 	enc.AddInt("speakers_active", s.SpeakersActive)
 	enc.AddInt("speakers_peak", s.SpeakersPeak)
+	enc.AddUint64("utterances_emitted", s.UtterancesEmitted)
+	enc.AddUint64("utterances_dropped", s.UtterancesDropped)
+	enc.AddUint64("utterances_dropped_no_consent", s.UtterancesDroppedNoConsent)
+	enc.AddDuration("utterance_audio_dropped", s.UtteranceAudioDropped)
 	return nil
 }
 
@@ -224,8 +279,13 @@ func samplesToDuration(n int64, rate int) time.Duration {
 	return time.Duration(n) * time.Second / time.Duration(rate)
 }
 
-// Run mixes until ctx ends, then drops every speaker's state and returns
+// Run mixes (or gathers utterances) until ctx ends, then drops every
+// speaker's state, utterances not yet handed over included, and returns
 // ctx's error.
+//
+// The timer wakes on the 20 ms grid and, in the utterance mode, also at
+// the moment a speaker's silence window ends, so an utterance is handed
+// over then rather than at the next tick.
 func (in *Inbound) Run(ctx context.Context) error {
 	m := newMixer(ctx, in)
 	defer m.close()
@@ -241,12 +301,20 @@ func (in *Inbound) Run(ctx context.Context) error {
 			m.handle(ev)
 		case <-timer.C():
 			now := in.cfg.Clock.Now()
-			m.tick(now)
-			next = next.Add(FrameDuration)
-			if now.Sub(next) > 3*FrameDuration {
-				next = now.Add(FrameDuration) // stalled: restart the grid rather than catch up
+			if now.Before(next) {
+				m.expireAll(now) // woken for a silence window, between ticks
+			} else {
+				m.tick(now)
+				next = next.Add(FrameDuration)
+				if now.Sub(next) > 3*FrameDuration {
+					next = now.Add(FrameDuration) // stalled: restart the grid rather than catch up
+				}
 			}
-			timer.Reset(next.Sub(now))
+			wake := next
+			if d, ok := m.deadline(); ok && d.Before(wake) {
+				wake = d
+			}
+			timer.Reset(wake.Sub(now))
 		}
 	}
 }
@@ -259,6 +327,17 @@ type speaker struct {
 	dec     Decoder
 	heard   time.Time // when their last frame was mixed or queued
 	mono    []int16   // decoded mono 48 kHz of the current step
+
+	// Voice, for Speaking and the utterance mode.
+	lastVoiced time.Time // when their last frame above the voice floor came
+	talk       int       // voiced samples at 48 kHz in the current utterance
+	cued       bool      // Speaking was called for the current utterance
+
+	// The utterance mode's state (utterance.go).
+	down    *pcm.Downsampler // their own 48 → 24 kHz stream
+	utt     *utterance       // the utterance (or lead context) being gathered
+	cursor  time.Time        // where utt's audio ends on the arrival clock
+	discard bool             // an overflowed utterance: drop until silent
 }
 
 // mixer is the Inbound's state, owned by its Run goroutine (benchmarks
@@ -277,6 +356,11 @@ type mixer struct {
 	lastStep  time.Time // when the last chunk went to the sink
 	lastVoice time.Time // when the last chunk with a speaker went
 	hangover  bool      // silence is being sent after speech
+
+	// The utterance mode's state (utterance.go).
+	done    []*utterance // ended, waiting for an earlier one to end
+	waiting int          // PCM bytes gathered and not yet handed over
+	seq     uint64       // utterances started, to order equal starts
 }
 
 func newMixer(ctx context.Context, in *Inbound) *mixer {
@@ -293,6 +377,15 @@ func (m *mixer) handle(ev inEvent) {
 		if s := m.speakers[ev.userID]; s != nil {
 			m.drop(s)
 		}
+		if m.in.cfg.Utterances != nil {
+			// Their ended utterances go too, and any held back behind
+			// the one just dropped go out.
+			m.purge(ev.userID)
+			m.flush()
+			m.countActive()
+		}
+	case m.in.cfg.Utterances != nil:
+		m.hear(ev)
 	default:
 		m.enqueue(ev)
 		if m.complete(ev.arrived) {
@@ -341,6 +434,10 @@ func (m *mixer) complete(now time.Time) bool {
 // a frame waiting half a frame is mixed without the late, and a quiet
 // session gets hangover silence.
 func (m *mixer) tick(now time.Time) {
+	if m.in.cfg.Utterances != nil {
+		m.tickUtterances(now)
+		return
+	}
 	for i := len(m.order) - 1; i >= 0; i-- { // backwards: drop and forget remove from m.order
 		s := m.order[i]
 		switch {
@@ -391,6 +488,9 @@ func (m *mixer) step(now time.Time) {
 		s.heard = now
 		if mono, ok := m.decode(s, frame); ok {
 			m.sources = append(m.sources, mono)
+			if m.in.cfg.Speaking != nil && voiced(frame, mono) {
+				m.voice(s, len(mono), now)
+			}
 		}
 	}
 	active := int64(len(m.sources))
@@ -466,16 +566,29 @@ func (m *mixer) emit(now time.Time, mono []int16, voice bool) {
 }
 
 // drop discards a no-longer-consented speaker: frames undecoded and
-// counted, decoder released.
+// counted, the utterance they were making dropped unsent and counted,
+// decoder released.
 func (m *mixer) drop(s *speaker) {
 	m.in.stats.noConsent.Add(uint64(len(s.queue)))
+	if u := s.utt; u != nil {
+		s.utt = nil
+		m.waiting -= len(u.pcm)
+		if u.started() {
+			m.dropUtterance(u, true)
+		}
+	}
 	m.forget(s)
 }
 
-// forget releases a speaker's state.
+// forget releases a speaker's state (in the utterance mode, only lead
+// context or nothing is left to lose).
 func (m *mixer) forget(s *speaker) {
 	clear(s.queue)
 	s.queue, s.arrived = nil, nil
+	if s.utt != nil {
+		m.waiting -= len(s.utt.pcm)
+		s.utt = nil
+	}
 	closeDecoder(m.ctx, s.dec)
 	s.dec = nil
 	delete(m.speakers, s.id)
@@ -491,6 +604,8 @@ func (m *mixer) close() {
 	for len(m.order) > 0 {
 		m.forget(m.order[0])
 	}
+	clear(m.done)
+	m.done, m.waiting = nil, 0
 	m.in.stats.active.Store(0)
 }
 

@@ -177,8 +177,14 @@ func toneOpus(t testing.TB, rt *opus.Runtime, freq float64, n int) [][]byte {
 
 func encodeTone(t testing.TB, rt *opus.Runtime, freq float64, n int) [][]byte {
 	t.Helper()
+	return encodeToneAt(t, rt, freq, toneAmp, n)
+}
+
+// encodeToneAt is encodeTone at the given peak amplitude.
+func encodeToneAt(t testing.TB, rt *opus.Runtime, freq float64, amp int16, n int) [][]byte {
+	t.Helper()
 	enc := newEncoder(t, rt)
-	gen := pcmtest.NewTone(freq, opus.SampleRate, toneAmp)
+	gen := pcmtest.NewTone(freq, opus.SampleRate, amp)
 	frames := make([][]byte, n)
 	out := make([]byte, opus.MaxPacketBytes)
 	for i := range frames {

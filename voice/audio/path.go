@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 )
@@ -37,6 +38,15 @@ type PathConfig struct {
 	NewDecoder DecoderFactory
 	// Clock drives the Inbound's mix; nil is SystemClock.
 	Clock Clock
+	// Utterances, when set, keeps speakers apart (see
+	// InboundConfig.Utterances): the Path then never calls
+	// Model.AppendAudio, the session sends each Utterance itself under
+	// its speaker's label.
+	Utterances func(Utterance)
+	// UtteranceSilence ends an utterance (see InboundConfig); 0 is 600 ms.
+	UtteranceSilence time.Duration
+	// Speaking is the per-speaker barge-in cue (see InboundConfig.Speaking).
+	Speaking func(userID string)
 }
 
 // PathStats are a Path's counters, for a session's receipt.
@@ -78,9 +88,13 @@ type attachedModel struct{ m Model }
 // NewPath validates cfg and returns a Path; call Run to start it.
 func NewPath(cfg PathConfig) (*Path, error) {
 	p := &Path{model: cfg.Model}
+	icfg := InboundConfig{BotUserID: cfg.BotUserID, Consented: cfg.Consented, NewDecoder: cfg.NewDecoder,
+		Clock: cfg.Clock, Utterances: cfg.Utterances, UtteranceSilence: cfg.UtteranceSilence, Speaking: cfg.Speaking}
+	if cfg.Utterances == nil {
+		icfg.Sink = p.toModel
+	}
 	var err error
-	p.in, err = NewInbound(InboundConfig{BotUserID: cfg.BotUserID, Consented: cfg.Consented, Sink: p.toModel,
-		NewDecoder: cfg.NewDecoder, Clock: cfg.Clock})
+	p.in, err = NewInbound(icfg)
 	if err != nil {
 		return nil, err
 	}

@@ -209,3 +209,44 @@ func TestPathAttach(t *testing.T) {
 		})
 	}
 }
+
+// TestPathUtterances: in the utterance mode the Path hands each speaker's
+// utterance to the callback and never appends audio to the model, which
+// the session sends itself.
+func TestPathUtterances(t *testing.T) {
+	rt := newRuntime(t)
+	clock := newFakeClock()
+	model := &fakeModel{}
+	var mu sync.Mutex
+	var got []Utterance
+	p, err := NewPath(PathConfig{BotUserID: botID, Consented: newConsentSet("111").Consented,
+		Encoder: newEncoder(t, rt), Send: discard, Clock: clock,
+		Utterances: func(u Utterance) { mu.Lock(); defer mu.Unlock(); got = append(got, u) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Attach(model)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	r := &inboundRig{in: p.in, clock: clock}
+	for _, f := range toneOpus(t, rt, 440, 25) {
+		p.Push("111", f)
+		r.tick(t)
+	}
+	for range 40 {
+		r.tick(t)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0].UserID != "111" || len(got[0].PCM) != 25*frameBytes {
+		t.Errorf("utterances %d, want one of 500 ms from 111", len(got))
+	}
+	if n := len(model.received()); n != 0 {
+		t.Errorf("model appended %d chunks in the utterance mode, want 0", n)
+	}
+	if st := p.Stats(); st.ModelDropped != 0 || st.In.UtterancesEmitted != 1 {
+		t.Errorf("stats: %d dropped, %d utterances; want 0, 1", st.ModelDropped, st.In.UtterancesEmitted)
+	}
+}
