@@ -260,3 +260,56 @@ func benchOutboundLatency(b *testing.B, first bool) {
 	}
 	reportPercentiles(b, lat)
 }
+
+// BenchmarkUtteranceEnd is the delay the utterance mode adds to handing an
+// utterance over, on the real clock: from the end of speech (the last
+// voiced frame pushed) plus the silence window to the Utterances callback,
+// for one speaker's 100 ms of speech. The window is 50 ms rather than
+// 600 ms so a run gathers hundreds of samples in seconds: the Inbound's
+// timer is set for the window's end whatever its length, so the overhead
+// does not depend on it. timer-only is a bare 50 ms timer's lateness on
+// the same machine: the floor the Inbound adds to. Run it with
+// -benchtime=300x or so.
+func BenchmarkUtteranceEnd(b *testing.B) {
+	const window = 50 * time.Millisecond
+	b.Run("timer-only", func(b *testing.B) {
+		timer := time.NewTimer(time.Hour)
+		defer timer.Stop()
+		lat := make([]time.Duration, 0, b.N)
+		for b.Loop() {
+			start := time.Now()
+			timer.Reset(window)
+			<-timer.C
+			lat = append(lat, time.Since(start)-window)
+		}
+		reportPercentiles(b, lat)
+	})
+	b.Run("inbound", func(b *testing.B) {
+		frames := speakerFrames(b, 1)[0]
+		got := make(chan time.Time, 1)
+		in, err := NewInbound(InboundConfig{BotUserID: botID, Consented: func(string) bool { return true },
+			Utterances: func(Utterance) { got <- time.Now() }, UtteranceSilence: window})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = in.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		lat := make([]time.Duration, 0, b.N)
+		for i := 0; b.Loop(); i++ {
+			var last time.Time
+			for f := range 5 {
+				last = time.Now()
+				in.Push("100000", frames[(5*i+f)%len(frames)])
+			}
+			select {
+			case at := <-got:
+				lat = append(lat, at.Sub(last)-window)
+			case <-time.After(time.Second):
+				b.Fatal("no utterance a second after its speech")
+			}
+		}
+		reportPercentiles(b, lat)
+	})
+}
