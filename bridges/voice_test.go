@@ -18,6 +18,7 @@ import (
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/discordtest"
 	"github.com/clankie/clankie/voice"
+	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
 
 // briefingRecorder sits in front of the memory service and keeps the body
@@ -93,6 +94,8 @@ type voiceSetup struct {
 	// server (WithVoiceServer) there is nothing to connect to, so they
 	// are off and a session is live once Discord answered.
 	audio bool
+	// realtime adds options to the realtime fake (a transcription script).
+	realtime []realtimetest.Option
 }
 
 func startVoiceWith(t *testing.T, policy config.ConsentPolicy, key string, setup voiceSetup, states ...discordtest.VoiceState) *voiceEnv {
@@ -112,10 +115,11 @@ func startVoiceWith(t *testing.T, policy config.ConsentPolicy, key string, setup
 	}
 	cfg.VoiceBridgeToken = tokens.VoiceBridgeToken
 	if withRealtime {
-		e.rt = newFakeRealtime(t)
+		e.rt = newFakeRealtime(t, setup.realtime...)
 		cfg.RealtimeURL = e.rt.url()
 		cfg.RealtimeAPIKey = key
 		cfg.RealtimeModel = realtimeModel
+		cfg.RealtimeTranscribe = "gpt-4o-mini-transcribe"
 	}
 	cfg.VoiceSessions = config.VoiceSessions{JoinTimeout: 10 * time.Second, IdleLeave: 2 * time.Minute, MaxSession: 2 * time.Hour}
 	opts := append([]VoiceOption{func(c *voice.Config) {

@@ -137,6 +137,9 @@ func (h voiceHandler) status(_ context.Context, inv interaction.Invocation) (int
 	}
 	content := fmt.Sprintf("Voice session in <#%s>: %s.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
 		st.ChannelID, state, st.Policy, st.Consented, speakers, st.Model, st.BriefingsDelivered)
+	if st.Turns != nil {
+		content += fmt.Sprintf("\nTurns this session: %d answered, %d let pass (not addressed to Clankie).", st.Turns.Answered, st.Turns.Silent)
+	}
 	if st.Encryption != "" {
 		content += "\n" + st.Encryption
 	}

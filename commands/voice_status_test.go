@@ -37,8 +37,10 @@ func TestVoiceStatusSaysTheState(t *testing.T) {
 			s.State, s.Elapsed, s.Model, s.BriefingsDelivered = voiceapi.StateJoining, 0, "Realtime voice model: connecting.", 0
 		},
 			"Voice session in <#1>: joining.\nConsent policy: explicit.\n1 speaker has consented.\nRealtime voice model: connecting.\nBriefings delivered to the model: 0."},
-		{"live", func(s *voiceapi.Status) { s.Encryption = "End-to-end encrypted (DAVE)." },
-			"Voice session in <#1>: live for 5m3s of at most 2h.\nConsent policy: explicit.\n1 speaker has consented.\nRealtime voice model: ready.\nBriefings delivered to the model: 2.\nEnd-to-end encrypted (DAVE)."},
+		{"live", func(s *voiceapi.Status) {
+			s.Encryption, s.Turns = "End-to-end encrypted (DAVE).", &voiceapi.Turns{Answered: 3, Silent: 7}
+		}, "Voice session in <#1>: live for 5m3s of at most 2h.\nConsent policy: explicit.\n1 speaker has consented.\nRealtime voice model: ready.\nBriefings delivered to the model: 2." +
+			"\nTurns this session: 3 answered, 7 let pass (not addressed to Clankie).\nEnd-to-end encrypted (DAVE)."},
 		{"live, downgraded", func(s *voiceapi.Status) { s.Encryption = downgraded },
 			"Voice session in <#1>: live for 5m3s of at most 2h.\nConsent policy: explicit.\n1 speaker has consented.\nRealtime voice model: ready.\nBriefings delivered to the model: 2.\n" + downgraded},
 		{"reconnecting, with a budget", func(s *voiceapi.Status) {

@@ -252,16 +252,17 @@ func (p ConsentPolicy) Valid() bool { return p == ConsentExplicit || p == Consen
 type VoiceBridge struct {
 	DiscordToken string `env:"DISCORD_VOICE_BOT_TOKEN" secret:"true" help:"The voice bridge's Discord bot token (a second application, not the text bridge's)."`
 	VoiceBridgeToken
-	VoiceRoleIDs   []string      `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
-	VoiceUserIDs   []string      `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
-	ConsentPolicy  ConsentPolicy `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`
-	RealtimeURL    string        `env:"CLANKIE_REALTIME_URL" help:"WebSocket URL of a voice model speaking the OpenAI Realtime GA protocol (wss://api.openai.com/v1/realtime, or Azure's wss://RESOURCE.openai.azure.com/openai/v1/realtime); empty: sessions run and pull briefings without one."`
-	RealtimeAPIKey string        `env:"CLANKIE_REALTIME_API_KEY" secret:"true" help:"API key for the realtime endpoint, sent as CLANKIE_REALTIME_AUTH says."`
-	RealtimeAuth   string        `env:"CLANKIE_REALTIME_AUTH" envDefault:"bearer" help:"How the key is sent: bearer (Authorization: Bearer, OpenAI) or api-key (an api-key header, Azure OpenAI)."`
-	RealtimeModel  string        `env:"CLANKIE_REALTIME_MODEL" envDefault:"gpt-realtime" help:"Model (OpenAI) or deployment name (Azure), sent as ?model= on the URL; GA fixes the model there."`
-	RealtimeVoice  string        `env:"CLANKIE_REALTIME_VOICE" help:"Voice the model speaks with (e.g. marin, cedar, alloy); empty: the endpoint's default."`
-	RealtimeTurns  string        `env:"CLANKIE_REALTIME_TURN_DETECTION" envDefault:"server_vad" help:"How the model detects turns in what it hears: server_vad (silence) or semantic_vad (meaning)."`
+	VoiceRoleIDs       []string      `env:"DISCORD_VOICE_ROLE_IDS" envSeparator:"," help:"Comma-separated role ids whose members may /voice join and leave (besides Move Members)."`
+	VoiceUserIDs       []string      `env:"DISCORD_VOICE_USER_IDS" envSeparator:"," help:"Comma-separated user ids who may /voice join and leave (besides Move Members)."`
+	ConsentPolicy      ConsentPolicy `env:"DISCORD_VOICE_CONSENT_POLICY" envDefault:"explicit" help:"Who counts as consented in a voice session: explicit (only /voice consent opt-in) or presence (being in the channel; an opt-out still wins)."`
+	RealtimeURL        string        `env:"CLANKIE_REALTIME_URL" help:"WebSocket URL of a voice model speaking the OpenAI Realtime GA protocol (wss://api.openai.com/v1/realtime, or Azure's wss://RESOURCE.openai.azure.com/openai/v1/realtime); empty: sessions run and pull briefings without one."`
+	RealtimeAPIKey     string        `env:"CLANKIE_REALTIME_API_KEY" secret:"true" help:"API key for the realtime endpoint, sent as CLANKIE_REALTIME_AUTH says."`
+	RealtimeAuth       string        `env:"CLANKIE_REALTIME_AUTH" envDefault:"bearer" help:"How the key is sent: bearer (Authorization: Bearer, OpenAI) or api-key (an api-key header, Azure OpenAI)."`
+	RealtimeModel      string        `env:"CLANKIE_REALTIME_MODEL" envDefault:"gpt-realtime" help:"Model (OpenAI) or deployment name (Azure), sent as ?model= on the URL; GA fixes the model there."`
+	RealtimeVoice      string        `env:"CLANKIE_REALTIME_VOICE" help:"Voice the model speaks with (e.g. marin, cedar, alloy); empty: the endpoint's default."`
+	RealtimeTranscribe string        `env:"CLANKIE_REALTIME_TRANSCRIBE_MODEL" envDefault:"gpt-4o-mini-transcribe" help:"The provider's model that transcribes each speaker's turn (session.audio.input.transcription), so Clankie knows when he is addressed; transcripts stay in memory only for that decision."`
 	VoiceSessions
+	VoiceGroup
 	Memory  MemoryClient
 	Discord Discord
 	Log     Log
@@ -276,6 +277,31 @@ type VoiceSessions struct {
 	IdleLeave   time.Duration `env:"CLANKIE_VOICE_IDLE_LEAVE" envDefault:"2m" help:"Clankie leaves a voice channel where nobody who consented has been for this long (a Go duration: 90s, 2m)."`
 	MaxSession  time.Duration `env:"CLANKIE_VOICE_MAX_SESSION" envDefault:"2h" help:"The longest a voice session lasts before Clankie leaves (a Go duration: 45m, 2h)."`
 	DailyBudget time.Duration `env:"CLANKIE_VOICE_DAILY_BUDGET" help:"Voice time each server may use per UTC day, summed over its sessions (a Go duration: 90m, 3h); counted in memory, so a restart forgets it. Empty: no limit."`
+}
+
+// VoiceGroup is how Clankie takes turns in a group call: he answers a turn
+// that names him, or a follow-up by the person he just answered; alone
+// with one person, every turn.
+type VoiceGroup struct {
+	Names            []string      `env:"CLANKIE_VOICE_NAMES" envSeparator:"," envDefault:"clankie" help:"Comma-separated names Clankie answers to in a group call (as a word, any case); the voice bot's own user name is added."`
+	Followup         time.Duration `env:"CLANKIE_VOICE_FOLLOWUP" envDefault:"8s" help:"How long after his answer ends the person he answered may follow up without naming him (a Go duration: 8s)."`
+	UtteranceSilence time.Duration `env:"CLANKIE_VOICE_UTTERANCE_SILENCE" envDefault:"600ms" help:"How long a speaker's silence ends their utterance, which then goes to the model as their turn (a Go duration: 600ms)."`
+}
+
+// Validate names the variable that is wrong.
+func (g VoiceGroup) Validate() error {
+	for _, n := range g.Names {
+		if n = strings.TrimSpace(n); n == "" || len([]rune(n)) > 32 {
+			return errors.New("CLANKIE_VOICE_NAMES must be comma-separated names of 1 to 32 characters")
+		}
+	}
+	if g.Followup < 0 || g.Followup > time.Minute {
+		return errors.New("CLANKIE_VOICE_FOLLOWUP must be between 0s and 1m (a Go duration such as 8s)")
+	}
+	if g.UtteranceSilence < 200*time.Millisecond || g.UtteranceSilence > 5*time.Second {
+		return errors.New("CLANKIE_VOICE_UTTERANCE_SILENCE must be between 200ms and 5s (a Go duration such as 600ms)")
+	}
+	return nil
 }
 
 // Validate names the variable that is wrong.
@@ -330,7 +356,7 @@ func (v VoiceBridge) Validate() error {
 	if err := v.validateRealtime(); err != nil {
 		return err
 	}
-	for _, x := range []Validator{v.VoiceSessions, v.Memory, v.Discord, v.Log, v.Metrics} {
+	for _, x := range []Validator{v.VoiceSessions, v.VoiceGroup, v.Memory, v.Discord, v.Log, v.Metrics} {
 		if err := x.Validate(); err != nil {
 			return err
 		}
@@ -388,13 +414,10 @@ func BridgeWarnings() []string {
 	return []string{"CLANKIE_REALTIME_URL is set but DISCORD_VOICE_BOT_TOKEN is not: the voice bridge does not start, so no voice model is used"}
 }
 
-// Realtime authentication modes and turn detections (CLANKIE_REALTIME_AUTH,
-// CLANKIE_REALTIME_TURN_DETECTION).
+// Realtime authentication modes (CLANKIE_REALTIME_AUTH).
 const (
 	RealtimeAuthBearer = "bearer"
 	RealtimeAuthAPIKey = "api-key"
-	RealtimeServerVAD  = "server_vad"
-	RealtimeSemVAD     = "semantic_vad"
 )
 
 // validateRealtime checks the realtime settings other than the URL, naming
@@ -405,10 +428,8 @@ func (v VoiceBridge) validateRealtime() error {
 	default:
 		return fmt.Errorf("CLANKIE_REALTIME_AUTH must be bearer or api-key")
 	}
-	switch v.RealtimeTurns {
-	case RealtimeServerVAD, RealtimeSemVAD:
-	default:
-		return fmt.Errorf("CLANKIE_REALTIME_TURN_DETECTION must be server_vad or semantic_vad")
+	if !plainName(v.RealtimeTranscribe, 128) {
+		return fmt.Errorf("CLANKIE_REALTIME_TRANSCRIBE_MODEL must be a model name: letters, digits, '.', '-', '_' (at most 128)")
 	}
 	if !plainName(v.RealtimeModel, 128) {
 		return fmt.Errorf("CLANKIE_REALTIME_MODEL must be a model or deployment name: letters, digits, '.', '-', '_' (at most 128)")

@@ -11,11 +11,12 @@ func validVoice() VoiceBridge {
 	return VoiceBridge{
 		DiscordToken: "discord-token", ConsentPolicy: ConsentExplicit,
 		RealtimeURL: "wss://api.openai.com/v1/realtime", RealtimeAPIKey: "sk-secret-key-never-echoed",
-		RealtimeAuth: RealtimeAuthBearer, RealtimeModel: "gpt-realtime", RealtimeTurns: RealtimeServerVAD,
+		RealtimeAuth: RealtimeAuthBearer, RealtimeModel: "gpt-realtime", RealtimeTranscribe: "gpt-4o-mini-transcribe",
 		Memory:        MemoryClient{URL: "http://127.0.0.1:4310", MemoryRoot: MemoryRoot{Dir: "/tmp/clankie-memory"}},
 		Discord:       Discord{APIURL: "https://discord.com/api/v10"},
 		Log:           Log{Level: "info", Format: "json"},
 		VoiceSessions: VoiceSessions{JoinTimeout: 10 * time.Second, IdleLeave: 2 * time.Minute, MaxSession: 2 * time.Hour},
+		VoiceGroup:    VoiceGroup{Names: []string{"clankie"}, Followup: 8 * time.Second, UtteranceSilence: 600 * time.Millisecond},
 	}
 }
 
@@ -66,7 +67,7 @@ func TestRealtimeSettingsAreValidatedByName(t *testing.T) {
 	}
 	azure := validVoice()
 	azure.RealtimeURL, azure.RealtimeAuth, azure.RealtimeModel = "wss://res.openai.azure.com/openai/v1/realtime", RealtimeAuthAPIKey, "my-deployment_1"
-	azure.RealtimeTurns, azure.RealtimeVoice = RealtimeSemVAD, "marin"
+	azure.RealtimeVoice = "marin"
 	if err := azure.Validate(); err != nil {
 		t.Fatalf("Azure settings refused: %v", err)
 	}
@@ -75,7 +76,7 @@ func TestRealtimeSettingsAreValidatedByName(t *testing.T) {
 		edit           func(*VoiceBridge)
 	}{
 		{"auth", "CLANKIE_REALTIME_AUTH", func(v *VoiceBridge) { v.RealtimeAuth = "basic" }},
-		{"turn detection", "CLANKIE_REALTIME_TURN_DETECTION", func(v *VoiceBridge) { v.RealtimeTurns = "push" }},
+		{"transcription model", "CLANKIE_REALTIME_TRANSCRIBE_MODEL", func(v *VoiceBridge) { v.RealtimeTranscribe = "a model" }},
 		{"model", "CLANKIE_REALTIME_MODEL", func(v *VoiceBridge) { v.RealtimeModel = "gpt realtime?x=1" }},
 		{"empty model", "CLANKIE_REALTIME_MODEL", func(v *VoiceBridge) { v.RealtimeModel = "" }},
 		{"voice", "CLANKIE_REALTIME_VOICE", func(v *VoiceBridge) { v.RealtimeVoice = "a voice" }},

@@ -10,7 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/clankie/clankie/voice/audio"
 	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
@@ -42,10 +41,8 @@ type audioLink struct {
 	server voiceServer
 	cancel context.CancelFunc
 	dave   media.DAVE // nil: protocol 0
-	// conn is the voice connection once dialled and path its audio path
-	// (their counters).
+	// conn is the voice connection once dialled (its counters).
 	conn atomic.Pointer[media.Conn]
-	path atomic.Pointer[audio.Path]
 }
 
 // errAudioUnavailable: the connection came up but this process cannot carry
@@ -111,57 +108,36 @@ func (s *Session) runAudio(ctx context.Context, link *audioLink, cfg media.Confi
 	defer conn.Close()
 	link.conn.Store(conn)
 	s.send(event{kind: evLinkUp, link: link})
-	codec, err := m.cfg.Audio.Codec(ctx)
-	if err != nil {
-		log.Warn("opus codec could not be compiled", zap.Error(err))
+	// The session's speech (its audio path, which outlives connections)
+	// is built by the briefing loop; this connection feeds it.
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	s.mu.Lock()
+	sp := s.speech
+	s.mu.Unlock()
+	if sp == nil || sp.path == nil {
 		return errAudioUnavailable
 	}
-	enc, err := codec.NewEncoder(ctx, opus.DefaultEncoderConfig())
-	if err != nil {
-		log.Warn("opus encoder could not be made", zap.Error(err))
-		return errAudioUnavailable
-	}
-	defer enc.Close(context.WithoutCancel(ctx))
-	path, err := audio.NewPath(audio.PathConfig{
-		BotUserID: cfg.UserID,
-		Consented: s.Consented,
-		Model: func() audio.Model {
-			if a := s.Audio(); a != nil {
-				return a
-			}
-			return nil
-		},
-		Encoder: enc,
-		// The connection's pacer is the one clock of the outgoing audio:
-		// it paces, DAVE-encrypts and ends utterances with silence. Play
-		// returns as the pacer takes each frame, so the path stays one
-		// frame ahead of the wire and a barge-in stops within a frame.
-		Send: conn.Play,
-	})
-	if err != nil {
-		log.Warn("audio path could not be made", zap.Error(err))
-		return errAudioUnavailable
-	}
-	link.path.Store(path)
+	path := sp.path
+	sp.conn.Store(conn)
+	defer sp.conn.CompareAndSwap(conn, nil)
 	m.mu.Lock()
 	m.links[link] = struct{}{}
 	m.mu.Unlock()
-	s.SetOutput(path)
-	defer s.SetOutput(nil)
 	start := time.Now()
-	pathDone := make(chan struct{})
-	go func() { defer close(pathDone); _ = path.Run(ctx) }()
 	defer func() {
-		stop()
-		<-pathDone
 		// The figures of a connection that ended go to the bridge's
 		// totals, so its metrics never go down.
 		m.mu.Lock()
-		m.ended.addPath(path.Stats(), conn.Stats(), link.dave)
+		m.ended.addConn(conn.Stats(), link.dave)
 		delete(m.links, link)
 		m.mu.Unlock()
+		st := conn.Stats()
 		log.Info("receipt", zap.String("receipt", "voice.audio"), zap.Duration("connected", time.Since(start)),
-			zap.Object("audio", path.Stats()))
+			zap.Uint64("framesDelivered", st.FramesDelivered), zap.Uint64("droppedNoConsent", st.DroppedNoConsent))
 	}()
 	frames := conn.Frames()
 	for {

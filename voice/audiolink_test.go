@@ -28,8 +28,34 @@ type audioModel struct {
 	mu        sync.Mutex
 	out       realtime.Listener
 	audio     []byte
+	labels    []string
+	responses int
 	cancels   int
 	truncates []int
+}
+
+// Utterance keeps a speaker's turn: its label and its audio (heard).
+func (a *audioModel) Utterance(label string, pcm []byte) (uint64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.labels = append(a.labels, label)
+	a.audio = append(a.audio, pcm...)
+	return uint64(len(a.labels)), true
+}
+
+func (a *audioModel) CreateResponse() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.responses++
+	return true
+}
+
+func (a *audioModel) FunctionOutput(string, string) bool { return true }
+
+func (a *audioModel) said() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.labels...)
 }
 
 func (a *audioModel) Brief(context.Context, string, bool) error { return nil }

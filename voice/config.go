@@ -35,6 +35,13 @@ type Poster interface {
 // *realtime.Session satisfies it.
 type Model interface {
 	Brief(ctx context.Context, text string, refresh bool) error
+	// Utterance sends one speaker's utterance as its own labelled turn;
+	// CreateResponse asks for an answer (the floor decides when);
+	// FunctionOutput answers a tool call and continues the answer. None
+	// blocks; false when the connection is not ready.
+	Utterance(label string, pcm []byte) (seq uint64, ok bool)
+	CreateResponse() bool
+	FunctionOutput(callID, output string) bool
 	// Forget takes everything the model was given out of its context (a
 	// fresh conversation); it never blocks, and the next Brief seeds the
 	// fresh conversation.
@@ -44,9 +51,11 @@ type Model interface {
 	Close() error
 }
 
-// ModelOpener opens a session's model connection, whose audio and speech
-// events go to out (the session's audio path). Nil when no endpoint is
-// configured: sessions still run and still pull briefings.
+// ModelOpener opens a session's model connection, whose events go to out:
+// audio and barge-in to the session's audio path, transcripts and tool
+// calls to its floor and tools (out is a realtime.TurnListener too). Nil
+// when no endpoint is configured: sessions still run and still pull
+// briefings.
 type ModelOpener func(ctx context.Context, out realtime.Listener) (Model, error)
 
 // Config is everything a Manager works with, given once at construction:
@@ -70,6 +79,11 @@ type Config struct {
 	// Audio, when not nil, gives each session its voice connection and
 	// audio both ways (audiolink.go).
 	Audio *AudioConfig
+	// Tools answers the voice model's tool calls (recall_person,
+	// recall_episodes, remember_episode); nil: every call is refused.
+	Tools ToolMemory
+	// Group is how Clankie takes turns in a group call.
+	Group config.VoiceGroup
 
 	// Debounce delays a refresh after the permitted set changes, so a
 	// burst of joins costs one briefing (250 ms when zero).
@@ -110,6 +124,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Log == nil {
 		c.Log = zap.NewNop()
+	}
+	if c.Group.Followup <= 0 {
+		c.Group.Followup = 8 * time.Second
+	}
+	if c.Group.UtteranceSilence <= 0 {
+		c.Group.UtteranceSilence = 600 * time.Millisecond
+	}
+	if len(c.Group.Names) == 0 {
+		c.Group.Names = []string{"clankie"}
 	}
 	if c.Policy == "" {
 		c.Policy = config.ConsentExplicit

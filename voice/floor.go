@@ -22,7 +22,8 @@ type floor struct {
 	now      func() time.Time
 
 	mu        sync.Mutex
-	speakers  map[uint64]string // an utterance's speaker, until its transcript
+	speakers  map[uint64]string    // an utterance's speaker, until its transcript
+	early     map[uint64]heardTurn // a transcript that came before its speaker was noted
 	answering bool
 	holder    string // whom he answers, or answered last
 	endedAt   time.Time
@@ -35,7 +36,7 @@ type floor struct {
 const maxQueuedTurns = 8
 
 func newFloor(names []string, followup time.Duration, now func() time.Time) *floor {
-	f := &floor{followup: followup, now: now, speakers: map[uint64]string{}}
+	f := &floor{followup: followup, now: now, speakers: map[uint64]string{}, early: map[uint64]heardTurn{}}
 	for _, n := range names {
 		if n = strings.ToLower(strings.TrimSpace(n)); n != "" {
 			f.names = append(f.names, n)
@@ -44,14 +45,29 @@ func newFloor(names []string, followup time.Duration, now func() time.Time) *flo
 	return f
 }
 
-// utterance records who spoke utterance seq.
-func (f *floor) utterance(seq uint64, userID string) {
+// heardTurn is a transcript waiting for its utterance's speaker.
+type heardTurn struct {
+	text   string
+	ok     bool
+	people int
+}
+
+// utterance records who spoke utterance seq. Its transcript may have come
+// already (the model's server can answer before the sender notes the
+// speaker): respond then says whether to answer it now.
+func (f *floor) utterance(seq uint64, userID string) (respond bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.speakers) > 256 { // transcripts that never came (a reconnect)
+	if len(f.speakers) > 256 || len(f.early) > 256 { // transcripts that never came, or utterances never noted
 		clear(f.speakers)
+		clear(f.early)
+	}
+	if h, ok := f.early[seq]; ok {
+		delete(f.early, seq)
+		return f.decideLocked(userID, h)
 	}
 	f.speakers[seq] = userID
+	return false
 }
 
 // transcript decides on utterance seq's turn: respond reports whether a
@@ -60,11 +76,19 @@ func (f *floor) utterance(seq uint64, userID string) {
 func (f *floor) transcript(seq uint64, text string, ok bool, people int) (respond bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	h := heardTurn{text: text, ok: ok, people: people}
 	speaker, known := f.speakers[seq]
-	delete(f.speakers, seq)
 	if !known {
+		f.early[seq] = h
 		return false
 	}
+	delete(f.speakers, seq)
+	return f.decideLocked(speaker, h)
+}
+
+// decideLocked is the floor's rule for one turn. f.mu is held.
+func (f *floor) decideLocked(speaker string, h heardTurn) (respond bool) {
+	text, ok, people := h.text, h.ok, h.people
 	addressed := ok && (people <= 1 || f.names.mentioned(text) ||
 		(speaker == f.holder && (f.answering || f.now().Sub(f.endedAt) <= f.followup)))
 	if !addressed {
@@ -95,6 +119,17 @@ func (f *floor) responseDone() (respond bool) {
 	f.answering = true
 	f.answered++
 	return true
+}
+
+// lost forgets the answer in progress and the turns waiting: the model's
+// connection went, and its answer with it; the next addressed turn starts
+// afresh.
+func (f *floor) lost() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.answering, f.next = false, nil
+	clear(f.speakers)
+	clear(f.early)
 }
 
 // mayBargeIn reports whether userID's speech may cut Clankie off: only the

@@ -38,14 +38,16 @@ func TestFloorAnswersWhenAddressed(t *testing.T) {
 		{"done", func() bool { return f.responseDone() }, false},
 		{"a failed transcription is silence", func() bool { return turn(ana, "", false, 3) }, false},
 		{"alone, every turn", func() bool { return turn(ana, "what time is it", true, 1) }, true},
-		{"a transcript for no utterance", func() bool { return f.transcript(999, "clankie", true, 3) }, false},
+		{"done", func() bool { return f.responseDone() }, false},
+		{"a transcript before its speaker is noted waits", func() bool { return f.transcript(999, "hi clankie", true, 3) }, false},
+		{"and is answered when the speaker is", func() bool { return f.utterance(999, ben) }, true},
 	}
 	for i, st := range steps {
 		if got := st.do(); got != st.respond {
 			t.Fatalf("step %d (%s): %t, want %t", i, st.name, got, st.respond)
 		}
 	}
-	if answered, silent := f.counts(); answered != 5 || silent != 5 {
-		t.Fatalf("answered %d, silent %d; want 5 and 5", answered, silent)
+	if answered, silent := f.counts(); answered != 6 || silent != 5 {
+		t.Fatalf("answered %d, silent %d; want 6 and 5", answered, silent)
 	}
 }

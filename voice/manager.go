@@ -2,6 +2,7 @@ package voice
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	botID    string
+	botName  string // the bot's user name: a name Clankie answers to
 	sessions map[string]*Session
 	// echoes tells the echo of the bot's own op 4 from news, per guild.
 	echoes map[string]*echoes
@@ -55,7 +57,7 @@ func (m *Manager) OnReady(_ *discordgo.Session, r *discordgo.Ready) {
 	defer m.recoverEvent("READY")
 	if r.User != nil {
 		m.mu.Lock()
-		m.botID = r.User.ID
+		m.botID, m.botName = r.User.ID, r.User.Username
 		m.mu.Unlock()
 	}
 }
@@ -225,6 +227,14 @@ func (m *Manager) botUser() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.botID
+}
+
+// names are what Clankie answers to: CLANKIE_VOICE_NAMES and the bot's
+// user name.
+func (m *Manager) names() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append(slices.Clone(m.cfg.Group.Names), m.botName)
 }
 
 func (m *Manager) audioOn() bool { return m.cfg.Audio != nil && m.cfg.Audio.Codec != nil }

@@ -50,7 +50,17 @@ type Totals struct {
 	// time sessions spent in a channel, the live ones' so far included.
 	EndedBy     map[voiceapi.EndReason]uint64
 	SessionTime time.Duration
+	// TurnsAnswered and TurnsSilent count the group call's turns Clankie
+	// answered and those he let pass (not addressed, or not transcribed);
+	// ToolCalls the voice model's tool calls by tool and outcome.
+	TurnsAnswered, TurnsSilent uint64
+	ToolCalls                  map[ToolCall]uint64
 }
+
+// ToolCall is a tool call's labels: the tool (recall_person,
+// recall_episodes, remember_episode, unknown) and its outcome (ok,
+// refused, bad_arguments, memory_error, unknown_tool).
+type ToolCall struct{ Tool, Outcome string }
 
 // PeerPanics are recovered panics by component, a small fixed set: the
 // voice gateway websocket, the media (RTP) path, the DAVE session (mls-go
@@ -98,32 +108,65 @@ type ended struct {
 	sessionTime time.Duration
 	briefings   int
 	model       Totals // OutputCut, OversizedEvents and realtime panics of models closed
-	path        audio.PathStats
+	speech      Totals // the audio paths', floors' and tools' figures
 	noConsent   uint64 // the media connections' drops
 	peers       Totals // only PeerPanics and PeerRefused
 }
 
-func (e *ended) addPath(ps audio.PathStats, conn media.Stats, d media.DAVE) {
+// addConn keeps an ended connection's figures.
+func (e *ended) addConn(conn media.Stats, d media.DAVE) {
 	e.peers.addConn(conn, d)
-	e.peers.PeerPanics.Opus += ps.In.DecoderPanics
-	e.path.In.AudioIn += ps.In.AudioIn
-	e.path.In.DroppedNoConsent += ps.In.DroppedNoConsent
-	e.path.Out.AudioOut += ps.Out.AudioOut
-	e.path.Out.BargeIns += ps.Out.BargeIns
-	e.path.ModelDropped += ps.ModelDropped
-	e.path.Out.DroppedOverflow += ps.Out.DroppedOverflow
 	e.noConsent += conn.DroppedNoConsent
+}
+
+// addSpeech adds a session's conversation figures: its audio path's, the
+// turns its floor answered or let pass, its tool calls.
+func (t *Totals) addSpeech(sp *speech) {
+	if sp == nil {
+		return
+	}
+	if sp.path != nil {
+		ps := sp.path.Stats()
+		t.AudioIn += ps.In.AudioIn
+		t.AudioOut += ps.Out.AudioOut
+		t.BargeIns += ps.Out.BargeIns
+		t.DroppedNoConsent += ps.In.DroppedNoConsent
+		t.ModelDropped += ps.ModelDropped
+		t.PeerPanics.Opus += ps.In.DecoderPanics
+		t.OutputOverflow += ps.Out.DroppedOverflow
+	}
+	answered, silent := sp.floor.counts()
+	t.TurnsAnswered += answered
+	t.TurnsSilent += silent
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if t.ToolCalls == nil {
+		t.ToolCalls = map[ToolCall]uint64{}
+	}
+	for k, n := range sp.toolCalls {
+		t.ToolCalls[ToolCall{Tool: k.tool, Outcome: string(k.outcome)}] += n
+	}
+}
+
+// speechEnded keeps an ended session's conversation figures.
+func (m *Manager) speechEnded(sp *speech) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ended.speech.addSpeech(sp)
 }
 
 // Totals returns the bridge's voice figures now.
 func (m *Manager) Totals() Totals {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	sp := m.ended.speech
 	t := Totals{Sessions: len(m.sessions), BriefingsDelivered: m.ended.briefings,
-		AudioIn: m.ended.path.In.AudioIn, AudioOut: m.ended.path.Out.AudioOut, BargeIns: m.ended.path.Out.BargeIns,
-		DroppedNoConsent: m.ended.path.In.DroppedNoConsent + m.ended.noConsent, ModelDropped: m.ended.path.ModelDropped,
+		AudioIn: sp.AudioIn, AudioOut: sp.AudioOut, BargeIns: sp.BargeIns,
+		DroppedNoConsent: sp.DroppedNoConsent + m.ended.noConsent, ModelDropped: sp.ModelDropped,
 		PeerPanics: m.ended.peers.PeerPanics, PeerRefused: m.ended.peers.PeerRefused,
-		OutputOverflow: m.ended.path.Out.DroppedOverflow, OutputCut: m.ended.model.OutputCut, OversizedEvents: m.ended.model.OversizedEvents}
+		OutputOverflow: sp.OutputOverflow, OutputCut: m.ended.model.OutputCut, OversizedEvents: m.ended.model.OversizedEvents,
+		TurnsAnswered: sp.TurnsAnswered, TurnsSilent: sp.TurnsSilent, ToolCalls: maps.Clone(sp.ToolCalls)}
+	t.PeerPanics.Opus += sp.PeerPanics.Opus
 	t.PeerPanics.Realtime += m.ended.model.PeerPanics.Realtime
 	t.EndedBy = maps.Clone(m.ended.endedBy)
 	t.SessionTime = m.ended.sessionTime
@@ -138,19 +181,11 @@ func (m *Manager) Totals() Totals {
 		if !s.started.IsZero() {
 			t.SessionTime += now.Sub(s.started)
 		}
+		live := s.speech
 		s.mu.Unlock()
+		t.addSpeech(live)
 	}
 	for l := range m.links {
-		if p := l.path.Load(); p != nil {
-			ps := p.Stats()
-			t.AudioIn += ps.In.AudioIn
-			t.AudioOut += ps.Out.AudioOut
-			t.BargeIns += ps.Out.BargeIns
-			t.DroppedNoConsent += ps.In.DroppedNoConsent
-			t.ModelDropped += ps.ModelDropped
-			t.PeerPanics.Opus += ps.In.DecoderPanics
-			t.OutputOverflow += ps.Out.DroppedOverflow
-		}
 		if c := l.conn.Load(); c != nil {
 			st := c.Stats()
 			t.DroppedNoConsent += st.DroppedNoConsent
@@ -219,6 +254,31 @@ func (m *Manager) registerPeerMetrics(reg prometheus.Registerer) error {
 	)
 	panicsHelp := "Inputs from a voice server or peer whose handling panicked; each was dropped and the connection kept."
 	refusedHelp := "Inputs from a voice server refused as hostile."
+	for _, outcome := range []string{"answered", "silent"} {
+		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "clankie_voice_turns_total",
+			Help: "Group-call turns Clankie answered, and those he let pass (not addressed to him, or not transcribed).", ConstLabels: prometheus.Labels{"outcome": outcome}},
+			func() float64 {
+				t := m.Totals()
+				if outcome == "answered" {
+					return float64(t.TurnsAnswered)
+				}
+				return float64(t.TurnsSilent)
+			})
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	for _, tool := range []string{toolRecallPerson, toolRecallEpisodes, toolRememberEpisode, "unknown"} {
+		for _, outcome := range []toolOutcome{toolOK, toolRefused, toolBadArgs, toolMemoryError, toolUnknown} {
+			key := ToolCall{Tool: tool, Outcome: string(outcome)}
+			c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "clankie_voice_tool_calls_total",
+				Help: "The voice model's memory tool calls, by tool and outcome.", ConstLabels: prometheus.Labels{"tool": tool, "outcome": string(outcome)}},
+				func() float64 { return float64(m.Totals().ToolCalls[key]) })
+			if err := reg.Register(c); err != nil {
+				return err
+			}
+		}
+	}
 	for _, why := range voiceapi.EndReasons() {
 		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "clankie_voice_sessions_ended_total",
 			Help: "Voice sessions ended, by why (leave, empty, idle, max_session, budget, join_timeout, rejoin_failed, disconnected, moved, protocol_error, shutdown).", ConstLabels: prometheus.Labels{"reason": string(why)}},
@@ -287,8 +347,13 @@ func (m *Manager) AudioCounters(guildID, userID string) AudioCounters {
 		ac.Connected, ac.TransportOpens, ac.TransportFailures = true, st.TransportOpens, st.TransportFailures
 		ac.DroppedNoConsent, ac.FramesDelivered = st.DroppedNoConsent, st.FramesDelivered
 	}
-	if p := link.path.Load(); p != nil {
-		ac.Path, ac.Listening = p.Stats(), true
+	if s := m.Session(guildID); s != nil {
+		s.mu.Lock()
+		sp := s.speech
+		s.mu.Unlock()
+		if sp != nil && sp.path != nil {
+			ac.Path, ac.Listening = sp.path.Stats(), true
+		}
 	}
 	if d, ok := link.dave.(*davemedia.Session); ok {
 		if u, err := dave.ParseUserID(userID); err == nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/clankie/clankie/voice/audio"
 	"github.com/clankie/clankie/voice/media"
 )
 
@@ -21,8 +20,8 @@ func TestPeerPanicAndRefusalMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
-	m.ended.addPath(audio.PathStats{In: audio.InboundStats{DecoderPanics: 2}},
-		media.Stats{GatewayPanics: 1, MediaPanics: 4, SSRCRefused: 3}, nil)
+	m.ended.addConn(media.Stats{GatewayPanics: 1, MediaPanics: 4, SSRCRefused: 3}, nil)
+	m.ended.speech.PeerPanics.Opus += 2 // an ended session's audio path's decoder panics
 	m.mu.Unlock()
 	got := map[string]float64{}
 	families, err := reg.Gather()

@@ -56,6 +56,10 @@ func (s *Session) statusLocked() voiceapi.Status {
 		st.BriefingsDelivered = s.model.Stats().BriefingsDelivered
 	}
 	st.Model = modelSentence(s.m.cfg.Model != nil, s.modelFailed, ms)
+	if s.model != nil && s.speech != nil {
+		answered, silent := s.speech.floor.counts()
+		st.Turns = &voiceapi.Turns{Answered: answered, Silent: silent}
+	}
 	st.Encryption = encryptionSentence(s.link)
 	return st
 }

@@ -64,22 +64,19 @@ type Session struct {
 	// consented is the set of user ids whose audio may leave the bridge,
 	// replaced (never mutated).
 	consented atomic.Pointer[map[string]struct{}]
-	// output hears the model's audio and speech events (nil: discarded).
-	output atomic.Pointer[outputBox]
-	// audio is the model connection as the audio path sees it, set once
-	// the model is open.
-	audio atomic.Pointer[audioBox]
+	// speech is the conversation with the model (audio path, floor,
+	// tools), set by the briefing loop once built; ready closes then.
+	speech *speech
+	ready  chan struct{}
+	// id names the session in its episodes' provenance.
+	id string
 }
-
-type audioBox struct{ a AudioModel }
-
-type outputBox struct{ l realtime.Listener }
 
 func newSession(m *Manager, guildID, channelID, textChannelID string) *Session {
 	s := &Session{m: m, guildID: guildID, channelID: channelID, textChannelID: textChannelID,
 		consent: newConsent(m.cfg.Policy), events: make(chan event, 64), kick: make(chan struct{}, 1),
-		joined: make(chan struct{}), done: make(chan struct{}), finished: make(chan struct{}),
-		state: voiceapi.StateJoining}
+		joined: make(chan struct{}), done: make(chan struct{}), finished: make(chan struct{}), ready: make(chan struct{}),
+		state: voiceapi.StateJoining, id: newSessionID()}
 	s.consented.Store(&map[string]struct{}{})
 	return s
 }
@@ -197,64 +194,6 @@ func (s *Session) forgetLocked() {
 	s.poke()
 }
 
-// AudioModel is what the audio path may send to the model: consented
-// speakers' audio, and the barge-in events. *realtime.Session satisfies it.
-type AudioModel interface {
-	AppendAudio(pcm []byte) bool
-	CancelResponse(responseID string) bool
-	Truncate(itemID string, contentIndex, audioEndMs int) bool
-}
-
-// Audio returns the session's model connection for audio, or nil while it
-// is not open (no endpoint, not opened yet, or it cannot carry audio).
-func (s *Session) Audio() AudioModel {
-	if b := s.audio.Load(); b != nil {
-		return b.a
-	}
-	return nil
-}
-
-// SetOutput routes the model's audio and speech events to l (nil: drop
-// them). The session is the model connection's realtime.Listener, so the
-// audio path can attach after the session started.
-func (s *Session) SetOutput(l realtime.Listener) { s.output.Store(&outputBox{l}) }
-
-func (s *Session) listener() realtime.Listener {
-	if b := s.output.Load(); b != nil {
-		return b.l
-	}
-	return nil
-}
-
-// OutputAudio forwards the model's audio to the attached output.
-func (s *Session) OutputAudio(responseID, itemID string, pcm []byte) {
-	if l := s.listener(); l != nil {
-		l.OutputAudio(responseID, itemID, pcm)
-	}
-}
-
-// SpeechStarted forwards the server's speech detection (barge-in cue).
-func (s *Session) SpeechStarted(ms int) {
-	if l := s.listener(); l != nil {
-		l.SpeechStarted(ms)
-	}
-}
-
-// ModelLost forwards the loss of a model connection that was ready to
-// an attached output that cares (audio.Path drops the old answer).
-func (s *Session) ModelLost() {
-	if l, ok := s.listener().(realtime.ConnectionListener); ok {
-		l.ModelLost()
-	}
-}
-
-// SpeechStopped forwards the end of detected speech.
-func (s *Session) SpeechStopped(ms int) {
-	if l := s.listener(); l != nil {
-		l.SpeechStopped(ms)
-	}
-}
-
 func (s *Session) poke() {
 	select {
 	case s.kick <- struct{}{}:
@@ -262,25 +201,34 @@ func (s *Session) poke() {
 	}
 }
 
-// work is a session's briefing loop, from the moment Discord put the bot
-// in the channel: it opens the model, briefs it at once, then refreshes
-// (debounced) whenever the permitted set changes.
+// work is a session's conversation, from the moment Discord put the bot in
+// the channel: it builds the speech (the audio path first, when audio is
+// on: the model's listener is the path itself), opens the model, briefs
+// it at once, then refreshes (debounced) whenever the permitted set
+// changes.
 func (s *Session) work(ctx context.Context) {
 	defer s.m.wg.Done()
+	sp, err := newSpeech(ctx, s)
+	if err == nil && sp.path != nil {
+		s.m.wg.Add(1)
+		go func() { defer s.m.wg.Done(); _ = sp.path.Run(ctx) }()
+	}
 	if s.m.cfg.Model != nil {
-		md, err := s.m.cfg.Model(ctx, s)
+		md, err := s.m.cfg.Model(ctx, modelEvents{sp})
 		s.mu.Lock()
 		if err != nil {
 			s.modelFailed = true
 			s.m.log.Warn("realtime session could not be opened", zap.String("errorType", errorType(err)))
 		} else {
 			s.model = md
-			if a, ok := md.(AudioModel); ok {
-				s.audio.Store(&audioBox{a})
-			}
+			sp.attach(md)
 		}
 		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	s.speech = sp
+	s.mu.Unlock()
+	close(s.ready)
 	defer func() {
 		s.mu.Lock()
 		md := s.model
@@ -289,6 +237,12 @@ func (s *Session) work(ctx context.Context) {
 			st := md.Stats()
 			_ = md.Close()
 			s.m.modelEnded(st)
+		}
+		s.m.speechEnded(sp)
+		if sp.path != nil {
+			answered, silent := sp.floor.counts()
+			s.m.log.Info("receipt", zap.String("receipt", "voice.speech"), zap.Object("audio", sp.path.Stats()),
+				zap.Uint64("turnsAnswered", answered), zap.Uint64("turnsSilent", silent))
 		}
 	}()
 	s.brief(ctx)
@@ -408,6 +362,12 @@ func boundBriefing(text string) (string, bool) {
 		cut = cut[:i]
 	}
 	return cut, true
+}
+
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "vs-" + hex.EncodeToString(b[:])
 }
 
 func newCorrelationID() string {

@@ -3,7 +3,6 @@ package voice
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -126,44 +125,4 @@ func TestStatusSaysWhereTheModelStands(t *testing.T) {
 			}
 		})
 	}
-}
-
-// heard records what an attached audio output hears.
-type heard struct {
-	mu      sync.Mutex
-	pcm     []byte
-	started int
-}
-
-func (h *heard) OutputAudio(_, _ string, pcm []byte) {
-	h.mu.Lock()
-	h.pcm = append(h.pcm, pcm...)
-	h.mu.Unlock()
-}
-func (h *heard) SpeechStarted(int) { h.mu.Lock(); h.started++; h.mu.Unlock() }
-func (h *heard) SpeechStopped(int) {}
-
-// The audio path attaches to a running session: consented audio goes to
-// the model through Audio, and the model's audio and speech events come
-// back through SetOutput.
-func TestAudioPathAttachesToASession(t *testing.T) {
-	f := realtimetest.New(t)
-	m, _ := managerWithModel(t, f, nil)
-	s := m.Session(guild)
-	eventually(t, "the model open and ready", func() bool {
-		return s.Audio() != nil && modelSays(t, m) == "Realtime voice model: ready."
-	})
-	h := &heard{}
-	s.SetOutput(h)
-	if !s.Consented(ana) || !s.Audio().AppendAudio(make([]byte, 960)) {
-		t.Fatal("consented audio not accepted")
-	}
-	eventually(t, "the model hears it", func() bool { return len(f.Audio(1)) == 960 })
-	f.EmitAudio(1, "resp_1", "item_1", make([]byte, 480), 240)
-	f.EmitSpeechStarted(1, 10)
-	eventually(t, "the output hears the model", func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return len(h.pcm) == 480 && h.started == 1
-	})
 }

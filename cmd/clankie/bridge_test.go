@@ -27,7 +27,7 @@ func textEnv(t *testing.T, fake *discordtest.Fake, extra map[string]string) stri
 		"DISCORD_TEXT_BOT_TOKEN": fake.Token(), "DISCORD_API_URL": fake.APIURL(), "DISCORD_GUILD_IDS": syncGuild,
 		"CLANKIE_TEXT_BRIDGE_TOKEN": bearer, "CLANKIE_MEMORY_DIR": t.TempDir(), "CLANKIE_MEMORY_URL": "http://127.0.0.1:9",
 		"CLANKIE_LOG_LEVEL": "info", "CLANKIE_LOG_FORMAT": "json", "DISCORD_SHARD_COUNT": "auto",
-		"CLANKIE_REALTIME_AUTH": "bearer", "CLANKIE_REALTIME_MODEL": "gpt-realtime", "CLANKIE_REALTIME_TURN_DETECTION": "server_vad",
+		"CLANKIE_REALTIME_AUTH": "bearer", "CLANKIE_REALTIME_MODEL": "gpt-realtime", "CLANKIE_REALTIME_TRANSCRIBE_MODEL": "gpt-4o-mini-transcribe",
 	} {
 		t.Setenv(k, v)
 	}

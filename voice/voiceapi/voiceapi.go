@@ -94,6 +94,9 @@ func EndReasons() []EndReason {
 		EndRejoinFailed, EndDisconnected, EndMoved, EndProtocol, EndShutdown}
 }
 
+// Turns are a session's turns Clankie answered and those he let pass.
+type Turns struct{ Answered, Silent uint64 }
+
 // Budget is a server's voice time today (UTC): Limit zero means none.
 type Budget struct {
 	Limit, Used time.Duration
@@ -121,6 +124,9 @@ type Status struct {
 	Model string
 	// BriefingsDelivered counts briefings the model's server acknowledged.
 	BriefingsDelivered int
+	// Turns counts this session's group-call turns, once the model is
+	// open: answered, and let pass (not addressed to Clankie). Nil before.
+	Turns *Turns
 	// Encryption is one sentence on whether the call is end-to-end
 	// encrypted, "" while the session has no voice connection. Above all
 	// it says when a call that was end-to-end encrypted was downgraded,
