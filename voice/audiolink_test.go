@@ -52,12 +52,6 @@ func (a *audioModel) CreateResponse() bool {
 
 func (a *audioModel) FunctionOutput(string, string) bool { return true }
 
-func (a *audioModel) said() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.labels...)
-}
-
 func (a *audioModel) Brief(context.Context, string, bool) error { return nil }
 func (a *audioModel) State() realtime.State                     { return realtime.State{} }
 func (a *audioModel) Stats() realtime.Stats                     { return realtime.Stats{} }

@@ -471,12 +471,6 @@ func (d *decryptor) resetRun() {
 	d.mu.Unlock()
 }
 
-// decrypt appends the decrypted frame to dst.
-func (d *decryptor) decrypt(dst, frame []byte, now time.Time) ([]byte, error) {
-	out, _, err := d.decryptCounted(dst, frame, now, false)
-	return out, err
-}
-
 // decryptCounted is decrypt that also returns the sender's run of
 // consecutive failures: a failure adds one to it when count is set, a
 // decryption or a passthrough ends it, the silence frame (never encrypted,
