@@ -15,6 +15,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/discordtest"
+	"github.com/clankie/clankie/voice"
 	"github.com/clankie/clankie/voice/realtime/realtimetest"
 )
 
@@ -192,12 +193,9 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 	for _, u := range users {
 		benchSeed(b, mem.url, u, api.BriefingFactsPerUser)
 	}
-	// Without the fake's echo of the bot's own voice state: discordgo runs
-	// each VOICE_STATE_UPDATE handler on its own goroutine, so back to back
-	// the echo of one iteration's leave can be handled after the next join
-	// registered its session, and would end it. The echo is not on the path
-	// measured here.
-	fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g), discordtest.WithoutVoiceEcho())
+	// The fake answers the bot's op 4 as Discord does: /voice join waits
+	// for that answer, which is on the path measured here.
+	fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g))
 	rt := newBenchRealtime(b)
 	cfg := config.VoiceBridge{
 		DiscordToken:   fake.Token(),
@@ -265,4 +263,65 @@ func BenchmarkVoiceJoinToBriefing(b *testing.B) {
 	b.StopTimer()
 	reportLatencies(b, samples)
 	b.ReportMetric(float64(chars), "briefing-chars")
+}
+
+// BenchmarkVoiceToolCallToOutput (issue 27): the voice model calls
+// recall_person for a consented speaker holding 16 facts; measured from
+// the fake model sending the call to it receiving the function_call_output,
+// through the bridge's tool and the local memory service.
+func BenchmarkVoiceToolCallToOutput(b *testing.B) {
+	l := benchLogs()
+	mem := startMemory(b, l.log)
+	benchSeed(b, mem.url, mover, 16)
+	g := testGuild(discordtest.VoiceState{ChannelID: voiceRoom, UserID: mover})
+	fake := discordtest.New(b, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g))
+	rt := newFakeRealtime(b)
+	cfg := config.VoiceBridge{
+		DiscordToken: fake.Token(), ConsentPolicy: config.ConsentExplicit, VoiceRoleIDs: []string{},
+		Memory:      config.MemoryClient{URL: mem.url},
+		Discord:     config.Discord{APIURL: fake.APIURL(), GuildIDs: []string{guildID}, MemoryRoleIDs: []string{memRole}},
+		RealtimeURL: rt.URL(), RealtimeAPIKey: realtimeKey, RealtimeModel: realtimeModel, RealtimeTranscribe: "gpt-4o-mini-transcribe",
+	}
+	cfg.VoiceBridgeToken = tokens.VoiceBridgeToken
+	vb, err := NewVoiceBridge(cfg, tokens.VoiceBridge, l.log.Named("voice-bridge"), nil, func(c *voice.Config) { c.Audio = nil })
+	if err != nil {
+		b.Fatal(err)
+	}
+	runInBackground(b, vb.Run)
+	waitFor(b, 10*time.Second, "voice bridge ready", func() bool { return syncedCount(l) > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := fake.Interact(ctx, discordtest.InteractionSpec{GuildID: guildID, ChannelID: voiceRoom, UserID: mover, Command: "voice", Subcommand: "join"}).WaitReply(ctx); err != nil || !strings.Contains(m.Content, "listening") {
+		b.Fatalf("join %v %v", m, err)
+	}
+	waitFor(b, 10*time.Second, "the model's briefing", func() bool { return len(rt.items()) >= 1 })
+	args := `{"user_id":"` + mover + `"}`
+	n := 0
+	call := func() time.Duration {
+		n++
+		id := fmt.Sprintf("call_%d", n)
+		start := time.Now()
+		rt.EmitFunctionCall(1, "resp_"+id, id, "recall_person", args)
+		for {
+			for _, f := range rt.AllFrames() {
+				if f.Type == "conversation.item.create" && strings.Contains(string(f.Raw), `"call_id":"`+id+`"`) {
+					if !strings.Contains(string(f.Raw), "plays bass on thursdays") {
+						b.Fatalf("output without the facts: %s", f.Raw)
+					}
+					return f.At.Sub(start)
+				}
+			}
+			if time.Since(start) > 5*time.Second {
+				b.Fatal("no function_call_output")
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	call() // the first call, unmeasured
+	samples := make([]time.Duration, 0, 256)
+	for b.Loop() {
+		samples = append(samples, call())
+	}
+	b.StopTimer()
+	reportLatencies(b, samples)
 }

@@ -160,7 +160,7 @@ func consented(t *testing.T, m *Manager) int {
 	return st.Consented
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {

@@ -38,7 +38,7 @@ func managerWithModel(t *testing.T, f *realtimetest.Server, edit func(*realtime.
 	return m, logs
 }
 
-func modelSays(t *testing.T, m *Manager) string {
+func modelSays(t testing.TB, m *Manager) string {
 	t.Helper()
 	st, ok := m.Status(guild)
 	if !ok {
