@@ -156,6 +156,37 @@ func TestVoiceGroupCall(t *testing.T) {
 		t.Errorf("turns %d answered, %d silent", tot.TurnsAnswered, tot.TurnsSilent)
 	}
 	assertFramesValid(t, a.rt)
+	// The session's client frames, content elided: what the Show asks for.
+	var shape []string
+	for _, f := range a.rt.AllFrames() {
+		if f.Conn != 1 {
+			continue
+		}
+		desc := f.Type
+		switch {
+		case f.Type == "conversation.item.create" && isLabel(f.Text):
+			desc += " (label " + f.Text + ")"
+		case f.Type == "conversation.item.create" && strings.Contains(string(f.Raw), "function_call_output"):
+			var it struct {
+				Item struct {
+					CallID string `json:"call_id"`
+					Output string `json:"output"`
+				} `json:"item"`
+			}
+			_ = json.Unmarshal(f.Raw, &it)
+			desc += fmt.Sprintf(" (function_call_output %s, %d characters)", it.Item.CallID, len(it.Item.Output))
+		case f.Type == "conversation.item.create":
+			desc += fmt.Sprintf(" (briefing, %d characters)", len(f.Text))
+		}
+		if n := len(shape); n > 0 && strings.HasPrefix(shape[n-1], desc) {
+			if !strings.HasSuffix(shape[n-1], "…") {
+				shape[n-1] += " …"
+			}
+			continue
+		}
+		shape = append(shape, desc)
+	}
+	t.Logf("client frames on the model's connection:\n  %s", strings.Join(shape, "\n  "))
 	session := framesOf(a.rt, 1, "session.update")[0]
 	var su struct {
 		Session struct {

@@ -845,13 +845,29 @@ func TestRESTIdentityAndUnknownRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A message in a channel of the guild is posted and kept; one where
+	// the bot may not post is refused 403 as Discord does.
+	if _, err := s.ChannelMessageSend(textID, "posted"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.ChannelMessages(textID); len(got) != 1 || got[0].Content != "posted" {
+		t.Fatalf("channel messages %+v", got)
+	}
+	f.DenyMessages(textID)
+	if _, err := s.ChannelMessageSend(textID, "refused"); func() bool {
+		st, code := restCode(err)
+		return st != http.StatusForbidden || code != discordtest.CodeMissingPermissions
+	}() {
+		t.Fatalf("a denied channel answered %v", err)
+	}
+
 	// Something the fake does not serve: 404, recorded.
-	_, err = s.ChannelMessageSend(textID, "hello")
+	_, err = s.ChannelMessageEdit(textID, "1", "hello")
 	if status, _ := restCode(err); status != http.StatusNotFound {
 		t.Fatalf("unknown route = %v", err)
 	}
 	unk := f.UnknownRequests()
-	if len(unk) != 1 || unk[0].Method != http.MethodPost || unk[0].Path != "/channels/"+textID+"/messages" {
+	if len(unk) != 1 || unk[0].Method != http.MethodPatch || unk[0].Path != "/channels/"+textID+"/messages/1" {
 		t.Fatalf("unknown requests = %+v", unk)
 	}
 	var body map[string]any
