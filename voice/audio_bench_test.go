@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/internal/voicetest"
 	"github.com/clankie/clankie/voice/media"
 	"github.com/clankie/clankie/voice/opus"
@@ -22,19 +23,21 @@ type timedModel struct {
 	chunks chan time.Time
 }
 
-func (m *timedModel) AppendAudio(b []byte) bool {
+// Utterance notes when a speaker's turn arrives.
+func (m *timedModel) Utterance(string, []byte) (uint64, bool) {
 	select {
 	case m.chunks <- time.Now():
 	default:
 	}
-	return true
+	return 1, true
 }
 
 // BenchmarkSessionAudioLatency measures, on loopback through the fake
 // voice server with real UDP, the latency the bridge adds end to end:
-// in: from a person's frame handed to their voice client to its PCM at the
-// model's AppendAudio (the person's pacer, the relay, the bot's receive,
-// consent, decode, mix, resample); out: from a model delta (20 ms) to the
+// in: from the last frame of a person's 200 ms utterance handed to their
+// voice client to the utterance at the model, less the silence that ends
+// it (the person's pacer, the relay, the bot's receive, consent, decode,
+// resample, the utterance's hand-over); out: from a model delta (20 ms) to the
 // frame arriving at the person's client (encode, pacing, DAVE hook,
 // transport, relay). Real time: one frame per 20 ms.
 func BenchmarkSessionAudioLatency(b *testing.B) {
@@ -57,7 +60,8 @@ func BenchmarkSessionAudioLatency(b *testing.B) {
 		return model, nil
 	}
 	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
-	m := startManager(b, Config{Model: opener, Audio: audioCfg}, answeredBy(srv), gid, voiceStates(lounge, ana)...)
+	const silence = 200 * time.Millisecond // the shortest CLANKIE_VOICE_UTTERANCE_SILENCE
+	m := startManager(b, Config{Model: opener, Audio: audioCfg, Group: config.VoiceGroup{UtteranceSilence: silence}}, answeredBy(srv), gid, voiceStates(lounge, ana)...)
 	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
 		b.Fatal(err)
 	}
@@ -90,22 +94,24 @@ func BenchmarkSessionAudioLatency(b *testing.B) {
 
 	b.Run("in", func(b *testing.B) {
 		var lat []time.Duration
-		slot := time.Now()
 		for i := 0; b.Loop(); i++ {
-			slot = slot.Add(20 * time.Millisecond)
-			time.Sleep(time.Until(slot))
 			for len(model.chunks) > 0 {
 				<-model.chunks
 			}
-			start := time.Now()
-			if err := person.Send(ctx, frames[i%len(frames)]); err != nil {
-				b.Fatal(err)
+			// Play returns as the person's pacer takes the frame for its
+			// slot: last is when the utterance's last frame left.
+			var last time.Time
+			for j := range 10 {
+				if err := person.Play(ctx, frames[(i*10+j)%len(frames)]); err != nil {
+					b.Fatal(err)
+				}
+				last = time.Now()
 			}
 			select {
 			case at := <-model.chunks:
-				lat = append(lat, at.Sub(start))
-			case <-time.After(time.Second):
-				b.Fatal("no audio reached the model")
+				lat = append(lat, at.Sub(last)-silence)
+			case <-time.After(5 * time.Second):
+				b.Fatal("no utterance reached the model")
 			}
 		}
 		reportLatency(b, lat)
