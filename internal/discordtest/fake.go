@@ -124,14 +124,10 @@ func WithRejectedToken() Option { return func(c *config) { c.rejectToken = true 
 // discordgo heartbeats once right after HELLO and then at this interval.
 func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
-// WithoutVoiceEcho stops the fake from answering the bot's own op 4 with
-// VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE dispatches. The op is still
-// recorded.
-func WithoutVoiceEcho() Option { return func(c *config) { c.voiceEcho = false } }
-
-// SetVoiceEcho turns the answer to the bot's op 4 on or off from now on,
-// as WithoutVoiceEcho does from the start: off, Discord's silence for a
-// full channel, or one the bot may not connect to.
+// SetVoiceEcho turns the answer to the bot's op 4 (the bot's
+// VOICE_STATE_UPDATE and VOICE_SERVER_UPDATE dispatches) on or off from now
+// on; the op is still recorded. Off is Discord's silence for a full
+// channel, or one the bot may not connect to.
 func (f *Fake) SetVoiceEcho(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
