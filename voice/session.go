@@ -208,11 +208,7 @@ func (s *Session) poke() {
 // changes.
 func (s *Session) work(ctx context.Context) {
 	defer s.m.wg.Done()
-	sp, err := newSpeech(ctx, s)
-	if err == nil && sp.path != nil {
-		s.m.wg.Add(1)
-		go func() { defer s.m.wg.Done(); _ = sp.path.Run(ctx) }()
-	}
+	sp, _ := newSpeech(ctx, s)
 	if s.m.cfg.Model != nil {
 		md, err := s.m.cfg.Model(ctx, modelEvents{sp})
 		s.mu.Lock()
@@ -224,6 +220,12 @@ func (s *Session) work(ctx context.Context) {
 			sp.attach(md)
 		}
 		s.mu.Unlock()
+	}
+	// The path runs once the model is attached: a speaker's utterance
+	// goes straight to it.
+	if sp.path != nil {
+		s.m.wg.Add(1)
+		go func() { defer s.m.wg.Done(); _ = sp.path.Run(ctx) }()
 	}
 	s.mu.Lock()
 	s.speech = sp

@@ -25,12 +25,12 @@ type speech struct {
 	path  *audio.Path // nil without audio
 	floor *floor
 	tools *tools
-	model Model
 	// conn is the current voice connection, where the path's frames go.
 	conn atomic.Pointer[media.Conn]
 
 	mu           sync.Mutex
-	callInFlight bool // the response that ends next called a tool: the answer goes on
+	model        Model // set once it is open; read through md
+	callInFlight bool  // the response that ends next called a tool: the answer goes on
 	utterances   uint64
 	dropped      uint64
 	toolCalls    map[toolCall]uint64
@@ -101,7 +101,9 @@ func (sp *speech) play(ctx context.Context, frame []byte) error {
 
 // attach makes the model the path's and the floor's.
 func (sp *speech) attach(md Model) {
+	sp.mu.Lock()
 	sp.model = md
+	sp.mu.Unlock()
 	if sp.path != nil {
 		if a, ok := md.(audio.Model); ok {
 			sp.path.Attach(a)
@@ -112,8 +114,15 @@ func (sp *speech) attach(md Model) {
 // utterance sends one consented speaker's utterance to the model as its
 // own labelled turn. Consent is asked again: it may have been withdrawn
 // since the utterance ended.
+// md is the model connection, or nil before it is open.
+func (sp *speech) md() Model {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	return sp.model
+}
+
 func (sp *speech) utterance(u audio.Utterance) {
-	md := sp.model
+	md := sp.md()
 	if md == nil || !sp.s.Consented(u.UserID) {
 		sp.count(&sp.dropped)
 		return
@@ -147,8 +156,8 @@ func (sp *speech) speaking(userID string) {
 // Transcript is the model's transcription of an utterance: the floor
 // decides whether Clankie answers. The text goes nowhere else.
 func (sp *speech) Transcript(seq uint64, text string, ok bool) {
-	if sp.floor.transcript(seq, text, ok, len(sp.s.present())) && sp.model != nil {
-		sp.model.CreateResponse()
+	if md := sp.md(); sp.floor.transcript(seq, text, ok, len(sp.s.present())) && md != nil {
+		md.CreateResponse()
 	}
 }
 
@@ -157,18 +166,22 @@ func (sp *speech) Transcript(seq uint64, text string, ok bool) {
 func (sp *speech) FunctionCall(callID, name, arguments string) {
 	sp.mu.Lock()
 	sp.callInFlight = true
+	md := sp.model
 	sp.mu.Unlock()
-	if sp.tools == nil || sp.model == nil {
+	if md == nil {
 		return
 	}
 	sp.s.m.wg.Add(1)
 	go func() {
 		defer sp.s.m.wg.Done()
-		out, outcome := sp.tools.call(context.Background(), name, arguments)
+		out, outcome := "Clankie's memory is not available in this call.", toolMemoryError
+		if sp.tools != nil {
+			out, outcome = sp.tools.call(context.Background(), name, arguments)
+		}
 		sp.mu.Lock()
 		sp.toolCalls[toolCall{knownTool(name), outcome}]++
 		sp.mu.Unlock()
-		sp.model.FunctionOutput(callID, out)
+		md.FunctionOutput(callID, out)
 	}()
 }
 
@@ -183,8 +196,8 @@ func (sp *speech) ResponseDone(_, _ string) {
 	if inCall {
 		return
 	}
-	if sp.floor.responseDone() && sp.model != nil {
-		sp.model.CreateResponse()
+	if md := sp.md(); sp.floor.responseDone() && md != nil {
+		md.CreateResponse()
 	}
 }
 
