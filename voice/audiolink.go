@@ -36,9 +36,9 @@ type AudioConfig struct {
 // endpoint: the address and the token for this session alone.
 type voiceServer struct{ endpoint, token string }
 
-// audioLink is a running voice connection and audio path of a session.
+// audioLink is one voice connection of a session (the audio path outlives
+// it: see speech).
 type audioLink struct {
-	server voiceServer
 	cancel context.CancelFunc
 	dave   media.DAVE // nil: protocol 0
 	// conn is the voice connection once dialled (its counters).
@@ -59,7 +59,7 @@ func (s *Session) startLink(vs voiceServer, sessionID string) *audioLink {
 	cfg := media.Config{Endpoint: vs.endpoint, ServerID: s.guildID, UserID: m.botUser(), SessionID: sessionID, Token: vs.token,
 		TLS: m.cfg.Audio.TLS, Allow: s.Consented, Log: m.log.Named("media")}
 	ctx, cancel := context.WithCancel(context.Background())
-	link := &audioLink{server: vs, cancel: cancel}
+	link := &audioLink{cancel: cancel}
 	if m.cfg.Audio.DAVE != nil {
 		d, err := m.cfg.Audio.DAVE(cfg.UserID, s.channelID, s.Consented, m.log.Named("dave"))
 		if err != nil {
