@@ -380,7 +380,7 @@ func TestVoiceDisclosureAtJoin(t *testing.T) {
 	e.voiceIn(textA, mover, "join")
 	d := e.messages(voiceRoom, 1)[0]
 	for _, want := range []string{"Clankie, an AI voice assistant", "Only people who opt in are heard", "voice model at 127.0.0.1",
-		"This call is not end-to-end encrypted.", "/voice consent action:opt-in", "/voice consent action:opt-out", "/voice leave"} {
+		"This call is not end-to-end encrypted.", "/voice consent action:opt-in", "action:opt-out", "buttons below", "/voice leave"} {
 		if !strings.Contains(d.Content, want) {
 			t.Errorf("disclosure lacks %q: %q", want, d.Content)
 		}

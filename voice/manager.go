@@ -298,6 +298,17 @@ func (m *Manager) Consent(ctx context.Context, guildID, userID string, optIn boo
 	return nil
 }
 
+// ConsentInSession is Consent from a disclosure's button: it counts only
+// while sessionID is the server's live session, so a button of an ended
+// session stays dead even after a new /voice join in the same channel.
+func (m *Manager) ConsentInSession(ctx context.Context, guildID, userID, sessionID string, optIn bool) error {
+	s, _ := m.session(guildID)
+	if s == nil || s.id != sessionID {
+		return voiceapi.ErrSessionEnded
+	}
+	return m.Consent(ctx, guildID, userID, optIn)
+}
+
 // Status returns the consent-safe state of the server's session, or of its
 // last one when that ended; false when it never had one since the bridge
 // started.

@@ -67,12 +67,15 @@ func (s *Session) statusLocked() voiceapi.Status {
 // post sends one message with no pings (allowed_mentions parses nothing),
 // to the first channel that takes it: a channel the bot may not post in
 // (403) or cannot see (404) passes to the next.
-func (s *Session) post(what, content string, channels ...string) {
+func (s *Session) post(what, content string, buttons []discordgo.MessageComponent, channels ...string) {
 	p := s.m.cfg.Notices
 	if p == nil {
 		return
 	}
 	msg := &discordgo.MessageSend{Content: content, AllowedMentions: &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}}
+	if len(buttons) > 0 {
+		msg.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: buttons}}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, ch := range channels {
@@ -111,7 +114,7 @@ func (s *Session) disclose(link *audioLink) {
 	s.m.wg.Add(1)
 	go func() {
 		defer s.m.wg.Done()
-		s.post("disclosure", text, s.channelID, s.textChannelID)
+		s.post("disclosure", text, s.consentButtons(), s.channelID, s.textChannelID)
 	}()
 }
 
@@ -121,6 +124,17 @@ func daveActive(link *audioLink) bool {
 	}
 	d, ok := link.dave.(*davemedia.Session)
 	return ok && d.DAVE().ProtocolVersion() > 0 && !d.DAVE().Downgraded()
+}
+
+// consentButtons are the disclosure's Opt in and Opt out: a click works as
+// /voice consent for whoever clicked, in this session only. The custom_id
+// carries the session's id and nothing else.
+func (s *Session) consentButtons() []discordgo.MessageComponent {
+	id := voiceapi.ConsentButtonPrefix + ":" + s.id + ":"
+	return []discordgo.MessageComponent{
+		discordgo.Button{Label: "Opt in", Style: discordgo.SuccessButton, CustomID: id + "in"},
+		discordgo.Button{Label: "Opt out", Style: discordgo.SecondaryButton, CustomID: id + "out"},
+	}
 }
 
 // disclosure is the message that opens a session.
@@ -140,7 +154,7 @@ func disclosure(policy config.ConsentPolicy, host string, model, e2ee bool) stri
 	} else {
 		b.WriteString("This call is not end-to-end encrypted.\n")
 	}
-	b.WriteString("Opt in: `/voice consent action:opt-in` · opt out: `/voice consent action:opt-out` · end the session: `/voice leave`.")
+	b.WriteString("Opt in or out with the buttons below (for yourself, in this session only), or `/voice consent action:opt-in` / `action:opt-out`; end the session: `/voice leave`.")
 	return b.String()
 }
 
@@ -180,5 +194,5 @@ func (s *Session) sayEnded(why voiceapi.EndReason, code int, followed bool, to s
 	default:
 		return
 	}
-	s.post("ended_"+string(why), text, s.textChannelID)
+	s.post("ended_"+string(why), text, nil, s.textChannelID)
 }

@@ -25,6 +25,9 @@ var (
 	ErrNotInSessionChannel = errors.New("voice: not in the session's channel")
 	// ErrOtherChannel: the server's session is in another channel.
 	ErrOtherChannel = errors.New("voice: the session is in another channel")
+	// ErrSessionEnded: a consent button of a session that has ended (a new
+	// session in the same channel does not bring it back).
+	ErrSessionEnded = errors.New("voice: that session has ended")
 )
 
 // JoinError: the bot could not get into the channel: Discord never
@@ -153,3 +156,8 @@ func Human(d time.Duration) string {
 	}
 	return b.String()
 }
+
+// ConsentButtonPrefix begins the custom_id of the consent buttons a
+// session's disclosure carries: "voice-consent:<session id>:in" or ":out".
+// The session id is the only thing in it: nothing else is trusted.
+const ConsentButtonPrefix = "voice-consent"
