@@ -1,9 +1,11 @@
-// Package interaction is what a slash-command handler sees and returns, with
+// Package interaction is what a slash-command (or button) handler sees and returns, with
 // neither the Discord transport (package bot) nor any service client in it:
 // an Invocation in, a Reply or an error out, a UserError for a sentence the
 // person should read. It also holds the middleware every invocation passes
 // through (recovery, the guild allow-list, deferral, timeouts) and the Mux
-// that routes an invocation by its path ("person-memory/propose").
+// that routes an invocation by its path ("person-memory/propose"). A
+// button click is an Invocation too, routed by its custom_id's prefix
+// (ComponentPrefix) to the Command that declared it.
 //
 // Handlers never call Discord; package bot parses Discord's interaction
 // into an Invocation and turns the Reply into Discord's response, so the
@@ -11,6 +13,10 @@
 package interaction
 
 import (
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
 	"github.com/bwmarrin/discordgo"
 )
 
@@ -20,8 +26,8 @@ type User struct {
 	Bot bool
 }
 
-// Invocation is one slash-command or autocomplete interaction, stripped of
-// the Discord client so handlers can be tested without one.
+// Invocation is one slash-command, autocomplete or button interaction,
+// stripped of the Discord client so handlers can be tested without one.
 type Invocation struct {
 	// ID is the interaction id, unique per invocation and stable across a
 	// redelivery; handlers derive idempotency keys from it.
@@ -37,11 +43,35 @@ type Invocation struct {
 	Options     Options
 	// Focused names the option being typed, for autocomplete.
 	Focused string
+	// CustomID is a clicked button's whole custom_id ("voice-consent:vs-0123abcd:in"),
+	// empty for a command; Command and Subcommand are empty for a click.
+	// The router only checked its shape and that its prefix is declared:
+	// Discord sends back whatever a client puts there, so a handler parses
+	// the rest itself and trusts nothing in it (check the clicker's rights
+	// and the state it names as for a command's options).
+	CustomID string
 	// Defer, when not nil, acknowledges the interaction now and promises
 	// the reply later (Discord drops an interaction not acknowledged within
 	// 3 s). It is safe to call from any goroutine, more than once, and after
 	// the reply; only the first call before the reply does anything.
 	Defer func()
+}
+
+// MaxCustomID is Discord's limit on a component's custom_id, in characters.
+const MaxCustomID = 100
+
+// ComponentPrefix returns the part of customID before its first ':' (all
+// of it without one): the Components key a click is routed by. ok is false
+// for a custom_id Discord would not have accepted on a message (empty, over
+// MaxCustomID characters, or holding a control character) or an empty
+// prefix, which no command can declare.
+func ComponentPrefix(customID string) (prefix string, ok bool) {
+	if customID == "" || utf8.RuneCountInString(customID) > MaxCustomID || !utf8.ValidString(customID) ||
+		strings.ContainsFunc(customID, unicode.IsControl) {
+		return "", false
+	}
+	prefix, _, _ = strings.Cut(customID, ":")
+	return prefix, prefix != ""
 }
 
 // Path returns where the invocation is routed: "command/subcommand", or the

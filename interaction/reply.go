@@ -48,6 +48,13 @@ type Command struct {
 	// Autocomplete suggests choices for a subcommand's focused option; a
 	// subcommand without one gets no choices.
 	Autocomplete map[string]Autocompleter
+	// Components reply to clicks on the buttons this command's replies or
+	// messages carry, keyed by the custom_id prefix (ComponentPrefix:
+	// "voice-consent" for "voice-consent:vs-0123abcd:in"). A click passes
+	// through the same middleware as a command and is answered the same
+	// way, ephemerally; the message the button is on is never edited.
+	// A prefix is declared by one command only.
+	Components map[string]Handler
 }
 
 // UserError is a refusal or failure whose message is a sentence for the
