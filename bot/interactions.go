@@ -198,7 +198,7 @@ type claimResult struct {
 // claimFirst claims the interaction before anything acts on it. Answered
 // within claimDeferAfter, the claim decides at once: claimed, serve
 // returns the router's entry point; replayed, the request is refused (409,
-// done); not made, serve answers memoryUnreachable. A command whose claim
+// done); not made, serve answers memoryUnreachable. A command or a click whose claim
 // is slower is deferred (an ephemeral "thinking", the HTTP response, done)
 // and served later through REST once claimed, as a slow reply is; if that
 // claim fails or finds a replay nothing more is sent, since without a
@@ -233,7 +233,7 @@ func (e *Endpoint) claimFirst(w http.ResponseWriter, r *http.Request, in *discor
 		return func(ctx context.Context, resp Responder) { e.Router.Serve(ctx, resp, in) }, false
 	case <-wait.C:
 	}
-	if in.Type != discordgo.InteractionApplicationCommand {
+	if in.Type != discordgo.InteractionApplicationCommand && in.Type != discordgo.InteractionMessageComponent {
 		e.Log.Warn("interaction not served: its claim took too long", zap.String("interactionId", in.ID))
 		return unreachable, false
 	}
@@ -509,7 +509,7 @@ func applicationID(rest *discordgo.Session) (string, error) {
 }
 
 // unreachable answers an interaction that could not be claimed, without
-// running its handler: a command hears memoryUnreachable (ephemeral), an
+// running its handler: a command or a click hears memoryUnreachable (ephemeral), an
 // autocomplete gets no choices, anything else no answer. It is counted as
 // failed.
 func (r *Router) unreachable(s Responder, in *discordgo.Interaction) {
@@ -517,12 +517,12 @@ func (r *Router) unreachable(s Responder, in *discordgo.Interaction) {
 	defer r.wg.Done()
 	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.metrics, command: r.commandLabel(in), outcome: OutcomeFailed}
 	switch in.Type {
-	case discordgo.InteractionApplicationCommand:
+	case discordgo.InteractionApplicationCommand, discordgo.InteractionMessageComponent:
 		a.reply(memoryUnreachable)
 	case discordgo.InteractionApplicationCommandAutocomplete:
 		a.choices(nil)
 	default:
 		return
 	}
-	r.metrics.interaction(a.command, in.Type == discordgo.InteractionApplicationCommandAutocomplete, a.outcome)
+	r.metrics.interaction(a.command, kindOf(in), a.outcome)
 }

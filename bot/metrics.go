@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer, bridge string) *Metrics {
 		Registerer: r,
 		interactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clankie_bridge_interactions_total",
-			Help: "Interactions answered, by command name, kind (command or autocomplete) and outcome.",
+			Help: "Interactions answered, by command name (component:<prefix> for a button), kind (command, autocomplete or component) and outcome.",
 		}, []string{"command", "kind", "outcome"}),
 		firstCallback: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "clankie_bridge_first_callback_seconds",
@@ -93,16 +93,25 @@ func (m *Metrics) refusal(reason Refusal) {
 	}
 }
 
-// interaction counts one answered interaction; nil-safe.
-func (m *Metrics) interaction(command string, autocomplete bool, outcome Outcome) {
-	if m == nil {
-		return
+// kindOf is the kind label of an interaction the router counts: "command",
+// "autocomplete" or "component"; "" for one it does not count (a PING).
+func kindOf(in *discordgo.Interaction) string {
+	switch in.Type {
+	case discordgo.InteractionApplicationCommand:
+		return "command"
+	case discordgo.InteractionApplicationCommandAutocomplete:
+		return "autocomplete"
+	case discordgo.InteractionMessageComponent:
+		return "component"
 	}
-	kind := "command"
-	if autocomplete {
-		kind = "autocomplete"
+	return ""
+}
+
+// interaction counts one answered interaction of kind (kindOf); nil-safe.
+func (m *Metrics) interaction(command, kind string, outcome Outcome) {
+	if m != nil {
+		m.interactions.WithLabelValues(command, kind, string(outcome)).Inc()
 	}
-	m.interactions.WithLabelValues(command, kind, string(outcome)).Inc()
 }
 
 // callback records the time to an interaction's first callback; nil-safe.

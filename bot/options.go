@@ -9,13 +9,10 @@ import (
 	"github.com/clankie/clankie/interaction"
 )
 
-// parseInvocation builds an Invocation, checking every option against the
-// command's definition: an unknown option or one of the wrong type means
-// Discord holds a stale registration, and the user is told so rather than a
-// handler seeing a value it did not declare.
-func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationCommand) (interaction.Invocation, error) {
-	data := in.ApplicationCommandData()
-	inv := interaction.Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID, Command: data.Name}
+// invoker returns the invocation's ids and who invoked it (a member in a
+// server, a user in a DM); ok is false when the interaction names neither.
+func invoker(in *discordgo.Interaction) (inv interaction.Invocation, ok bool) {
+	inv = interaction.Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID}
 	switch {
 	case in.Member != nil && in.Member.User != nil:
 		inv.User = interaction.User{ID: in.Member.User.ID, Bot: in.Member.User.Bot}
@@ -24,6 +21,20 @@ func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationComman
 	case in.User != nil:
 		inv.User = interaction.User{ID: in.User.ID, Bot: in.User.Bot}
 	default:
+		return inv, false
+	}
+	return inv, true
+}
+
+// parseInvocation builds an Invocation, checking every option against the
+// command's definition: an unknown option or one of the wrong type means
+// Discord holds a stale registration, and the user is told so rather than a
+// handler seeing a value it did not declare.
+func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationCommand) (interaction.Invocation, error) {
+	data := in.ApplicationCommandData()
+	inv, ok := invoker(in)
+	inv.Command = data.Name
+	if !ok {
 		return inv, interaction.ErrStale
 	}
 	opts, declared := data.Options, def.Options

@@ -57,14 +57,17 @@ type Config struct {
 // turns the reply or error into Discord's response.
 type Router struct {
 	commands map[string]interaction.Command
-	log      *zap.Logger
-	metrics  *Metrics
+	// components are the declared custom_id prefixes (Command.Components).
+	components map[string]interaction.Handler
+	log        *zap.Logger
+	metrics    *Metrics
 
 	// command and suggest serve a parsed invocation; staleCommand and
 	// staleSuggest one whose command or options do not match the
 	// definitions (it still passes the allow-list first, so an unlisted
-	// server hears that it is not served).
-	command, staleCommand, suggest, staleSuggest interaction.Handler
+	// server hears that it is not served). component serves a button
+	// click through the commands' middleware.
+	command, staleCommand, suggest, staleSuggest, component interaction.Handler
 
 	answered *answered
 	wg       sync.WaitGroup
@@ -73,7 +76,10 @@ type Router struct {
 // NewRouter routes to commands by path ("name/subcommand") through the
 // middleware: recovery outermost, then the guild allow-list, deferral and
 // the timeout for commands; recovery, the allow-list and a shorter timeout
-// for suggestions.
+// for suggestions. A button click goes through the commands' middleware to
+// the handler its custom_id's prefix names. A component prefix that is not
+// a valid key, declared twice or with a nil handler is a programming error
+// and panics, as a route does in interaction.Mux.
 func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Router {
 	if cfg.DeferAfter <= 0 {
 		cfg.DeferAfter = defaultDeferAfter
@@ -81,8 +87,8 @@ func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Ro
 	if cfg.HandlerTimeout <= 0 {
 		cfg.HandlerTimeout = defaultHandlerTimeout
 	}
-	r := &Router{commands: map[string]interaction.Command{}, log: log, metrics: cfg.Metrics,
-		answered: newAnswered(maxAnswered, time.Now)}
+	r := &Router{commands: map[string]interaction.Command{}, components: map[string]interaction.Handler{},
+		log: log, metrics: cfg.Metrics, answered: newAnswered(maxAnswered, time.Now)}
 	handlers, suggestions := interaction.NewMux(), interaction.NewMux()
 	for _, c := range commands {
 		r.commands[c.Definition.Name] = c
@@ -91,6 +97,18 @@ func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Ro
 		}
 		for sub, a := range c.Autocomplete {
 			suggestions.Handle(interaction.Path(c.Definition.Name, sub), interaction.Suggest(a))
+		}
+		for prefix, h := range c.Components {
+			if p, ok := interaction.ComponentPrefix(prefix); !ok || p != prefix {
+				panic(fmt.Sprintf("bot: %s declares the component prefix %q, which no custom_id routes to", c.Definition.Name, prefix))
+			}
+			if h == nil {
+				panic(fmt.Sprintf("bot: %s declares a nil handler for the component prefix %q", c.Definition.Name, prefix))
+			}
+			if _, dup := r.components[prefix]; dup {
+				panic(fmt.Sprintf("bot: the component prefix %q is declared twice", prefix))
+			}
+			r.components[prefix] = h
 		}
 	}
 	stale := func(context.Context, interaction.Invocation) (interaction.Reply, error) {
@@ -108,7 +126,16 @@ func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Ro
 		interaction.DeferAfter(cfg.DeferAfter), interaction.Timeout(cfg.HandlerTimeout)}
 	suggestMW := []interaction.Middleware{interaction.Recover(log), interaction.AllowGuilds(cfg.Guilds),
 		interaction.Timeout(autocompleteTimeout)}
+	component := func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+		prefix, _ := interaction.ComponentPrefix(inv.CustomID)
+		h, ok := r.components[prefix]
+		if !ok {
+			return interaction.Reply{}, interaction.ErrStale
+		}
+		return h(ctx, inv)
+	}
 	r.command = interaction.Chain(handlers.Serve, commandMW...)
+	r.component = interaction.Chain(component, commandMW...)
 	r.staleCommand = interaction.Chain(stale, commandMW...)
 	r.suggest = interaction.Chain(suggest, suggestMW...)
 	r.staleSuggest = interaction.Chain(stale, suggestMW...)
@@ -156,8 +183,8 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 	}
 	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.metrics, command: r.commandLabel(in), outcome: OutcomeOK}
 	defer func() {
-		if in.Type == discordgo.InteractionApplicationCommand || in.Type == discordgo.InteractionApplicationCommandAutocomplete {
-			r.metrics.interaction(a.command, in.Type == discordgo.InteractionApplicationCommandAutocomplete, a.outcome)
+		if kind := kindOf(in); kind != "" {
+			r.metrics.interaction(a.command, kind, a.outcome)
 		}
 	}()
 	// The middleware recovers handlers' panics; this one is the router's
@@ -180,6 +207,8 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 		r.serveCommand(ctx, a, in)
 	case discordgo.InteractionApplicationCommandAutocomplete:
 		r.serveSuggest(ctx, a, in)
+	case discordgo.InteractionMessageComponent:
+		r.serveComponent(ctx, a, in)
 	case discordgo.InteractionPing:
 		a.respond(&discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong})
 	default:
@@ -207,6 +236,37 @@ func (r *Router) serveCommand(ctx context.Context, a *ack, in *discordgo.Interac
 		h = r.staleCommand
 	}
 	rep, err := h(ctx, inv)
+	r.answer(a, in, inv, rep, err)
+}
+
+// componentData returns a button click's data, and false for any other
+// component (a select menu, whose values no handler reads) or none.
+func componentData(in *discordgo.Interaction) (discordgo.MessageComponentInteractionData, bool) {
+	data, ok := in.Data.(discordgo.MessageComponentInteractionData)
+	return data, ok && data.ComponentType == discordgo.ButtonComponent
+}
+
+// serveComponent answers a button click as a command is answered: a new
+// ephemeral reply (or a deferral completed by an edit of that reply),
+// never an edit of the message the button is on. A click that names no
+// declared prefix, or is not a button's, hears the stale sentence: the
+// message may predate this process's commands.
+func (r *Router) serveComponent(ctx context.Context, a *ack, in *discordgo.Interaction) {
+	inv, ok := invoker(in)
+	data, button := componentData(in)
+	inv.CustomID = data.CustomID
+	inv.Defer = a.deferReply
+	h := r.component
+	if !ok || !button {
+		h = r.staleCommand
+	}
+	rep, err := h(ctx, inv)
+	r.answer(a, in, inv, rep, err)
+}
+
+// answer turns a command's or a click's reply or error into Discord's
+// response, setting the outcome counted.
+func (r *Router) answer(a *ack, in *discordgo.Interaction, inv interaction.Invocation, rep interaction.Reply, err error) {
 	switch {
 	case err == nil:
 		a.reply(rep.Content)
@@ -225,7 +285,7 @@ func (r *Router) serveCommand(ctx context.Context, a *ack, in *discordgo.Interac
 	ue, ok := interaction.AsUserError(err)
 	if !ok {
 		a.outcome = OutcomeFailed
-		r.log.Error("command failed", zap.String("interactionId", in.ID), zap.String("command", inv.Command), zap.String("errorType", fmt.Sprintf("%T", err)))
+		r.log.Error("command failed", zap.String("interactionId", in.ID), zap.String("command", a.command), zap.String("errorType", fmt.Sprintf("%T", err)))
 		a.reply(genericFailure)
 		return
 	}
@@ -234,8 +294,17 @@ func (r *Router) serveCommand(ctx context.Context, a *ack, in *discordgo.Interac
 
 // commandLabel names the interaction's command for metrics: a registered
 // command's name, "unknown" for any other (a name Discord sends is not a
-// closed set), "" for interactions that are not commands.
+// closed set); "component:<prefix>" for a click on a declared prefix,
+// "component:unknown" for any other (a custom_id is not a closed set
+// either); "" for interactions that are neither.
 func (r *Router) commandLabel(in *discordgo.Interaction) string {
+	if in.Type == discordgo.InteractionMessageComponent {
+		data, _ := componentData(in)
+		if prefix, ok := interaction.ComponentPrefix(data.CustomID); ok && r.components[prefix] != nil {
+			return "component:" + prefix
+		}
+		return "component:unknown"
+	}
 	if in.Type != discordgo.InteractionApplicationCommand && in.Type != discordgo.InteractionApplicationCommandAutocomplete {
 		return ""
 	}
