@@ -162,6 +162,11 @@ func (f *Fake) InteractHTTP(ctx context.Context, endpoint string, spec Interacti
 		f.t.Errorf("%v", err)
 		return &Interaction{f: f, acked: -1, err: err}
 	}
+	return f.postInteraction(ctx, endpoint, in)
+}
+
+// postInteraction delivers in to endpoint as InteractHTTP describes.
+func (f *Fake) postInteraction(ctx context.Context, endpoint string, in *Interaction) *Interaction {
 	if f.probeDue(endpoint) {
 		f.probe(ctx, endpoint, in.payload)
 	}

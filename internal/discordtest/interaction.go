@@ -146,7 +146,8 @@ type Interaction struct {
 	GuildID   string
 	ChannelID string
 	UserID    string
-	Command   string
+	Command   string // empty for a click
+	CustomID  string // a click's custom_id; empty for a command
 
 	f       *Fake
 	payload json.RawMessage
@@ -173,6 +174,13 @@ type Interaction struct {
 func (f *Fake) Interact(ctx context.Context, spec InteractionSpec) *Interaction {
 	f.t.Helper()
 	in, err := f.newInteraction(spec)
+	return f.dispatch(ctx, "Interact", in, err)
+}
+
+// dispatch delivers in (unless err says it could not be built) over the
+// gateway, as Interact describes; caller names the method in errors.
+func (f *Fake) dispatch(ctx context.Context, caller string, in *Interaction, err error) *Interaction {
+	f.t.Helper()
 	if err == nil {
 		if err = f.WaitReady(ctx); err != nil {
 			err = fmt.Errorf("no identified gateway session: %w", err)
@@ -182,7 +190,7 @@ func (f *Fake) Interact(ctx context.Context, spec InteractionSpec) *Interaction 
 		err = errors.New("INTERACTION_CREATE reached no connected session")
 	}
 	if err != nil {
-		err = fmt.Errorf("discordtest: Interact: %w", err)
+		err = fmt.Errorf("discordtest: %s: %w", caller, err)
 		f.t.Errorf("%v", err)
 		if in == nil {
 			in = &Interaction{f: f, acked: -1}
@@ -356,45 +364,13 @@ func (f *Fake) newInteraction(spec InteractionSpec) (*Interaction, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-
-	in := &Interaction{
-		ID:      f.ids.next(),
-		Token:   "aW50ZXJhY3Rpb246" + randomHex(40), // "interaction:" base64, like Discord's
-		Type:    discordgo.InteractionApplicationCommand,
-		GuildID: spec.GuildID,
-		UserID:  spec.UserID,
-		Command: spec.Command,
-		f:       f,
-		acked:   -1,
-	}
+	typ := discordgo.InteractionApplicationCommand
 	if spec.Autocomplete {
-		in.Type = discordgo.InteractionApplicationCommandAutocomplete
+		typ = discordgo.InteractionApplicationCommandAutocomplete
 	}
-	switch {
-	case spec.Deadline > 0:
-		in.deadline = spec.Deadline
-	case spec.Deadline == 0:
-		in.deadline = f.cfg.deadline
-	}
-	locale := spec.Locale
-	if locale == "" {
-		locale = discordgo.EnglishUS
-	}
+	in := f.startLocked(typ, spec)
+	in.Command = spec.Command
 	gs := f.guilds[spec.GuildID]
-
-	// Channel.
-	in.ChannelID = spec.ChannelID
-	if in.ChannelID == "" && gs != nil {
-		for _, c := range gs.g.Channels {
-			if c.Type == discordgo.ChannelTypeGuildText {
-				in.ChannelID = c.ID
-				break
-			}
-		}
-	}
-	if in.ChannelID == "" {
-		in.ChannelID = f.ids.next()
-	}
 
 	// Command id and scope.
 	data := map[string]any{"name": spec.Command, "type": int(discordgo.ChatApplicationCommand)}
@@ -494,9 +470,59 @@ func (f *Fake) newInteraction(spec InteractionSpec) (*Interaction, error) {
 		data["resolved"] = resolved
 	}
 
+	f.finishLocked(in, spec, data, nil)
+	return in, nil
+}
+
+// startLocked makes the handle of a new interaction of typ with a fresh id
+// and token, its deadline and its channel (the spec's, else the guild's
+// first text channel, else a fresh id).
+func (f *Fake) startLocked(typ discordgo.InteractionType, spec InteractionSpec) *Interaction {
+	in := &Interaction{
+		ID:      f.ids.next(),
+		Token:   "aW50ZXJhY3Rpb246" + randomHex(40), // "interaction:" base64, like Discord's
+		Type:    typ,
+		GuildID: spec.GuildID,
+		UserID:  spec.UserID,
+		f:       f,
+		acked:   -1,
+	}
+	switch {
+	case spec.Deadline > 0:
+		in.deadline = spec.Deadline
+	case spec.Deadline == 0:
+		in.deadline = f.cfg.deadline
+	}
+	in.ChannelID = spec.ChannelID
+	if gs := f.guilds[spec.GuildID]; in.ChannelID == "" && gs != nil {
+		for _, c := range gs.g.Channels {
+			if c.Type == discordgo.ChannelTypeGuildText {
+				in.ChannelID = c.ID
+				break
+			}
+		}
+	}
+	if in.ChannelID == "" {
+		in.ChannelID = f.ids.next()
+	}
+	return in
+}
+
+// finishLocked wraps data in the interaction as Discord sends it (who
+// invoked it, where, with which permissions; the message, for a click) and
+// registers the handle.
+func (f *Fake) finishLocked(in *Interaction, spec InteractionSpec, data, message map[string]any) {
+	gs := f.guilds[spec.GuildID]
+	locale := spec.Locale
+	if locale == "" {
+		locale = discordgo.EnglishUS
+	}
 	p := map[string]any{
 		"id": in.ID, "application_id": f.cfg.appID, "type": int(in.Type), "token": in.Token, "version": 1,
 		"data": data, "channel_id": in.ChannelID, "locale": string(locale), "entitlements": []any{},
+	}
+	if message != nil {
+		p["message"] = message
 	}
 	if spec.GuildID != "" {
 		m, ok := gsMember(gs, spec.UserID)
@@ -541,7 +567,6 @@ func (f *Fake) newInteraction(spec InteractionSpec) (*Interaction, error) {
 	in.payload = mustJSON(p)
 	f.interactions[in.ID] = in
 	f.byToken[in.Token] = in
-	return in, nil
 }
 
 func gsMember(gs *guildState, id string) (Member, bool) {

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/bwmarrin/discordgo"
 )
 
 // RouteCreateMessage posts a message in a channel (a voice channel's own
@@ -19,8 +22,12 @@ const CodeMissingPermissions = 50013
 
 // ChannelMessage is one message the bot posted with RouteCreateMessage.
 type ChannelMessage struct {
+	ID        string
 	ChannelID string
 	Content   string
+	// Components are the request's components (action rows of buttons),
+	// as sent; nil when absent. Click finds a button's message by ID.
+	Components json.RawMessage
 	// AllowedMentions is the request's allowed_mentions, as sent (nil
 	// when absent: Discord then pings whoever the content mentions).
 	AllowedMentions json.RawMessage
@@ -63,16 +70,92 @@ func (f *Fake) WaitChannelMessages(ctx context.Context, channelID string, n int)
 	return f.ChannelMessages(channelID), err
 }
 
+// Discord's limits on a message's buttons. The OpenAPI description states
+// the per-row, label and custom_id ones (checked again here for a fake
+// without WithSpec); the row count and unique custom_ids it does not.
+const (
+	maxActionRows   = 5
+	maxRowButtons   = 5
+	maxButtonLabel  = 80
+	maxCustomID     = 100
+	buttonStyleLink = 5 // a link button has a url and no custom_id
+)
+
+// component is an action row or a button, as a message's body holds them.
+type component struct {
+	Type       discordgo.ComponentType `json:"type"`
+	Style      int                     `json:"style"`
+	Label      string                  `json:"label"`
+	CustomID   *string                 `json:"custom_id"`
+	Components []component             `json:"components"`
+}
+
+// validateComponents applies the limits on a message's buttons: at most
+// five action rows of at most five buttons, each button's label at most 80
+// characters and its custom_id 1–100 characters and unique in the message
+// (a link button has none).
+func validateComponents(rows []component) []fieldError {
+	var errs []fieldError
+	if len(rows) > maxActionRows {
+		errs = append(errs, tooLong([]string{"components"}, maxActionRows))
+	}
+	seen := map[string]bool{}
+	for i, row := range rows {
+		p := []string{"components", strconv.Itoa(i)}
+		if row.Type != discordgo.ActionsRowComponent {
+			errs = append(errs, fieldError{sub(p, "type"), "COMPONENT_LAYOUT_WIDTH_EXCEEDED", "A top-level component must be an action row."})
+			continue
+		}
+		if len(row.Components) > maxRowButtons {
+			errs = append(errs, fieldError{sub(p, "components"), "COMPONENT_LAYOUT_WIDTH_EXCEEDED", "The specified component exceeds the maximum width"})
+		}
+		for j, b := range row.Components {
+			bp := sub(p, "components", strconv.Itoa(j))
+			if b.Type != discordgo.ButtonComponent {
+				continue // select menus and the like: not checked here
+			}
+			if utf8.RuneCountInString(b.Label) > maxButtonLabel {
+				errs = append(errs, tooLong(sub(bp, "label"), maxButtonLabel))
+			}
+			switch {
+			case b.Style == buttonStyleLink:
+			case b.CustomID == nil || *b.CustomID == "":
+				errs = append(errs, fieldError{sub(bp, "custom_id"), "BASE_TYPE_REQUIRED", "This field is required"})
+			case utf8.RuneCountInString(*b.CustomID) > maxCustomID:
+				errs = append(errs, tooLong(sub(bp, "custom_id"), maxCustomID))
+			case seen[*b.CustomID]:
+				errs = append(errs, fieldError{sub(bp, "custom_id"), "COMPONENT_CUSTOM_ID_DUPLICATED", "Component custom id cannot be duplicated"})
+			default:
+				seen[*b.CustomID] = true
+			}
+		}
+	}
+	return errs
+}
+
 // postMessage answers as Discord does: 404 for a channel of no guild the
-// bot is in, 403 where DenyMessages says, 400 for empty or over-long
-// content (the body's shape is checked against the spec before).
+// bot is in, 403 where DenyMessages says, 400 for a message with neither
+// content nor components, over-long content, or buttons past Discord's
+// limits (the body's shape is checked against the spec before).
 func (f *Fake) postMessage(r *http.Request, body []byte) reply {
 	var p struct {
 		Content         string          `json:"content"`
 		AllowedMentions json.RawMessage `json:"allowed_mentions"`
+		Components      json.RawMessage `json:"components"`
 	}
+	var rows []component
 	if err := json.Unmarshal(body, &p); err != nil {
 		return apiError(http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body")
+	}
+	if len(p.Components) > 0 && string(p.Components) != "null" {
+		if err := json.Unmarshal(p.Components, &rows); err != nil {
+			return apiError(http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body")
+		}
+		if errs := validateComponents(rows); len(errs) > 0 {
+			return formError(errs)
+		}
+	} else {
+		p.Components = nil
 	}
 	id := r.PathValue("channel")
 	f.mu.Lock()
@@ -90,18 +173,31 @@ func (f *Fake) postMessage(r *http.Request, body []byte) reply {
 		return apiError(http.StatusNotFound, CodeUnknownChannel, "Unknown Channel")
 	case slices.Contains(f.deniedPosts, id):
 		return apiError(http.StatusForbidden, CodeMissingPermissions, "Missing Permissions")
-	case n == 0:
+	case n == 0 && len(rows) == 0:
 		return apiError(http.StatusBadRequest, CodeEmptyMessage, "Cannot send an empty message")
 	case n > 2000:
 		return apiError(http.StatusBadRequest, CodeInvalidFormBody, "Invalid Form Body")
 	}
-	now := time.Now()
-	f.posted = append(f.posted, ChannelMessage{ChannelID: id, Content: p.Content, AllowedMentions: p.AllowedMentions, At: now})
+	m := ChannelMessage{ID: f.ids.next(), ChannelID: id, Content: p.Content, Components: slices.Clone(p.Components),
+		AllowedMentions: p.AllowedMentions, At: time.Now()}
+	f.posted = append(f.posted, m)
 	f.notifyLocked()
-	return okJSON(map[string]any{
-		"id": f.ids.next(), "channel_id": id, "guild_id": guildID, "type": 0, "content": p.Content,
-		"author": f.botUserWire(), "timestamp": now.UTC().Format(time.RFC3339Nano), "edited_timestamp": nil,
+	w := f.messageWire(m)
+	w["guild_id"] = guildID
+	return okJSON(w)
+}
+
+// messageWire is the message object Discord returns for m, and sends with
+// a click on one of its buttons.
+func (f *Fake) messageWire(m ChannelMessage) map[string]any {
+	var components any = []any{}
+	if m.Components != nil {
+		components = m.Components
+	}
+	return map[string]any{
+		"id": m.ID, "channel_id": m.ChannelID, "type": 0, "content": m.Content,
+		"author": f.botUserWire(), "timestamp": m.At.UTC().Format(time.RFC3339Nano), "edited_timestamp": nil,
 		"tts": false, "mention_everyone": false, "mentions": []any{}, "mention_roles": []any{},
-		"attachments": []any{}, "embeds": []any{}, "pinned": false, "flags": 0, "components": []any{},
-	})
+		"attachments": []any{}, "embeds": []any{}, "pinned": false, "flags": 0, "components": components,
+	}
 }
