@@ -41,6 +41,11 @@
 // the test unless that is answered 401; PingHTTP does the portal's check;
 // PostSigned sends hand-shaped requests (stale timestamps, big bodies).
 //
+// Buttons: a message the bot posts may carry action rows of buttons
+// (checked against Discord's limits, kept in ChannelMessage.Components);
+// Click and ClickHTTP send a click on one (type 3, its custom_id and
+// message), answered and awaited as a command is.
+//
 // Wiring a session to a fake:
 //
 //	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g))
