@@ -466,3 +466,73 @@ func TestVoiceDAVERecovers(t *testing.T) {
 		})
 	}
 }
+
+// click presses a button and returns the (ephemeral) reply.
+func (e *voiceEnv) click(user, messageID, customID string) string {
+	e.t.Helper()
+	ctx := ctxFor(e.t, 10*time.Second)
+	m, err := e.fake.Click(ctx, discordtest.ClickSpec{GuildID: guildID, ChannelID: voiceRoom, UserID: user, MessageID: messageID, CustomID: customID}).WaitReply(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if !m.Ephemeral() {
+		e.t.Fatalf("a click's reply is public: %q", m.Content)
+	}
+	return m.Content
+}
+
+// Issue 28, item 4: the disclosure carries Opt in and Opt out buttons; a
+// click works as /voice consent for whoever clicked, only in the session
+// that posted it (a button of an ended session stays dead after a new
+// join); a forged custom_id does nothing.
+func TestVoiceConsentButtons(t *testing.T) {
+	e := startVoice(t, config.ConsentExplicit, false, append(inVoice(mover, alice), discordtest.VoiceState{ChannelID: voiceTwo, UserID: bob})...)
+	e.voiceIn(textA, mover, "join")
+	d := e.messages(voiceRoom, 1)[0]
+	var rows []struct {
+		Components []struct {
+			Label    string `json:"label"`
+			CustomID string `json:"custom_id"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(d.Components, &rows); err != nil || len(rows) != 1 || len(rows[0].Components) != 2 {
+		t.Fatalf("disclosure components %s (%v)", d.Components, err)
+	}
+	in, out := rows[0].Components[0], rows[0].Components[1]
+	if in.Label != "Opt in" || out.Label != "Opt out" || !strings.HasPrefix(in.CustomID, "voice-consent:vs-") || !strings.HasSuffix(out.CustomID, ":out") {
+		t.Fatalf("buttons %+v", rows[0].Components)
+	}
+	if got := e.click(alice, d.ID, in.CustomID); !strings.Contains(got, "You opted in") {
+		t.Fatalf("alice's opt-in click %q", got)
+	}
+	waitFor(t, 5*time.Second, "2 consented", e.statusSays("2 speakers have consented"))
+	if got := e.click(alice, d.ID, out.CustomID); !strings.Contains(got, "You opted out") {
+		t.Fatalf("alice's opt-out click %q", got)
+	}
+	waitFor(t, 5*time.Second, "1 consented", e.statusSays("1 speaker has consented"))
+	if got := e.click(bob, d.ID, in.CustomID); !strings.Contains(got, "only from the voice channel the session is in") {
+		t.Fatalf("bob, in another channel: %q", got)
+	}
+	for _, forged := range []string{"voice-consent:vs-0000000000000000:in", "voice-consent:" + strings.Repeat("x", 19) + ":in", "voice-consent:evil"} {
+		got := e.click(alice, d.ID, forged)
+		if !strings.Contains(got, "has ended") && !strings.Contains(got, "not one Clankie made") {
+			t.Fatalf("forged %q: %q", forged, got)
+		}
+	}
+	if got := e.voice(mover, "status"); !strings.Contains(got, "1 speaker has consented") {
+		t.Fatalf("a forged click changed consent: %q", got)
+	}
+	// A new session in the same channel: the old message's button is dead.
+	e.voice(mover, "leave")
+	e.voiceIn(textA, mover, "join")
+	e.messages(voiceRoom, 2)
+	if got := e.click(alice, d.ID, in.CustomID); !strings.Contains(got, "That voice session has ended") {
+		t.Fatalf("the old session's button: %q", got)
+	}
+	if got := e.voice(mover, "status"); !strings.Contains(got, "1 speaker has consented") {
+		t.Fatalf("the old button changed the new session: %q", got)
+	}
+	if v := e.fake.Violations(); len(v) != 0 {
+		t.Fatalf("Discord refused: %+v", v)
+	}
+}

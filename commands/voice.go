@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -21,6 +22,9 @@ type VoiceSessions interface {
 	Join(ctx context.Context, guildID, userID, textChannelID string) (channelID string, err error)
 	Leave(ctx context.Context, guildID string) error
 	Consent(ctx context.Context, guildID, userID string, optIn bool) error
+	// ConsentInSession is Consent from a disclosure's button, counted only
+	// while sessionID is still the server's live session.
+	ConsentInSession(ctx context.Context, guildID, userID, sessionID string, optIn bool) error
 	// Status is the consent-safe state of a session: a count of consented
 	// speakers, never who they are, and the model connection.
 	Status(guildID string) (voiceapi.Status, bool)
@@ -68,6 +72,8 @@ func Voice(sessions VoiceSessions, p VoicePolicy) interaction.Command {
 		"leave":   inGuild(h.leave),
 		"consent": inGuild(h.consent),
 		"status":  inGuild(h.status),
+	}, Components: map[string]interaction.Handler{
+		voiceapi.ConsentButtonPrefix: inGuild(h.consentButton),
 	}}
 }
 
@@ -112,10 +118,46 @@ func (h voiceHandler) consent(ctx context.Context, inv interaction.Invocation) (
 	if err := h.sessions.Consent(ctx, inv.GuildID, inv.User.ID, optIn); err != nil {
 		return interaction.Reply{}, voiceSentence(err)
 	}
+	return consentReply(optIn), nil
+}
+
+// consentReply confirms an opt-in or an opt-out, however it was given.
+func consentReply(optIn bool) interaction.Reply {
 	if optIn {
-		return interaction.Reply{Content: "You opted in: Clankie may use what he has been told about you in this voice session, until you opt out or leave the channel."}, nil
+		return interaction.Reply{Content: "You opted in: Clankie may use what he has been told about you in this voice session, until you opt out or leave the channel."}
 	}
-	return interaction.Reply{Content: "You opted out for the rest of this session: Clankie will not use what he has been told about you here."}, nil
+	return interaction.Reply{Content: "You opted out for the rest of this session: Clankie will not use what he has been told about you here."}
+}
+
+// consentButton is a click on a disclosure's Opt in or Opt out: the
+// clicker's own consent, in the session that posted it. The custom_id is
+// parsed here and trusted for nothing but which session and which way.
+func (h voiceHandler) consentButton(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	rest, _ := strings.CutPrefix(inv.CustomID, voiceapi.ConsentButtonPrefix+":")
+	sessionID, way, _ := strings.Cut(rest, ":")
+	if !validSessionID(sessionID) || (way != "in" && way != "out") {
+		return interaction.Reply{}, interaction.UserErrorf("That button is not one Clankie made; nothing was changed.")
+	}
+	optIn := way == "in"
+	if err := h.sessions.ConsentInSession(ctx, inv.GuildID, inv.User.ID, sessionID, optIn); err != nil {
+		return interaction.Reply{}, voiceSentence(err)
+	}
+	return consentReply(optIn), nil
+}
+
+// validSessionID is the shape of a voice session's id: "vs-" and 16
+// lower-case hex digits.
+func validSessionID(id string) bool {
+	hexPart, ok := strings.CutPrefix(id, "vs-")
+	if !ok || len(hexPart) != 16 {
+		return false
+	}
+	for _, c := range hexPart {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func (h voiceHandler) status(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
@@ -195,6 +237,8 @@ func voiceSentence(err error) error {
 		return interaction.UserErrorf("There is no voice session in this server.")
 	case errors.Is(err, voiceapi.ErrNotInSessionChannel):
 		return interaction.UserErrorf("You can manage your consent only from the voice channel the session is in.")
+	case errors.Is(err, voiceapi.ErrSessionEnded):
+		return interaction.UserErrorf("That voice session has ended, so its buttons do nothing now; use the current session's message or `/voice consent`.")
 	case errors.Is(err, voiceapi.ErrOtherChannel):
 		return interaction.UserErrorf("Clankie is already in another voice channel here; end that session with `/voice leave` first.")
 	}
