@@ -50,7 +50,7 @@ type noVoice struct{}
 func (noVoice) Join(context.Context, string, string, string) (string, error) {
 	return "", voiceapi.ErrNotInVoice
 }
-func (noVoice) Leave(context.Context, string) error                 { return voiceapi.ErrNoSession }
+func (noVoice) Leave(context.Context, string) error                                  { return voiceapi.ErrNoSession }
 func (noVoice) ConsentInSession(context.Context, string, string, string, bool) error { return nil }
 
 func (noVoice) Consent(context.Context, string, string, bool) error { return voiceapi.ErrNoSession }
