@@ -172,7 +172,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // Every way a person stops being in the session's channel drops their
-// opt-in through departedLocked: a leave, a move, and a roster rebuilt from
+// opt-in through Session.departed: a leave, a move, and a roster rebuilt from
 // GUILD_CREATE after a reconnect that no longer holds them (issue 10,
 // item 2). Coming back is not consent.
 func TestConsentDroppedOnEveryWayOfLeaving(t *testing.T) {

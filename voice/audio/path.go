@@ -23,8 +23,8 @@ type PathConfig struct {
 	BotUserID string
 	// Consented is the per-frame consent query (voice.Session.Consented).
 	Consented func(userID string) bool
-	// Model returns the model connection now, or nil while there is none
-	// (voice.Session.Audio): while it is nil, or refuses audio because it
+	// Model returns the model connection now, or nil while there is none:
+	// while it is nil, or refuses audio because it
 	// is reconnecting, input audio is dropped and counted, not buffered,
 	// and resumes with the next chunk once it is back. It may be nil: a
 	// session that opens the model with the Path as its listener builds
