@@ -89,7 +89,6 @@ type life struct {
 	timer                  *time.Timer
 	idle, maxLife, budget  *time.Timer
 	idleOn                 bool // the idle clock runs: nobody consented is here
-	joinedAt               time.Time
 	link                   *audioLink
 	cancelWork             context.CancelFunc
 	followTo               string
@@ -284,7 +283,6 @@ func (s *Session) connect(l *life) {
 // briefing loop and model, and the clocks of its life and budget.
 func (s *Session) begin(l *life) {
 	now := s.m.cfg.Now()
-	l.joinedAt = now
 	s.m.budget.start(s.guildID, now)
 	l.maxLife.Reset(s.m.cfg.Bounds.MaxSession)
 	if s.m.cfg.Bounds.DailyBudget > 0 {

@@ -31,8 +31,6 @@ type speech struct {
 	mu           sync.Mutex
 	model        Model // set once it is open; read through md
 	callInFlight bool  // the response that ends next called a tool: the answer goes on
-	utterances   uint64
-	dropped      uint64
 	toolCalls    map[toolCall]uint64
 }
 
@@ -124,24 +122,15 @@ func (sp *speech) md() Model {
 func (sp *speech) utterance(u audio.Utterance) {
 	md := sp.md()
 	if md == nil || !sp.s.Consented(u.UserID) {
-		sp.count(&sp.dropped)
 		return
 	}
 	seq, ok := md.Utterance("<@"+u.UserID+">", u.PCM)
 	if !ok {
-		sp.count(&sp.dropped)
-		return
+		return // refused (not ready): the model client counts it
 	}
-	sp.count(&sp.utterances)
 	if sp.floor.utterance(seq, u.UserID) {
 		md.CreateResponse()
 	}
-}
-
-func (sp *speech) count(n *uint64) {
-	sp.mu.Lock()
-	*n++
-	sp.mu.Unlock()
 }
 
 // speaking is the path's cue that userID has talked for a while: the
