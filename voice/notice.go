@@ -175,7 +175,7 @@ func (s *Session) sayEnded(why voiceapi.EndReason, code int, followed bool, to s
 	case voiceapi.EndMaxSession:
 		text = fmt.Sprintf("I left %s: a voice session lasts at most %s. Run `/voice join` to start a new one.", ch, voiceapi.Human(b.MaxSession))
 	case voiceapi.EndBudget:
-		reset := midnightOf(s.m.cfg.Now()).Add(24 * time.Hour)
+		reset := s.m.budget.status(s.guildID, s.m.cfg.Now()).ResetsAt
 		text = fmt.Sprintf("I left %s: this server's voice time for today (%s) is used up. It resets at 00:00 UTC (<t:%d:R>).", ch, voiceapi.Human(b.DailyBudget), reset.Unix())
 	case voiceapi.EndRejoinFailed:
 		text = fmt.Sprintf("I lost my voice connection in %s and could not get it back after %d tries, so the session ended. Run `/voice join` to try again.", ch, maxRejoins)
