@@ -76,7 +76,7 @@ func newSession(m *Manager, guildID, channelID, textChannelID string) *Session {
 	s := &Session{m: m, guildID: guildID, channelID: channelID, textChannelID: textChannelID,
 		consent: newConsent(m.cfg.Policy), events: make(chan event, 64), kick: make(chan struct{}, 1),
 		joined: make(chan struct{}), done: make(chan struct{}), finished: make(chan struct{}), ready: make(chan struct{}),
-		state: voiceapi.StateJoining, id: newSessionID()}
+		state: voiceapi.StateJoining, id: randomID("vs-")}
 	s.consented.Store(&map[string]struct{}{})
 	return s
 }
@@ -279,7 +279,7 @@ func (s *Session) brief(ctx context.Context) {
 	s.mu.Unlock()
 
 	start := time.Now()
-	corr := newCorrelationID()
+	corr := randomID("vb-")
 	outcome := egressSent
 	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	resp, err := s.m.cfg.Memory.VoiceBriefing(callCtx, api.BriefingRequest{SchemaVersion: api.SchemaVersion, GuildID: s.guildID,
@@ -366,16 +366,13 @@ func boundBriefing(text string) (string, bool) {
 	return cut, true
 }
 
-func newSessionID() string {
+// randomID is prefix and 16 random hex digits: a session's id ("vs-", the
+// shape commands checks on a consent button) or a briefing's correlation
+// id ("vb-").
+func randomID(prefix string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return "vs-" + hex.EncodeToString(b[:])
-}
-
-func newCorrelationID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "vb-" + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 func errorType(err error) string {
