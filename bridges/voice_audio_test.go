@@ -390,9 +390,7 @@ func TestVoiceAudioConsentBargeInAndOptOut(t *testing.T) {
 	// fake model), not from when mover began: 300 ms of his speech is the
 	// cue, and under a loaded -race run the delivery alone can take longer
 	// than the bound.
-	if !waitUntilCond(5*time.Second, func() bool { return len(a.rt.ResponseCreates(1)) >= 1 }) {
-		t.Fatal("no response.create for mover's addressed turn")
-	}
+	waitFor(t, 5*time.Second, "response.create for mover's addressed turn", func() bool { return len(a.rt.ResponseCreates(1)) >= 1 })
 	cutIn := mv.speak(t, encodeTone(t, rt, 550, 40), 0, nil)
 	tail := mv.hear(bot, 900*time.Millisecond, nil)
 	<-cutIn
@@ -760,15 +758,4 @@ func TestVoiceAudioModelReconnect(t *testing.T) {
 		t.Errorf("%d truncates of the old connection's item", n)
 	}
 	assertFramesValid(t, a.rt)
-}
-
-func waitUntilCond(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
 }

@@ -86,11 +86,7 @@ func TestVoiceGroupCall(t *testing.T) {
 	if turns[1].Label != "<@"+mover+">" || !near(toneOfTurn(turns[1]), 440, 5) {
 		t.Fatalf("mover's turn: label %q, %.1f Hz", turns[1].Label, toneOfTurn(turns[1]))
 	}
-	if !waitUntilCond(5*time.Second, func() bool { return creates() == 1 }) {
-		tot := a.vb.Voice.Totals()
-		st := a.voice(mover, "status")
-		t.Fatalf("no response.create for mover: turns %d/%d, status %q", tot.TurnsAnswered, tot.TurnsSilent, st)
-	}
+	waitFor(t, 5*time.Second, "response.create for mover", func() bool { return creates() == 1 })
 
 	// The model looks mover up: his facts visible in this channel only.
 	a.rt.EmitFunctionCall(1, "resp_call1", "call_1", "recall_person", `{"user_id":"`+mover+`"}`)
