@@ -113,6 +113,10 @@ type Provenance struct {
 	CorrelationID  string  `json:"correlationId,omitempty"`
 	ProposerUserID string  `json:"proposerUserId,omitempty"`
 	ChannelID      string  `json:"channelId,omitempty"`
+	// SourceMessageID is the Discord message a fact was taken from
+	// ("Remember this" on a message): its id only, never its text, so a
+	// reader can jump to it.
+	SourceMessageID string `json:"sourceMessageId,omitempty"`
 }
 
 // Fact is one thing Clankie was told about a person.
