@@ -3,6 +3,8 @@ package bot
 import (
 	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // interactionTokenLife is how long Discord accepts answers to an
@@ -15,18 +17,25 @@ const maxAnswered = 50_000
 
 // answered remembers which interactions the router has taken on, so a
 // redelivered INTERACTION_CREATE is answered once (Discord refuses a second
-// callback with 40060, and a handler must not act twice). Ids are forgotten
-// after interactionTokenLife and, past max, oldest first.
+// callback with 40060, and a handler must not act twice). Past max ids the
+// least recently claimed goes first; an id older than interactionTokenLife
+// counts as unseen (its token is dead, so no answer could be a second one).
+//
+// It is an LRU of claim times rather than hashicorp's expirable LRU: that one
+// runs a cleanup goroutine it cannot stop and reads the wall clock, where
+// this one takes the router's clock and needs no goroutine.
 type answered struct {
-	mu    sync.Mutex
-	now   func() time.Time
-	max   int
-	at    map[string]time.Time
-	order []string // ids in claim order, oldest first
+	mu  sync.Mutex // makes the look-up and the claim one step
+	now func() time.Time
+	at  *lru.Cache[string, time.Time]
 }
 
 func newAnswered(max int, now func() time.Time) *answered {
-	return &answered{now: now, max: max, at: map[string]time.Time{}}
+	at, err := lru.New[string, time.Time](max)
+	if err != nil {
+		panic(err) // only for max <= 0, a programming error
+	}
+	return &answered{now: now, at: at}
 }
 
 // claim reports whether id is new, remembering it: true for the first
@@ -35,29 +44,9 @@ func (a *answered) claim(id string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
-	a.expireLocked(now)
-	if _, seen := a.at[id]; seen {
+	if at, seen := a.at.Peek(id); seen && now.Sub(at) < interactionTokenLife {
 		return false
 	}
-	for len(a.order) >= a.max {
-		a.dropOldestLocked()
-	}
-	a.at[id] = now
-	a.order = append(a.order, id)
+	a.at.Add(id, now)
 	return true
-}
-
-func (a *answered) expireLocked(now time.Time) {
-	for len(a.order) > 0 && now.Sub(a.at[a.order[0]]) >= interactionTokenLife {
-		a.dropOldestLocked()
-	}
-	if cap(a.order) > 2*a.max && len(a.order) < a.max/2 {
-		a.order = append([]string(nil), a.order...) // let the dropped head go
-	}
-}
-
-func (a *answered) dropOldestLocked() {
-	delete(a.at, a.order[0])
-	a.order[0] = ""
-	a.order = a.order[1:]
 }

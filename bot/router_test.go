@@ -349,10 +349,7 @@ func TestAnsweredIDsForgetAfterATokenLifeAndStayBounded(t *testing.T) {
 	for _, id := range []string{"2", "3", "4", "5"} {
 		a.claim(id)
 	}
-	a.mu.Lock()
-	n := len(a.at)
-	a.mu.Unlock()
-	if n > 3 {
+	if n := a.at.Len(); n > 3 {
 		t.Fatalf("remembers %d ids; the bound is 3", n)
 	}
 	if a.claim("5") {
