@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -134,6 +135,21 @@ func MatchesQuery(f *Fact, query string) bool {
 // MaxSnowflakeLength bounds a Discord id: a snowflake is an unsigned 64-bit
 // integer, at most 20 decimal digits.
 const MaxSnowflakeLength = 20
+
+// CheckSnowflake returns why id is not a Discord snowflake: 1–20 ASCII
+// digits whose value fits in an unsigned 64-bit integer (what Discord's ids
+// are). ValidSnowflake's digits are not enough where an id is kept and
+// later put in a link: 99999999999999999999 has 20 digits and names no
+// message. The phrase never holds id.
+func CheckSnowflake(id string) error {
+	if !ValidSnowflake(id) {
+		return fmt.Errorf("must be a Discord snowflake: 1 to %d digits 0-9, less than 2^64", MaxSnowflakeLength)
+	}
+	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
+		return errors.New("must be a Discord snowflake: a number less than 2^64")
+	}
+	return nil
+}
 
 // ValidSnowflake reports whether id can be a Discord id (a snowflake: an
 // interaction's, a server's, a user's): 1–20 ASCII digits and nothing else.

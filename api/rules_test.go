@@ -149,3 +149,38 @@ func TestValidSnowflake(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckSnowflake: a kept Discord id (a fact's source message) must be
+// digits only and fit in 64 bits; the phrase never echoes the id.
+func TestCheckSnowflake(t *testing.T) {
+	for _, tt := range []struct {
+		name, in string
+		ok       bool
+	}{
+		{"one digit", "1", true},
+		{"a message id", "1300000000000000001", true},
+		{"2^64-1", "18446744073709551615", true},
+		{"leading zeros", "00000000000000000001", true},
+		{"empty", "", false},
+		{"letters", "abc", false},
+		{"21 digits", "123456789012345678901", false},
+		{"2^64", "18446744073709551616", false},
+		{"20 nines", "99999999999999999999", false},
+		{"a sign", "-1", false},
+		{"a plus", "+1", false},
+		{"a space", " 1", false},
+		{"full-width digits", "１２３", false},
+		{"an underscore", "1_000", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckSnowflake(tt.in)
+			if (err == nil) != tt.ok {
+				t.Fatalf("CheckSnowflake(%q) = %v, want ok=%v", tt.in, err, tt.ok)
+			}
+			// Shorter ids ("1") are found in any sentence with a digit.
+			if err != nil && len(tt.in) >= 3 && strings.Contains(err.Error(), tt.in) {
+				t.Fatalf("CheckSnowflake(%q) echoes the id: %v", tt.in, err)
+			}
+		})
+	}
+}
