@@ -268,6 +268,8 @@ func (p *proposalParser) fact(f *api.FactInput) bool {
 					return p.str(&pv.ProposerUserID)
 				case "channelId":
 					return p.str(&pv.ChannelID)
+				case "sourceMessageId":
+					return p.str(&pv.SourceMessageID)
 				}
 				return false
 			})

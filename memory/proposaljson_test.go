@@ -17,6 +17,7 @@ var proposalSeeds = []struct {
 }{
 	{`{"schemaVersion":1,"proposalId":"p-1","fact":{"subject":{"guildId":"100","userId":"200"},"kind":"preference","body":"likes green tea","visibility":{"scope":"channel","channelId":"300"},"confidence":0.8,"provenance":{"sourceSurface":"discord_text","sourceEventId":"9","correlationId":"c-1","proposerUserId":"200","channelId":"300"}}}`, true},
 	{` { "schemaVersion" : 1 , "proposalId" : "p-2" , "fact" : { "subject" : { "guildId" : "1" , "userId" : "2" } , "kind" : "fact" , "body" : "héllo — ☕" , "visibility" : { "scope" : "guild" } , "confidence" : 1e-1 , "expiresAt" : "2027-01-02T03:04:05.5+01:00" , "supersedesFactId" : "fabcdefg" , "provenance" : { } } } ` + "\n", true},
+	{`{"schemaVersion":1,"proposalId":"p-3","fact":{"subject":{"guildId":"100","userId":"200"},"kind":"person-fact","body":"plays bass","visibility":{"scope":"guild"},"confidence":0.9,"provenance":{"sourceSurface":"discord_text","sourceEventId":"9","proposerUserId":"201","channelId":"300","sourceMessageId":"1300000000000000077"}}}`, true},
 	{`{}`, true},
 	{`{"schemaVersion":-0,"fact":{"confidence":-1.25E+2}}`, true},
 	// Left to encoding/json: escapes, nulls, other cases, duplicates,
@@ -58,6 +59,10 @@ func TestParseProposalTakesWhatClientsWrite(t *testing.T) {
 	if got.Fact.Body != "héllo — ☕" || got.Fact.Confidence != 0.1 || got.Fact.ExpiresAt == nil || !got.Fact.ExpiresAt.Equal(want) ||
 		got.Fact.Visibility.Scope != api.ScopeGuild || got.Fact.SupersedesFactID != "fabcdefg" {
 		t.Fatalf("decoded %+v", got)
+	}
+	var fromMessage api.ProposalRequest
+	if !parseProposal([]byte(proposalSeeds[2].body), &fromMessage) || fromMessage.Fact.Provenance.SourceMessageID != "1300000000000000077" {
+		t.Fatalf("the source message was not read: %+v", fromMessage.Fact.Provenance)
 	}
 }
 

@@ -119,6 +119,7 @@ func appendFactTail(b []byte, expires *time.Time, supersedes string, p api.Prove
 	for _, fld := range [...]struct{ name, v string }{
 		{`"sourceSurface":`, string(p.SourceSurface)}, {`"sourceEventId":`, p.SourceEventID},
 		{`"correlationId":`, p.CorrelationID}, {`"proposerUserId":`, p.ProposerUserID}, {`"channelId":`, p.ChannelID},
+		{`"sourceMessageId":`, p.SourceMessageID},
 	} {
 		if fld.v == "" {
 			continue // every provenance field is omitempty

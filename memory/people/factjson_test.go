@@ -14,7 +14,7 @@ import (
 // arguments: zone 0 keeps the times in UTC, anything else moves them to a
 // fixed zone of that many minutes, which the fast path must refuse.
 func fuzzFact(id, guild, user, kind, body, scope, channel string, confidence float64, created, updated, expires int64,
-	hasExpires bool, supersedes, surface, event, corr, proposer, provChannel string, expired bool, zone int16) api.Fact {
+	hasExpires bool, supersedes, surface, event, corr, proposer, provChannel, message string, expired bool, zone int16) api.Fact {
 	at := func(n int64) time.Time {
 		t := time.Unix(0, n).UTC()
 		if zone != 0 {
@@ -27,7 +27,7 @@ func fuzzFact(id, guild, user, kind, body, scope, channel string, confidence flo
 		Visibility: api.Visibility{Scope: api.Scope(scope), ChannelID: channel}, Confidence: confidence,
 		CreatedAt: at(created), UpdatedAt: at(updated), SupersedesFactID: supersedes, Expired: expired,
 		Provenance: api.Provenance{SourceSurface: api.Surface(surface), SourceEventID: event, CorrelationID: corr,
-			ProposerUserID: proposer, ChannelID: provChannel},
+			ProposerUserID: proposer, ChannelID: provChannel, SourceMessageID: message},
 	}
 	if hasExpires {
 		e := at(expires)
@@ -101,6 +101,8 @@ func TestFactJSONTakesTheFastPath(t *testing.T) {
 			f.ExpiresAt, f.SupersedesFactID, f.Expired = &exp, "fold2345", true
 		}, true},
 		{"no provenance at all", func(f *api.Fact) { f.Provenance = api.Provenance{} }, true},
+		{"taken from a message", func(f *api.Fact) { f.Provenance.SourceMessageID = "1300000000000000077" }, true},
+		{"only a source message", func(f *api.Fact) { f.Provenance = api.Provenance{SourceMessageID: "1300000000000000077"} }, true},
 		{"quotes, HTML, control characters and non-ASCII in the body", func(f *api.Fact) { f.Body = "say \"hi\" <b>&</b>\n\tcafé \u2028 \xff" }, true},
 		{"confidence 0, 1, tiny and huge", func(f *api.Fact) { f.Confidence = 1e-7 }, true},
 		{"a whole-second time", func(f *api.Fact) { f.CreatedAt, f.UpdatedAt = at.Truncate(time.Second), at.Truncate(time.Second) }, true},
@@ -129,12 +131,14 @@ func TestFactJSONTakesTheFastPath(t *testing.T) {
 
 func FuzzFactJSONAgreesWithEncodingJSON(f *testing.F) {
 	f.Add("fabc2345", "100000000000000001", "200000000000000002", "person-fact", "plays bass", "guild", "", 0.9,
-		int64(1796169598123456789), int64(1796169598123456789), int64(0), false, "", "discord_text", "13", "ab", "2", "11", false, int16(0))
+		int64(1796169598123456789), int64(1796169598123456789), int64(0), false, "", "discord_text", "13", "ab", "2", "11", "", false, int16(0))
+	f.Add("fabc2345", "1", "2", "person-fact", "from a message", "guild", "", 0.5,
+		int64(1796169598123456789), int64(1796169598123456789), int64(0), false, "", "discord_text", "13", "", "2", "11", "1300000000000000077", false, int16(0))
 	f.Add("f\"<>&", "g\u2028", "u\xff", "preference", "line\nbreak\ttab \x00 é", "channel", "c1", 1e-7,
-		int64(-62135596800000000), int64(math.MaxInt64), int64(42), true, "fold", "", "", "", "", "", true, int16(90))
+		int64(-62135596800000000), int64(math.MaxInt64), int64(42), true, "fold", "", "", "", "", "", "m\"<1>", true, int16(90))
 	f.Fuzz(func(t *testing.T, id, guild, user, kind, body, scope, channel string, confidence float64, created, updated, expires int64,
-		hasExpires bool, supersedes, surface, event, corr, proposer, provChannel string, expired bool, zone int16) {
+		hasExpires bool, supersedes, surface, event, corr, proposer, provChannel, message string, expired bool, zone int16) {
 		checkAgrees(t, fuzzFact(id, guild, user, kind, body, scope, channel, confidence, created, updated, expires,
-			hasExpires, supersedes, surface, event, corr, proposer, provChannel, expired, zone))
+			hasExpires, supersedes, surface, event, corr, proposer, provChannel, message, expired, zone))
 	})
 }
