@@ -171,5 +171,12 @@ func validateProposal(who api.Principal, req *api.ProposalRequest, now time.Time
 			return invalid("%s %v.", t.name, err)
 		}
 	}
+	// The source message is optional (a fact from "Remember this" on a
+	// message names it); it becomes a link, so it must be a real snowflake.
+	if p.SourceMessageID != "" {
+		if err := api.CheckSnowflake(p.SourceMessageID); err != nil {
+			return invalid("provenance.sourceMessageId %v.", err)
+		}
+	}
 	return nil
 }
