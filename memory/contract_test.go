@@ -452,6 +452,39 @@ func TestContractScenario(t *testing.T) {
 	}
 	c.do(contractExchange{name: "forget the full person", method: "DELETE", path: "/v1/memory/discord-people/" + guild + "/1009", token: opTok, want: 200})
 
+	// A fact taken from a Discord message names it (provenance.sourceMessageId):
+	// the answer, recall and mine carry it, and the document describes them.
+	// A value the pattern refuses breaks the document too; 2^64 fits the
+	// pattern's 20 digits but no snowflake, so only the service refuses it.
+	fromMsg := proposal("prop-msg", "1008", general, "plays bass", guildVis)
+	fromMsg.Fact.Subject.UserID = "1008"
+	fromMsg.Fact.Provenance.SourceMessageID = "1300000000000000077"
+	taken := contractDecode[api.ProposalResponse](t, "propose from a message", c.do(contractExchange{
+		name: "propose from a message", method: "POST", path: proposals, token: textTok, body: fromMsg, want: 201}))
+	if taken.Fact == nil || taken.Fact.Provenance.SourceMessageID != "1300000000000000077" {
+		t.Errorf("propose from a message answered %+v", taken.Fact)
+	}
+	for _, ex := range []contractExchange{
+		{name: "recall a fact from a message", path: "/v1/memory/discord-people/" + guild + "/1008?channelId=" + general},
+		{name: "mine of a fact from a message", path: "/v1/memory/discord-people/" + guild + "/1008/mine?requesterUserId=1008"},
+	} {
+		ex.method, ex.token, ex.want = "GET", textTok, 200
+		got := contractDecode[api.RecallResponse](t, ex.name, c.do(ex))
+		if len(got.Facts) != 1 || got.Facts[0].Provenance.SourceMessageID != "1300000000000000077" {
+			t.Errorf("%s: %+v", ex.name, got.Facts)
+		}
+	}
+	for _, tc := range []struct {
+		id         string
+		docRejects bool
+	}{{"abc", true}, {"123456789012345678901", true}, {"18446744073709551616", false}} {
+		bad := fromMsg
+		bad.ProposalID = "prop-msg-" + tc.id
+		bad.Fact.Provenance.SourceMessageID = tc.id
+		c.do(contractExchange{name: "propose from message " + tc.id, method: "POST", path: proposals, token: textTok, body: bad, want: 400, docRejects: tc.docRejects})
+	}
+	c.do(contractExchange{name: "forget the person with a fact from a message", method: "DELETE", path: "/v1/memory/discord-people/" + guild + "/1008", token: opTok, want: 200})
+
 	// More facts: a channel fact reported by another member that expires, an
 	// operator_private one, and supersedes that do and do not apply.
 	expiring := proposal("prop-2", bob, quiet, "is learning the cello", api.Visibility{Scope: api.ScopeChannel, ChannelID: quiet})
