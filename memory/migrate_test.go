@@ -39,9 +39,8 @@ func TestMigrateFilesToPostgresAndBack(t *testing.T) {
 
 	a := serve(dirA, false)
 	for u := range 3 {
-		user := fmt.Sprint(20 + u)
 		for i := range 4 {
-			a.propose(txt, fact(fmt.Sprintf("p%d-%d", u, i), "10", user, user, "30", fmt.Sprintf("fact %d of %s", i, user)))
+			a.propose(txt, migrated(u, i, fromMsg))
 		}
 	}
 	private := fact("priv", "10", "20", "", "", "operator-only note")
@@ -64,6 +63,21 @@ func TestMigrateFilesToPostgresAndBack(t *testing.T) {
 		return b.String()
 	}
 	want := exports(a)
+	if !strings.Contains(want, `"sourceMessageId":"`+fromMsg+`"`) {
+		t.Fatalf("the fact from a message was exported without it: %s", want)
+	}
+	// A proposal's message id is part of its digest, so the records that
+	// came along answer a retry naming it with a replay and one naming
+	// another message with 409.
+	retries := func(h *harness, where string) {
+		t.Helper()
+		if r := h.do(txt, "POST", proposals, migrated(2, 3, fromMsg)); r.status != http.StatusOK {
+			t.Fatalf("%s: a retry from the same message: %d %s", where, r.status, r.body)
+		}
+		if r := h.do(txt, "POST", proposals, migrated(2, 3, "1300000000000000078")); r.status != http.StatusConflict {
+			t.Fatalf("%s: a retry from another message: %d %s", where, r.status, r.body)
+		}
+	}
 
 	// The test service holds no LOCK (only Start takes it), so the
 	// migration may lock dirA while a still answers reads.
@@ -102,6 +116,7 @@ func TestMigrateFilesToPostgresAndBack(t *testing.T) {
 	if r := pg.do(txt, "POST", "/v1/memory/discord-people/proposals", fact("p0-0", "10", "20", "20", "30", "fact 0 of 20")); r.status != http.StatusOK {
 		t.Fatalf("a retry after the migration: %d %s", r.status, r.body)
 	}
+	retries(pg, "in postgres")
 
 	back, err := Migrate(ctx, pgURL, dirB, false, zap.NewNop())
 	if err != nil {
@@ -119,11 +134,23 @@ func TestMigrateFilesToPostgresAndBack(t *testing.T) {
 	if got := exports(b); got != want {
 		t.Fatalf("after postgres → files:\n got %s\nwant %s", got, want)
 	}
+	retries(b, "back in files")
 
 	if _, err := Migrate(ctx, dirA, "postgres://u:"+testDBPassword+"@127.0.0.1:1/x", true, zap.NewNop()); err == nil ||
 		strings.Contains(err.Error(), testDBPassword) || !strings.Contains(err.Error(), "--to") {
 		t.Fatalf("an unreachable --to: %v", err)
 	}
+}
+
+// migrated is the migration test's proposal i about user 20+u; the last
+// one of the last user is taken from message messageID.
+func migrated(u, i int, messageID string) api.ProposalRequest {
+	user := fmt.Sprint(20 + u)
+	req := fact(fmt.Sprintf("p%d-%d", u, i), "10", user, user, "30", fmt.Sprintf("fact %d of %s", i, user))
+	if u == 2 && i == 3 {
+		req.Fact.Provenance.SourceMessageID = messageID
+	}
+	return req
 }
 
 // TestMigrateMistakesWriteNothing: a mistyped source is a usage error that
