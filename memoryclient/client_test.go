@@ -504,3 +504,48 @@ func TestClaimInteractionFailsAndIsNotRetried(t *testing.T) {
 		t.Fatalf("a non-snowflake: %v, %v, %d requests", claimed, err, len(f.calls()))
 	}
 }
+
+// TestSourceMessageIDRoundTrip: a fact's source message id goes out in
+// the proposal (on every attempt: a retry after 503 must be the same
+// proposal, or the service answers 409) and comes back in the propose,
+// recall and mine answers; the client copies api types and must drop
+// nothing.
+func TestSourceMessageIDRoundTrip(t *testing.T) {
+	const msg = "1300000000000000077"
+	stored := api.Fact{FactID: "f1", Body: "plays bass", Provenance: api.Provenance{ProposerUserID: "21", ChannelID: "30", SourceMessageID: msg}}
+	f := newFake(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		switch {
+		case n == 1:
+			reply(w, 503, api.Error{Code: "unavailable", Message: "The memory service is starting."})
+		case r.Method == http.MethodPost:
+			reply(w, 201, api.ProposalResponse{SchemaVersion: 1, Fact: &stored})
+		default:
+			reply(w, 200, api.RecallResponse{SchemaVersion: 1, Total: 1, Facts: []api.Fact{stored}})
+		}
+	})
+	c := f.client(t)
+	ctx := context.Background()
+	got, err := c.Propose(ctx, api.ProposalRequest{ProposalID: "p1", Fact: api.FactInput{Body: "plays bass",
+		Provenance: api.Provenance{ProposerUserID: "21", ChannelID: "30", SourceMessageID: msg}}})
+	if err != nil || got.Fact == nil || got.Fact.Provenance.SourceMessageID != msg {
+		t.Fatalf("Propose: %+v, %v", got.Fact, err)
+	}
+	calls := f.calls()
+	if len(calls) != 2 {
+		t.Fatalf("calls = %d, want 2 (a 503, then the retry)", len(calls))
+	}
+	for i, call := range calls {
+		var sent api.ProposalRequest
+		if err := json.Unmarshal(call.Body, &sent); err != nil || sent.Fact.Provenance.SourceMessageID != msg {
+			t.Errorf("attempt %d sent %s (%v)", i+1, call.Body, err)
+		}
+	}
+	recalled, err := c.Recall(ctx, "10", "20", api.RecallQuery{ChannelID: "30"})
+	if err != nil || len(recalled.Facts) != 1 || recalled.Facts[0].Provenance.SourceMessageID != msg {
+		t.Errorf("Recall: %+v, %v", recalled, err)
+	}
+	mine, err := c.Mine(ctx, "10", "20", "20")
+	if err != nil || len(mine.Facts) != 1 || mine.Facts[0].Provenance.SourceMessageID != msg {
+		t.Errorf("Mine: %+v, %v", mine, err)
+	}
+}
