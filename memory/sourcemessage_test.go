@@ -30,8 +30,8 @@ func fromMessage(proposalID, body, messageID string) api.ProposalRequest {
 	return req
 }
 
-// TestSourceMessageIDKeptAndReturned: the propose answer, recall, mine and
-// export all return the message id, a fact without one answers without
+// TestSourceMessageIDKeptAndReturned: the propose answer, an operator's
+// edit, recall, mine and export all return the message id, a fact without one answers without
 // the field (an empty string is absent), and both survive a restart of the
 // service on the same data (the file store replays its journal and logs).
 func TestSourceMessageIDKeptAndReturned(t *testing.T) {
@@ -51,6 +51,14 @@ func TestSourceMessageIDKeptAndReturned(t *testing.T) {
 	r = h.do(txt, "POST", proposals, plain)
 	if r.status != http.StatusCreated || strings.Contains(string(r.body), "sourceMessageId") {
 		t.Fatalf("propose with an empty sourceMessageId: %d %s", r.status, r.body)
+	}
+
+	// An operator's edit changes the fact, not where it came from.
+	r = h.do(op, "PATCH", "/v1/memory/discord-people/10/20/"+created.Fact.FactID, `{"confidence":0.5}`)
+	var edited api.FactResponse
+	r.decode(t, &edited)
+	if r.status != http.StatusOK || edited.Fact.Confidence != 0.5 || edited.Fact.Provenance.SourceMessageID != fromMsg {
+		t.Fatalf("edit of a fact from a message: %d %s", r.status, r.body)
 	}
 
 	reads := []struct {
