@@ -138,11 +138,10 @@ const MaxSnowflakeLength = 20
 
 // CheckSnowflake returns why id is not a Discord snowflake: 1–20 ASCII
 // digits whose value fits in an unsigned 64-bit integer (what Discord's ids
-// are). ValidSnowflake's digits are not enough where an id is kept and
-// later put in a link: 99999999999999999999 has 20 digits and names no
-// message. The phrase never holds id.
+// are), as ValidSnowflake, saying which part failed. The phrase never
+// holds id.
 func CheckSnowflake(id string) error {
-	if !ValidSnowflake(id) {
+	if !snowflakeDigits(id) {
 		return fmt.Errorf("must be a Discord snowflake: 1 to %d digits 0-9, less than 2^64", MaxSnowflakeLength)
 	}
 	if _, err := strconv.ParseUint(id, 10, 64); err != nil {
@@ -152,8 +151,18 @@ func CheckSnowflake(id string) error {
 }
 
 // ValidSnowflake reports whether id can be a Discord id (a snowflake: an
-// interaction's, a server's, a user's): 1–20 ASCII digits and nothing else.
+// interaction's, a server's, a user's): 1–20 ASCII digits whose value fits
+// in an unsigned 64-bit integer, and nothing else.
 func ValidSnowflake(id string) bool {
+	if !snowflakeDigits(id) {
+		return false
+	}
+	_, err := strconv.ParseUint(id, 10, 64)
+	return err == nil
+}
+
+// snowflakeDigits reports whether id is 1–20 ASCII digits.
+func snowflakeDigits(id string) bool {
 	if id == "" || len(id) > MaxSnowflakeLength {
 		return false
 	}

@@ -150,8 +150,9 @@ func TestValidSnowflake(t *testing.T) {
 	}
 }
 
-// TestCheckSnowflake: a kept Discord id (a fact's source message) must be
-// digits only and fit in 64 bits; the phrase never echoes the id.
+// TestCheckSnowflake: a Discord id (a fact's source message, a claimed
+// interaction, the CLI's GUILD) must be digits only and fit in 64 bits;
+// ValidSnowflake and CheckSnowflake agree, and the phrase never echoes the id.
 func TestCheckSnowflake(t *testing.T) {
 	for _, tt := range []struct {
 		name, in string
@@ -176,6 +177,9 @@ func TestCheckSnowflake(t *testing.T) {
 			err := CheckSnowflake(tt.in)
 			if (err == nil) != tt.ok {
 				t.Fatalf("CheckSnowflake(%q) = %v, want ok=%v", tt.in, err, tt.ok)
+			}
+			if got := ValidSnowflake(tt.in); got != tt.ok {
+				t.Fatalf("ValidSnowflake(%q) = %v, want %v: the two must agree", tt.in, got, tt.ok)
 			}
 			// Shorter ids ("1") are found in any sentence with a digit.
 			if err != nil && len(tt.in) >= 3 && strings.Contains(err.Error(), tt.in) {
