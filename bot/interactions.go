@@ -198,12 +198,14 @@ type claimResult struct {
 // claimFirst claims the interaction before anything acts on it. Answered
 // within claimDeferAfter, the claim decides at once: claimed, serve
 // returns the router's entry point; replayed, the request is refused (409,
-// done); not made, serve answers memoryUnreachable. A command or a click whose claim
-// is slower is deferred (an ephemeral "thinking", the HTTP response, done)
-// and served later through REST once claimed, as a slow reply is; if that
-// claim fails or finds a replay nothing more is sent, since without a
-// claim the deferred reply may be someone else's. An autocomplete cannot
-// be deferred: a slow claim gets no choices.
+// done); not made, serve answers memoryUnreachable. A command, a click or a
+// modal submit whose claim is slower is deferred (an ephemeral "thinking",
+// the HTTP response, done) and served later through REST once claimed, as
+// a slow reply is; if that claim fails or finds a replay nothing more is
+// sent, since without a claim the deferred reply may be someone else's. An
+// autocomplete cannot be deferred: a slow claim gets no choices; nor can a
+// command that answers with a modal (OpensModal): a slow claim gets
+// memoryUnreachable.
 func (e *Endpoint) claimFirst(w http.ResponseWriter, r *http.Request, in *discordgo.Interaction) (serve func(context.Context, Responder), done bool) {
 	result := make(chan claimResult, 1)
 	go func() {
@@ -233,7 +235,11 @@ func (e *Endpoint) claimFirst(w http.ResponseWriter, r *http.Request, in *discor
 		return func(ctx context.Context, resp Responder) { e.Router.Serve(ctx, resp, in) }, false
 	case <-wait.C:
 	}
-	if in.Type != discordgo.InteractionApplicationCommand && in.Type != discordgo.InteractionMessageComponent {
+	deferrable := in.Type == discordgo.InteractionMessageComponent || in.Type == discordgo.InteractionModalSubmit ||
+		in.Type == discordgo.InteractionApplicationCommand && !e.Router.opensModal(in)
+	if !deferrable {
+		// An autocomplete, or a command that answers with a modal:
+		// neither can be deferred.
 		e.Log.Warn("interaction not served: its claim took too long", zap.String("interactionId", in.ID))
 		return unreachable, false
 	}
@@ -272,7 +278,7 @@ func (d *deferredResponder) InteractionRespond(in *discordgo.Interaction, resp *
 	case resp.Type == discordgo.InteractionResponseDeferredChannelMessageWithSource:
 		return nil
 	case resp.Type == discordgo.InteractionResponseChannelMessageWithSource && resp.Data != nil:
-		_, err := d.rest.InteractionResponseEdit(in, &discordgo.WebhookEdit{Content: &resp.Data.Content, AllowedMentions: resp.Data.AllowedMentions}, options...)
+		_, err := d.rest.InteractionResponseEdit(in, asEdit(resp.Data), options...)
 		return err
 	}
 	return d.rest.InteractionRespond(in, resp, options...)
@@ -280,6 +286,12 @@ func (d *deferredResponder) InteractionRespond(in *discordgo.Interaction, resp *
 
 func (d *deferredResponder) InteractionResponseEdit(in *discordgo.Interaction, edit *discordgo.WebhookEdit, options ...discordgo.RequestOption) (*discordgo.Message, error) {
 	return d.rest.InteractionResponseEdit(in, edit, options...)
+}
+
+// asEdit is a message callback's data as the edit of a deferred response:
+// the same content, mentions and files.
+func asEdit(d *discordgo.InteractionResponseData) *discordgo.WebhookEdit {
+	return &discordgo.WebhookEdit{Content: &d.Content, AllowedMentions: d.AllowedMentions, Files: d.Files, Attachments: d.Attachments}
 }
 
 var errNoClaims = errors.New("the endpoint has no claims store")
@@ -379,6 +391,9 @@ var errRequestGone = errors.New("discord closed the interaction request before i
 
 // InteractionRespond hands the first answer to the HTTP response and waits
 // until it is written, so an edit that follows a defer never overtakes it.
+// A reply with files cannot be the JSON the endpoint writes: it is
+// answered with a deferral (ephemeral as the reply is), completed at once
+// by an edit that uploads the files over REST.
 func (h *httpResponder) InteractionRespond(in *discordgo.Interaction, resp *discordgo.InteractionResponse, options ...discordgo.RequestOption) error {
 	h.mu.Lock()
 	used := h.used
@@ -387,12 +402,22 @@ func (h *httpResponder) InteractionRespond(in *discordgo.Interaction, resp *disc
 	if used {
 		return h.rest.InteractionRespond(in, resp, options...)
 	}
+	first := resp
+	withFiles := resp.Type == discordgo.InteractionResponseChannelMessageWithSource && resp.Data != nil && len(resp.Data.Files) > 0
+	if withFiles {
+		first = &discordgo.InteractionResponse{Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Flags: resp.Data.Flags & discordgo.MessageFlagsEphemeral}}
+	}
 	select {
-	case h.first <- resp:
+	case h.first <- first:
 	case <-h.gone:
 		return errRequestGone
 	}
-	return <-h.sent
+	if err := <-h.sent; err != nil || !withFiles {
+		return err
+	}
+	_, err := h.rest.InteractionResponseEdit(in, asEdit(resp.Data), options...)
+	return err
 }
 
 func (h *httpResponder) InteractionResponseEdit(in *discordgo.Interaction, edit *discordgo.WebhookEdit, options ...discordgo.RequestOption) (*discordgo.Message, error) {
@@ -517,8 +542,8 @@ func (r *Router) unreachable(s Responder, in *discordgo.Interaction) {
 	defer r.wg.Done()
 	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.metrics, command: r.commandLabel(in), outcome: OutcomeFailed}
 	switch in.Type {
-	case discordgo.InteractionApplicationCommand, discordgo.InteractionMessageComponent:
-		a.reply(memoryUnreachable)
+	case discordgo.InteractionApplicationCommand, discordgo.InteractionMessageComponent, discordgo.InteractionModalSubmit:
+		a.reply(memoryUnreachable, nil)
 	case discordgo.InteractionApplicationCommandAutocomplete:
 		a.choices(nil)
 	default:

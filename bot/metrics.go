@@ -94,7 +94,7 @@ func (m *Metrics) refusal(reason Refusal) {
 }
 
 // kindOf is the kind label of an interaction the router counts: "command",
-// "autocomplete" or "component"; "" for one it does not count (a PING).
+// "autocomplete", "component" or "modal"; "" for one it does not count (a PING).
 func kindOf(in *discordgo.Interaction) string {
 	switch in.Type {
 	case discordgo.InteractionApplicationCommand:
@@ -103,6 +103,8 @@ func kindOf(in *discordgo.Interaction) string {
 		return "autocomplete"
 	case discordgo.InteractionMessageComponent:
 		return "component"
+	case discordgo.InteractionModalSubmit:
+		return "modal"
 	}
 	return ""
 }

@@ -37,6 +37,12 @@ func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationComman
 	if !ok {
 		return inv, interaction.ErrStale
 	}
+	if commandType(data.CommandType) != commandType(def.Type) {
+		return inv, interaction.ErrStale
+	}
+	if def.Type == discordgo.UserApplicationCommand || def.Type == discordgo.MessageApplicationCommand {
+		return contextMenuTarget(inv, data, def.Type)
+	}
 	opts, declared := data.Options, def.Options
 	if len(opts) == 1 && opts[0] != nil && opts[0].Type == discordgo.ApplicationCommandOptionSubCommand {
 		sub := findOption(declared, opts[0].Name)
@@ -68,6 +74,73 @@ func parseInvocation(in *discordgo.Interaction, def *discordgo.ApplicationComman
 	}
 	inv.Options = interaction.NewOptions(values)
 	return inv, nil
+}
+
+// commandType reads Discord's default: a command without a type is a slash
+// command.
+func commandType(t discordgo.ApplicationCommandType) discordgo.ApplicationCommandType {
+	if t == 0 {
+		return discordgo.ChatApplicationCommand
+	}
+	return t
+}
+
+// contextMenuTarget fills in what a user or message command was invoked on
+// from target_id and the resolved data Discord sends with it. Context menus
+// take no options; one with options, no target or a target missing from
+// the resolved data is not what Discord sends for ours (stale).
+func contextMenuTarget(inv interaction.Invocation, data discordgo.ApplicationCommandInteractionData, typ discordgo.ApplicationCommandType) (interaction.Invocation, error) {
+	inv.Options = interaction.NewOptions(nil)
+	if len(data.Options) > 0 || data.TargetID == "" || data.Resolved == nil {
+		return inv, interaction.ErrStale
+	}
+	inv.TargetID = data.TargetID
+	if typ == discordgo.UserApplicationCommand {
+		u, ok := data.Resolved.Users[data.TargetID]
+		if !ok || u == nil || u.ID != data.TargetID {
+			return inv, interaction.ErrStale
+		}
+		inv.TargetUser = &interaction.User{ID: u.ID, Bot: u.Bot}
+		return inv, nil
+	}
+	m, ok := data.Resolved.Messages[data.TargetID]
+	if !ok || m == nil || m.ID != data.TargetID {
+		return inv, interaction.ErrStale
+	}
+	msg := &interaction.Message{ID: m.ID, ChannelID: m.ChannelID, Webhook: m.WebhookID != "", Content: m.Content}
+	if m.Author != nil {
+		msg.Author = interaction.User{ID: m.Author.ID, Bot: m.Author.Bot}
+	}
+	if msg.ChannelID == "" {
+		// Discord's resolved messages carry their channel; one without
+		// is in the channel the command was invoked in.
+		msg.ChannelID = inv.ChannelID
+	}
+	inv.TargetMessage = msg
+	return inv, nil
+}
+
+// modalValues reads a modal submit's text inputs by custom_id. Anything
+// but a text input (a client may send what it likes) is left out; a
+// custom_id sent twice keeps its first value.
+func modalValues(rows []discordgo.MessageComponent) map[string]any {
+	values := map[string]any{}
+	for _, c := range rows {
+		row, ok := c.(*discordgo.ActionsRow)
+		if !ok || row == nil {
+			continue
+		}
+		for _, in := range row.Components {
+			ti, ok := in.(*discordgo.TextInput)
+			if !ok || ti == nil || ti.CustomID == "" {
+				continue
+			}
+			if _, dup := values[ti.CustomID]; !dup {
+				values[ti.CustomID] = ti.Value
+			}
+		}
+	}
+	return values
 }
 
 func findOption(opts []*discordgo.ApplicationCommandOption, name string) *discordgo.ApplicationCommandOption {

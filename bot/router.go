@@ -1,10 +1,12 @@
 package bot
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,6 +29,9 @@ const (
 	defaultHandlerTimeout = 10 * time.Second
 	// autocompleteTimeout: suggestions cannot be deferred.
 	autocompleteTimeout = 2500 * time.Millisecond
+	// modalTimeout bounds a command that may answer with a modal, which
+	// cannot be deferred either.
+	modalTimeout = 2500 * time.Millisecond
 )
 
 // Responder is the part of discordgo's session the router uses to answer.
@@ -57,17 +62,20 @@ type Config struct {
 // turns the reply or error into Discord's response.
 type Router struct {
 	commands map[string]interaction.Command
-	// components are the declared custom_id prefixes (Command.Components).
-	components map[string]interaction.Handler
-	log        *zap.Logger
-	metrics    *Metrics
+	// components and modals are the declared custom_id prefixes
+	// (Command.Components, Command.Modals).
+	components, modals map[string]interaction.Handler
+	log                *zap.Logger
+	metrics            *Metrics
 
 	// command and suggest serve a parsed invocation; staleCommand and
 	// staleSuggest one whose command or options do not match the
 	// definitions (it still passes the allow-list first, so an unlisted
 	// server hears that it is not served). component serves a button
-	// click through the commands' middleware.
-	command, staleCommand, suggest, staleSuggest, component interaction.Handler
+	// click and modal a modal submit through the commands' middleware;
+	// modalCommand a command that may answer with a modal, through the
+	// same middleware but the deferral.
+	command, staleCommand, suggest, staleSuggest, component, modal, modalCommand interaction.Handler
 
 	answered *answered
 	wg       sync.WaitGroup
@@ -76,10 +84,13 @@ type Router struct {
 // NewRouter routes to commands by path ("name/subcommand") through the
 // middleware: recovery outermost, then the guild allow-list, deferral and
 // the timeout for commands; recovery, the allow-list and a shorter timeout
-// for suggestions. A button click goes through the commands' middleware to
-// the handler its custom_id's prefix names. A component prefix that is not
-// a valid key, declared twice or with a nil handler is a programming error
-// and panics, as a route does in interaction.Mux.
+// for suggestions. A button click or a modal submit goes through the
+// commands' middleware to the handler its custom_id's prefix names. A
+// command that declares OpensModal is never deferred (a modal cannot follow
+// a deferral) and has the suggestions' shorter timeout. A component or modal
+// prefix that is not a valid key, declared twice or with a nil handler, and
+// a command name declared twice, are programming errors and panic, as a
+// route does in interaction.Mux.
 func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Router {
 	if cfg.DeferAfter <= 0 {
 		cfg.DeferAfter = defaultDeferAfter
@@ -88,9 +99,12 @@ func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Ro
 		cfg.HandlerTimeout = defaultHandlerTimeout
 	}
 	r := &Router{commands: map[string]interaction.Command{}, components: map[string]interaction.Handler{},
-		log: log, metrics: cfg.Metrics, answered: newAnswered(maxAnswered, time.Now)}
+		modals: map[string]interaction.Handler{}, log: log, metrics: cfg.Metrics, answered: newAnswered(maxAnswered, time.Now)}
 	handlers, suggestions := interaction.NewMux(), interaction.NewMux()
 	for _, c := range commands {
+		if _, dup := r.commands[c.Definition.Name]; dup {
+			panic(fmt.Sprintf("bot: the command %q is declared twice", c.Definition.Name))
+		}
 		r.commands[c.Definition.Name] = c
 		for sub, h := range c.Handlers {
 			handlers.Handle(interaction.Path(c.Definition.Name, sub), h)
@@ -98,18 +112,8 @@ func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Ro
 		for sub, a := range c.Autocomplete {
 			suggestions.Handle(interaction.Path(c.Definition.Name, sub), interaction.Suggest(a))
 		}
-		for prefix, h := range c.Components {
-			if p, ok := interaction.ComponentPrefix(prefix); !ok || p != prefix {
-				panic(fmt.Sprintf("bot: %s declares the component prefix %q, which no custom_id routes to", c.Definition.Name, prefix))
-			}
-			if h == nil {
-				panic(fmt.Sprintf("bot: %s declares a nil handler for the component prefix %q", c.Definition.Name, prefix))
-			}
-			if _, dup := r.components[prefix]; dup {
-				panic(fmt.Sprintf("bot: the component prefix %q is declared twice", prefix))
-			}
-			r.components[prefix] = h
-		}
+		declarePrefixes(c.Definition.Name, "component", c.Components, r.components)
+		declarePrefixes(c.Definition.Name, "modal", c.Modals, r.modals)
 	}
 	stale := func(context.Context, interaction.Invocation) (interaction.Reply, error) {
 		return interaction.Reply{}, interaction.ErrStale
@@ -126,20 +130,43 @@ func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Ro
 		interaction.DeferAfter(cfg.DeferAfter), interaction.Timeout(cfg.HandlerTimeout)}
 	suggestMW := []interaction.Middleware{interaction.Recover(log), interaction.AllowGuilds(cfg.Guilds),
 		interaction.Timeout(autocompleteTimeout)}
-	component := func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
-		prefix, _ := interaction.ComponentPrefix(inv.CustomID)
-		h, ok := r.components[prefix]
-		if !ok {
-			return interaction.Reply{}, interaction.ErrStale
+	byPrefix := func(declared map[string]interaction.Handler) interaction.Handler {
+		return func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+			prefix, _ := interaction.ComponentPrefix(inv.CustomID)
+			h, ok := declared[prefix]
+			if !ok {
+				return interaction.Reply{}, interaction.ErrStale
+			}
+			return h(ctx, inv)
 		}
-		return h(ctx, inv)
 	}
 	r.command = interaction.Chain(handlers.Serve, commandMW...)
-	r.component = interaction.Chain(component, commandMW...)
+	r.modalCommand = interaction.Chain(handlers.Serve, interaction.Recover(log), interaction.AllowGuilds(cfg.Guilds),
+		interaction.Timeout(modalTimeout))
+	r.component = interaction.Chain(byPrefix(r.components), commandMW...)
+	r.modal = interaction.Chain(byPrefix(r.modals), commandMW...)
 	r.staleCommand = interaction.Chain(stale, commandMW...)
 	r.suggest = interaction.Chain(suggest, suggestMW...)
 	r.staleSuggest = interaction.Chain(stale, suggestMW...)
 	return r
+}
+
+// declarePrefixes adds a command's custom_id prefixes of one kind
+// ("component", "modal") to declared, panicking on a prefix no custom_id
+// routes to, a nil handler or a prefix declared twice.
+func declarePrefixes(command, kind string, prefixes, declared map[string]interaction.Handler) {
+	for prefix, h := range prefixes {
+		if p, ok := interaction.ComponentPrefix(prefix); !ok || p != prefix {
+			panic(fmt.Sprintf("bot: %s declares the %s prefix %q, which no custom_id routes to", command, kind, prefix))
+		}
+		if h == nil {
+			panic(fmt.Sprintf("bot: %s declares a nil handler for the %s prefix %q", command, kind, prefix))
+		}
+		if _, dup := declared[prefix]; dup {
+			panic(fmt.Sprintf("bot: the %s prefix %q is declared twice", kind, prefix))
+		}
+		declared[prefix] = h
+	}
 }
 
 // Definitions returns what to register with Discord.
@@ -199,7 +226,7 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 				a.choices(nil)
 				return
 			}
-			a.reply(genericFailure)
+			a.reply(genericFailure, nil)
 		}
 	}()
 	switch in.Type {
@@ -209,6 +236,8 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 		r.serveSuggest(ctx, a, in)
 	case discordgo.InteractionMessageComponent:
 		r.serveComponent(ctx, a, in)
+	case discordgo.InteractionModalSubmit:
+		r.serveModal(ctx, a, in)
 	case discordgo.InteractionPing:
 		a.respond(&discordgo.InteractionResponse{Type: discordgo.InteractionResponsePong})
 	default:
@@ -232,8 +261,11 @@ func (r *Router) serveCommand(ctx context.Context, a *ack, in *discordgo.Interac
 	inv, ok := r.invocation(in)
 	inv.Defer = a.deferReply
 	h := r.command
-	if !ok {
+	switch {
+	case !ok:
 		h = r.staleCommand
+	case r.opensModal(in):
+		h = r.modalCommand
 	}
 	rep, err := h(ctx, inv)
 	r.answer(a, in, inv, rep, err)
@@ -264,16 +296,49 @@ func (r *Router) serveComponent(ctx context.Context, a *ack, in *discordgo.Inter
 	r.answer(a, in, inv, rep, err)
 }
 
+// opensModal reports whether in is a command declared OpensModal, which
+// nothing may defer.
+func (r *Router) opensModal(in *discordgo.Interaction) bool {
+	if in.Type != discordgo.InteractionApplicationCommand {
+		return false
+	}
+	data, ok := in.Data.(discordgo.ApplicationCommandInteractionData)
+	return ok && r.commands[data.Name].OpensModal
+}
+
+// serveModal answers a modal submit as a click is answered (a new
+// ephemeral reply, deferred when slow). A submit whose custom_id names no
+// declared modal prefix hears the stale sentence.
+func (r *Router) serveModal(ctx context.Context, a *ack, in *discordgo.Interaction) {
+	inv, ok := invoker(in)
+	data, _ := in.Data.(discordgo.ModalSubmitInteractionData)
+	inv.CustomID = data.CustomID
+	inv.Options = interaction.NewOptions(modalValues(data.Components))
+	inv.Defer = a.deferReply
+	h := r.modal
+	if !ok {
+		h = r.staleCommand
+	}
+	rep, err := h(ctx, inv)
+	r.answer(a, in, inv, rep, err)
+}
+
 // answer turns a command's or a click's reply or error into Discord's
 // response, setting the outcome counted.
 func (r *Router) answer(a *ack, in *discordgo.Interaction, inv interaction.Invocation, rep interaction.Reply, err error) {
 	switch {
+	case err == nil && rep.Modal != nil:
+		if !a.modal(rep.Modal) {
+			a.outcome = OutcomeFailed
+			a.reply(genericFailure, nil)
+		}
+		return
 	case err == nil:
-		a.reply(rep.Content)
+		a.reply(rep.Content, rep.Files)
 		return
 	case errors.Is(err, interaction.ErrPanicked):
 		a.outcome = OutcomePanicked // logged by the middleware
-		a.reply(genericFailure)
+		a.reply(genericFailure, nil)
 		return
 	case errors.Is(err, interaction.ErrNotServed):
 		a.outcome = OutcomeNotServed
@@ -286,17 +351,18 @@ func (r *Router) answer(a *ack, in *discordgo.Interaction, inv interaction.Invoc
 	if !ok {
 		a.outcome = OutcomeFailed
 		r.log.Error("command failed", zap.String("interactionId", in.ID), zap.String("command", a.command), zap.String("errorType", fmt.Sprintf("%T", err)))
-		a.reply(genericFailure)
+		a.reply(genericFailure, nil)
 		return
 	}
-	a.reply(ue.Sentence)
+	a.reply(ue.Sentence, nil)
 }
 
 // commandLabel names the interaction's command for metrics: a registered
 // command's name, "unknown" for any other (a name Discord sends is not a
 // closed set); "component:<prefix>" for a click on a declared prefix,
 // "component:unknown" for any other (a custom_id is not a closed set
-// either); "" for interactions that are neither.
+// either); "modal:<prefix>" and "modal:unknown" likewise for a modal submit;
+// "" for interactions that are none of these.
 func (r *Router) commandLabel(in *discordgo.Interaction) string {
 	if in.Type == discordgo.InteractionMessageComponent {
 		data, _ := componentData(in)
@@ -304,6 +370,13 @@ func (r *Router) commandLabel(in *discordgo.Interaction) string {
 			return "component:" + prefix
 		}
 		return "component:unknown"
+	}
+	if in.Type == discordgo.InteractionModalSubmit {
+		data, _ := in.Data.(discordgo.ModalSubmitInteractionData)
+		if prefix, ok := interaction.ComponentPrefix(data.CustomID); ok && r.modals[prefix] != nil {
+			return "modal:" + prefix
+		}
+		return "modal:unknown"
 	}
 	if in.Type != discordgo.InteractionApplicationCommand && in.Type != discordgo.InteractionApplicationCommandAutocomplete {
 		return ""
@@ -414,8 +487,10 @@ func (a *ack) deferReply() {
 	a.deferred = a.done
 }
 
-// reply sends content: a callback, or the edit completing a deferral.
-func (a *ack) reply(content string) {
+// reply sends content and files: a callback, or the edit completing a
+// deferral. Files go as multipart/form-data, each named in attachments by
+// its part's index ("0", "1", …), as Discord requires.
+func (a *ack) reply(content string, files []interaction.File) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	content = Fit(interaction.Neutralize(content), MaxContent)
@@ -423,8 +498,10 @@ func (a *ack) reply(content string) {
 		content = "Done."
 	}
 	none := &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+	parts, attachments := uploads(files)
 	if a.deferred {
-		if _, err := a.s.InteractionResponseEdit(a.in, &discordgo.WebhookEdit{Content: &content, AllowedMentions: none}); err != nil {
+		edit := &discordgo.WebhookEdit{Content: &content, AllowedMentions: none, Files: parts, Attachments: attachments}
+		if _, err := a.s.InteractionResponseEdit(a.in, edit); err != nil {
 			a.log.Warn("editing the deferred reply failed", zap.String("interactionId", a.in.ID), zap.String("error", restError(err)))
 		}
 		return
@@ -434,8 +511,78 @@ func (a *ack) reply(content string) {
 	}
 	a.respond(&discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseChannelMessageWithSource,
-		Data: &discordgo.InteractionResponseData{Content: content, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: none},
+		Data: &discordgo.InteractionResponseData{Content: content, Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: none,
+			Files: parts, Attachments: attachments},
 	})
+}
+
+// uploads turns a reply's files into discordgo's parts and the attachments
+// naming them; nil for none.
+func uploads(files []interaction.File) ([]*discordgo.File, *[]*discordgo.MessageAttachment) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	parts := make([]*discordgo.File, 0, len(files))
+	attachments := make([]*discordgo.MessageAttachment, 0, len(files))
+	for i, f := range files {
+		ct := f.ContentType
+		if ct == "" {
+			ct = "application/octet-stream"
+		}
+		parts = append(parts, &discordgo.File{Name: f.Name, ContentType: ct, Reader: bytes.NewReader(f.Data)})
+		attachments = append(attachments, &discordgo.MessageAttachment{ID: strconv.Itoa(i), Filename: f.Name})
+	}
+	return parts, &attachments
+}
+
+// modal answers with m (callback type 9). It returns false, sending
+// nothing, when Discord would not take it: after a deferral or any other
+// answer, to a modal submit, or with a custom_id no submit could route
+// back (a handler's mistake, logged without the form's text). Title,
+// labels, placeholders and the prefilled values are cut to Discord's
+// limits and neutralised.
+func (a *ack) modal(m *interaction.Modal) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prefix, routable := interaction.ComponentPrefix(m.CustomID)
+	switch {
+	case a.done || a.deferred:
+		a.log.Error("a modal cannot follow another answer", zap.String("interactionId", a.in.ID), zap.String("command", a.command))
+		return false
+	case a.in.Type == discordgo.InteractionModalSubmit:
+		a.log.Error("a modal cannot answer a modal submit", zap.String("interactionId", a.in.ID), zap.String("command", a.command))
+		return false
+	case !routable || len(m.Inputs) == 0 || len(m.Inputs) > interaction.MaxModalInputs:
+		a.log.Error("a modal Discord would refuse", zap.String("interactionId", a.in.ID), zap.String("command", a.command),
+			zap.String("prefix", prefix), zap.Int("inputs", len(m.Inputs)))
+		return false
+	}
+	title := clip(interaction.Neutralize(m.Title), interaction.MaxModalTitle)
+	if title == "" {
+		title = "Clankie"
+	}
+	rows := make([]discordgo.MessageComponent, 0, len(m.Inputs))
+	for _, in := range m.Inputs {
+		limit := in.MaxLength
+		if limit <= 0 || limit > interaction.MaxInputValue {
+			limit = interaction.MaxInputValue
+		}
+		style := discordgo.TextInputShort
+		if in.Style == interaction.TextParagraph {
+			style = discordgo.TextInputParagraph
+		}
+		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{discordgo.TextInput{
+			CustomID: in.CustomID, Label: clip(interaction.Neutralize(in.Label), interaction.MaxInputLabel), Style: style,
+			Placeholder: clip(interaction.Neutralize(in.Placeholder), interaction.MaxInputHolder),
+			Value:       cut(interaction.Neutralize(in.Value), limit), Required: in.Required,
+			MinLength: min(max(in.MinLength, 0), limit), MaxLength: limit,
+		}}})
+	}
+	a.respond(&discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseModal,
+		Data: &discordgo.InteractionResponseData{CustomID: m.CustomID, Title: title, Components: rows},
+	})
+	return a.done
 }
 
 // restError describes a failed Discord call without its request body (which
@@ -453,6 +600,16 @@ func restError(err error) string {
 		return fmt.Sprintf("discord answered %d (code %d)", status, code)
 	}
 	return NetReason(err)
+}
+
+// cut keeps the first n characters of s, with no mark: a prefilled value
+// the person edits before sending.
+func cut(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n])
 }
 
 func clip(s string, n int) string {

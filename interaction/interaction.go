@@ -26,7 +26,22 @@ type User struct {
 	Bot bool
 }
 
-// Invocation is one slash-command, autocomplete or button interaction,
+// Message is the message a message command was invoked on, as Discord
+// resolves it. Content is what someone wrote: it reaches the handler
+// (Discord sends it to a message command without the Message Content
+// intent) and never a log line.
+type Message struct {
+	ID        string
+	ChannelID string
+	Author    User
+	// Webhook is set for a message a webhook posted (its author is not a
+	// person, whatever its bot flag says).
+	Webhook bool
+	Content string
+}
+
+// Invocation is one slash-command, context-menu, autocomplete, button or
+// modal-submit interaction,
 // stripped of the Discord client so handlers can be tested without one.
 type Invocation struct {
 	// ID is the interaction id, unique per invocation and stable across a
@@ -43,13 +58,22 @@ type Invocation struct {
 	Options     Options
 	// Focused names the option being typed, for autocomplete.
 	Focused string
-	// CustomID is a clicked button's whole custom_id ("voice-consent:vs-0123abcd:in"),
-	// empty for a command; Command and Subcommand are empty for a click.
+	// CustomID is a clicked button's or a submitted modal's whole
+	// custom_id ("voice-consent:vs-0123abcd:in"), empty for a command;
+	// Command and Subcommand are empty for a click or a submit.
 	// The router only checked its shape and that its prefix is declared:
 	// Discord sends back whatever a client puts there, so a handler parses
 	// the rest itself and trusts nothing in it (check the clicker's rights
-	// and the state it names as for a command's options).
+	// and the state it names as for a command's options). A modal submit's
+	// text inputs are its Options, strings keyed by each input's custom_id.
 	CustomID string
+	// TargetID is what a context-menu command was invoked on (Discord's
+	// target_id): a user for a user command, a message for a message
+	// command; empty otherwise. TargetUser or TargetMessage is its
+	// resolved data, which the router requires.
+	TargetID      string
+	TargetUser    *User
+	TargetMessage *Message
 	// Defer, when not nil, acknowledges the interaction now and promises
 	// the reply later (Discord drops an interaction not acknowledged within
 	// 3 s). It is safe to call from any goroutine, more than once, and after

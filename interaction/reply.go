@@ -14,6 +14,63 @@ type Reply struct {
 	Content string
 	// Choices are an autocomplete's suggestions; a command's reply has none.
 	Choices []Choice
+	// Modal, when not nil, is the answer instead of a message: Discord
+	// shows it as a form, and its submit comes back as an invocation
+	// routed by its custom_id (Command.Modals). Discord takes a modal only
+	// as the first answer to a command or a click, never after a deferral
+	// and never to a submit, so a command that may answer with one
+	// declares OpensModal (the router then never defers it) and answers
+	// within Discord's 3 s.
+	Modal *Modal
+	// Files are attached to the reply (sent as multipart/form-data).
+	Files []File
+}
+
+// Modal is a form of text inputs (at most five), answered by a submit.
+type Modal struct {
+	// CustomID routes the submit (ComponentPrefix); at most MaxCustomID
+	// characters, ids only: Discord sends it back as the client says.
+	CustomID string
+	Title    string // at most MaxModalTitle characters
+	Inputs   []TextInput
+}
+
+// TextInputStyle is a text input's shape.
+type TextInputStyle int
+
+// The text input styles.
+const (
+	TextShort     TextInputStyle = 1 // one line
+	TextParagraph TextInputStyle = 2 // several lines
+)
+
+// TextInput is one field of a modal; its value comes back in the submit's
+// Options under CustomID.
+type TextInput struct {
+	CustomID    string
+	Label       string // at most MaxInputLabel characters
+	Style       TextInputStyle
+	Required    bool
+	MinLength   int // 0: none
+	MaxLength   int // 0: Discord's MaxInputValue
+	Value       string
+	Placeholder string
+}
+
+// Discord's limits on a modal.
+const (
+	MaxModalTitle  = 45
+	MaxModalInputs = 5
+	MaxInputLabel  = 45
+	MaxInputValue  = 4000
+	MaxInputHolder = 100
+)
+
+// File is an attachment of a reply.
+type File struct {
+	Name        string
+	ContentType string
+	Data        []byte
 }
 
 // Choice is one autocomplete suggestion.
@@ -55,6 +112,18 @@ type Command struct {
 	// way, ephemerally; the message the button is on is never edited.
 	// A prefix is declared by one command only.
 	Components map[string]Handler
+	// Modals reply to the submits of the modals this command's handlers
+	// open, keyed by the custom_id prefix as Components are (a prefix is
+	// declared by one command only, among modals). A submit passes
+	// through the same middleware as a command and is answered the same
+	// way; like a click it carries nothing the handler may trust but the
+	// submitter, the server and the channel Discord names.
+	Modals map[string]Handler
+	// OpensModal says the command's handlers may answer with a Modal. The
+	// router never defers such a command (a modal cannot follow a
+	// deferral), so its handlers must answer within Discord's 3 s:
+	// check and build the form, and leave memory calls to the submit.
+	OpensModal bool
 }
 
 // UserError is a refusal or failure whose message is a sentence for the
