@@ -207,7 +207,7 @@ func (f *Fake) postInteraction(ctx context.Context, endpoint string, in *Interac
 				invalid = &bad
 			}
 		}
-		rep := f.callbackLocked(in, res.Body, &cb, invalid)
+		rep := f.callbackLocked(in, res.Body, nil, &cb, invalid)
 		cb.Status = rep.status
 		if rep.status == http.StatusNoContent {
 			cb.Status = http.StatusOK

@@ -47,6 +47,31 @@ type InteractionSpec struct {
 	// test of a late answer need not slow every other interaction's test;
 	// negative disables it.
 	Deadline time.Duration
+	// TargetUser makes a user command (a context menu, application
+	// command type 2) invoked on this user: data carries target_id and
+	// resolved.users (and resolved.members for a member of the guild), as
+	// Discord sends them. Options are not sent with a context menu.
+	TargetUser string
+	// TargetMessage makes a message command (type 3) invoked on this
+	// message: data carries target_id and resolved.messages, the
+	// message's content included (Discord sends it to a message command
+	// without the Message Content intent). The interaction's channel is
+	// the message's unless ChannelID says otherwise.
+	TargetMessage *TargetMessage
+}
+
+// TargetMessage is the message a message command is invoked on.
+type TargetMessage struct {
+	ID        string // a fresh id when empty
+	ChannelID string // the interaction's channel when empty
+	// AuthorID wrote it; a configured member supplies username and bot
+	// flag, AuthorBot sets the flag for anyone else.
+	AuthorID  string
+	AuthorBot bool
+	// WebhookID marks a message a webhook posted (its author is the
+	// webhook, flagged as a bot).
+	WebhookID string
+	Content   string
 }
 
 // OptionValue is one option the invoker filled in.
@@ -97,10 +122,15 @@ type Callback struct {
 	Flags           discordgo.MessageFlags
 	AllowedMentions *discordgo.MessageAllowedMentions
 	Choices         []*discordgo.ApplicationCommandOptionChoice
-	Raw             json.RawMessage // the request body
-	Status          int             // 204 when accepted
-	Answer          json.RawMessage // the error body when rejected
-	After           time.Duration   // since the interaction was first dispatched
+	// Modal is a type 9 callback's form, as sent.
+	Modal *Modal
+	// Files are the attachments uploaded with the callback
+	// (multipart/form-data), in part order.
+	Files  []File
+	Raw    json.RawMessage // the request body (payload_json for multipart)
+	Status int             // 204 when accepted
+	Answer json.RawMessage // the error body when rejected
+	After  time.Duration   // since the interaction was first dispatched
 }
 
 // Accepted reports whether Discord (the fake) took this callback.
@@ -123,11 +153,14 @@ type Message struct {
 	// nil means the bot sent none (so Discord would parse every mention).
 	AllowedMentions *discordgo.MessageAllowedMentions
 	Components      json.RawMessage
-	Via             string // ViaCallback, ViaEdit or ViaFollowup
-	Edits           int
-	Deleted         bool
-	CreatedAt       time.Time
-	EditedAt        time.Time
+	// Files are the attachments uploaded with the request that last set
+	// them (multipart/form-data).
+	Files     []File
+	Via       string // ViaCallback, ViaEdit or ViaFollowup
+	Edits     int
+	Deleted   bool
+	CreatedAt time.Time
+	EditedAt  time.Time
 }
 
 // Ephemeral reports flag 64.
@@ -150,6 +183,7 @@ type Interaction struct {
 	CustomID  string // a click's custom_id; empty for a command
 
 	f       *Fake
+	spec    InteractionSpec // who, where: a modal's submit comes from the same
 	payload json.RawMessage
 	err     error // set when Interact failed; every wait answers it
 
@@ -334,6 +368,7 @@ func copyMessage(m *Message) Message {
 	c := *m
 	c.Embeds = slices.Clone(m.Embeds)
 	c.Components = slices.Clone(m.Components)
+	c.Files = slices.Clone(m.Files)
 	return c
 }
 
@@ -362,6 +397,21 @@ func (f *Fake) newInteraction(spec InteractionSpec) (*Interaction, error) {
 	if spec.Command == "" {
 		return nil, errors.New("InteractionSpec.Command is required")
 	}
+	cmdType := discordgo.ChatApplicationCommand
+	switch {
+	case spec.TargetUser != "" && spec.TargetMessage != nil:
+		return nil, errors.New("InteractionSpec: a context menu has one target, a user or a message")
+	case spec.TargetUser != "":
+		cmdType = discordgo.UserApplicationCommand
+	case spec.TargetMessage != nil:
+		cmdType = discordgo.MessageApplicationCommand
+		if spec.ChannelID == "" {
+			spec.ChannelID = spec.TargetMessage.ChannelID
+		}
+	}
+	if cmdType != discordgo.ChatApplicationCommand && (spec.Autocomplete || len(spec.Options) > 0 || spec.Subcommand != "") {
+		return nil, errors.New("InteractionSpec: a context menu has no options, subcommands or autocomplete")
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	typ := discordgo.InteractionApplicationCommand
@@ -373,13 +423,13 @@ func (f *Fake) newInteraction(spec InteractionSpec) (*Interaction, error) {
 	gs := f.guilds[spec.GuildID]
 
 	// Command id and scope.
-	data := map[string]any{"name": spec.Command, "type": int(discordgo.ChatApplicationCommand)}
+	data := map[string]any{"name": spec.Command, "type": int(cmdType)}
 	cmdID := spec.CommandID
 	if cmdID == "" {
 		// A guild command shadows a global one of the same name.
 		for _, scope := range []string{spec.GuildID, GlobalScope} {
 			for _, c := range f.commands[scope] {
-				if c.obj["name"] == spec.Command && fmt.Sprint(c.obj["type"]) == "1" {
+				if c.obj["name"] == spec.Command && fmt.Sprint(c.obj["type"]) == strconv.Itoa(int(cmdType)) {
 					cmdID = c.obj["id"].(string)
 					if scope != GlobalScope {
 						data["guild_id"] = scope
@@ -466,6 +516,50 @@ func (f *Fake) newInteraction(spec InteractionSpec) (*Interaction, error) {
 	if len(opts) > 0 {
 		data["options"] = opts
 	}
+	resolveUser := func(id string) {
+		if m, ok := gsMember(gs, id); ok {
+			addResolved("users", id, userWire(m.UserID, m.Username, m.GlobalName, m.Bot))
+			mw := memberWire(m, gs.joinedAt, false)
+			mw.Permissions = strconv.FormatInt(gs.permissions(m.UserID, m.Roles), 10)
+			addResolved("members", id, mw)
+		} else if id != "" {
+			addResolved("users", id, userWire(id, "", "", false))
+		}
+	}
+	switch {
+	case spec.TargetUser != "":
+		data["target_id"] = spec.TargetUser
+		resolveUser(spec.TargetUser)
+	case spec.TargetMessage != nil:
+		tm := *spec.TargetMessage
+		if tm.ID == "" {
+			tm.ID = f.ids.next()
+		}
+		if tm.ChannelID == "" {
+			tm.ChannelID = in.ChannelID
+		}
+		data["target_id"] = tm.ID
+		author := userWire(tm.AuthorID, "", "", tm.AuthorBot)
+		if m, ok := gsMember(gs, tm.AuthorID); ok && tm.WebhookID == "" {
+			author = userWire(m.UserID, m.Username, m.GlobalName, m.Bot || tm.AuthorBot)
+			mw := memberWire(m, gs.joinedAt, false)
+			mw.Permissions = strconv.FormatInt(gs.permissions(m.UserID, m.Roles), 10)
+			addResolved("members", m.UserID, mw)
+		}
+		if tm.WebhookID != "" {
+			author = userWire(tm.WebhookID, "webhook", "", true)
+		}
+		msg := map[string]any{
+			"id": tm.ID, "channel_id": tm.ChannelID, "type": 0, "content": tm.Content, "author": author,
+			"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "edited_timestamp": nil,
+			"tts": false, "mention_everyone": false, "mentions": []any{}, "mention_roles": []any{},
+			"attachments": []any{}, "embeds": []any{}, "pinned": false, "flags": 0, "components": []any{},
+		}
+		if tm.WebhookID != "" {
+			msg["webhook_id"] = tm.WebhookID
+		}
+		addResolved("messages", tm.ID, msg)
+	}
 	if len(resolved) > 0 {
 		data["resolved"] = resolved
 	}
@@ -485,6 +579,7 @@ func (f *Fake) startLocked(typ discordgo.InteractionType, spec InteractionSpec) 
 		GuildID: spec.GuildID,
 		UserID:  spec.UserID,
 		f:       f,
+		spec:    spec,
 		acked:   -1,
 	}
 	switch {

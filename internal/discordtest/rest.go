@@ -118,7 +118,7 @@ func (f *Fake) routes() http.Handler {
 // delay and faults, checks the bot token and writes the JSON answer.
 func (f *Fake) rest(route string, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 4*maxUploadBytes))
 		rec := Request{Method: r.Method, Path: strings.TrimPrefix(r.URL.Path, apiPrefix),
 			Query: r.URL.RawQuery, Route: route, Body: body, At: time.Now()}
 		if !f.sleep(r.Context(), route) {
@@ -138,7 +138,28 @@ func (f *Fake) rest(route string, h handlerFunc) http.Handler {
 			rep = apiError(http.StatusNotFound, 0, "404: Not Found")
 			f.t.Logf("discordtest: unexpected request %s %s", r.Method, r.URL.Path)
 		default:
-			if errs := f.checkRequest(r, route, rec.Path, body); len(errs) > 0 {
+			checked, errs := r.Header, []fieldError(nil)
+			if len(body) > 0 && isMultipart(r.Header) {
+				// The JSON body is the payload_json part, checked as
+				// any JSON body is; the uploads go to the route.
+				var files []File
+				if !acceptsFiles[route] {
+					errs = []fieldError{{[]string{"headers", "Content-Type"}, "CONTENT_TYPE_INVALID", "This route takes no files"}}
+				} else {
+					body, files, errs = readMultipart(r.Header, body)
+				}
+				if len(errs) > 0 {
+					// A body Discord cannot even read as a request:
+					// refused before the route looks at it.
+					rep = formError(errs)
+					break
+				}
+				rec.Body = body
+				checked = r.Header.Clone()
+				checked.Set("Content-Type", "application/json")
+				r = r.WithContext(context.WithValue(r.Context(), filesKey{}, files))
+			}
+			if errs = mergeFieldErrors(errs, f.checkRequest(r, checked, route, rec.Path, body)); len(errs) > 0 {
 				bad := formError(errs)
 				if !checksBodyItself[route] {
 					rep = bad
@@ -178,8 +199,8 @@ func (f *Fake) rest(route string, h handlerFunc) http.Handler {
 // checkRequest applies Discord's header rules, its OpenAPI description's
 // request body schema and, for command overwrites, the documented command
 // rules, so one answer lists every problem as Discord's does.
-func (f *Fake) checkRequest(r *http.Request, route, path string, body []byte) []fieldError {
-	errs := checkHeaders(r.Header, body)
+func (f *Fake) checkRequest(r *http.Request, hdr http.Header, route, path string, body []byte) []fieldError {
+	errs := checkHeaders(hdr, body)
 	if len(errs) > 0 {
 		return errs
 	}

@@ -185,7 +185,7 @@ func (f *Fake) postCallback(r *http.Request, body []byte) reply {
 	// The deadline counts to when the request arrived: checking it against
 	// Discord's description takes the fake time Discord does not charge.
 	cb := Callback{Raw: slices.Clone(json.RawMessage(body)), After: arrivedAt(r).Sub(in.created)}
-	rep := f.callbackLocked(in, body, &cb, invalidReply(r))
+	rep := f.callbackLocked(in, body, uploaded(r), &cb, invalidReply(r))
 	cb.Status = rep.status
 	if rep.body != nil {
 		cb.Answer = mustJSON(rep.body)
@@ -198,7 +198,7 @@ func (f *Fake) postCallback(r *http.Request, body []byte) reply {
 	return rep
 }
 
-func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback, invalid *reply) reply {
+func (f *Fake) callbackLocked(in *Interaction, body []byte, files []File, cb *Callback, invalid *reply) reply {
 	var p callbackBody
 	if err := json.Unmarshal(body, &p); err != nil {
 		return badJSON()
@@ -219,6 +219,7 @@ func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback, invali
 	}
 	cb.AllowedMentions = d.AllowedMentions
 	cb.Choices = d.Choices
+	cb.Files = files
 
 	if in.acked >= 0 {
 		return apiError(http.StatusBadRequest, CodeAlreadyAcknowledged, "Interaction has already been acknowledged.")
@@ -230,9 +231,14 @@ func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback, invali
 		return *invalid
 	}
 	var allowed []discordgo.InteractionResponseType
-	if in.Type == discordgo.InteractionApplicationCommandAutocomplete {
+	switch in.Type {
+	case discordgo.InteractionApplicationCommandAutocomplete:
 		allowed = []discordgo.InteractionResponseType{discordgo.InteractionApplicationCommandAutocompleteResult}
-	} else {
+	case discordgo.InteractionModalSubmit:
+		// A modal cannot answer a modal.
+		allowed = []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource,
+			discordgo.InteractionResponseDeferredChannelMessageWithSource}
+	default:
 		allowed = []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource,
 			discordgo.InteractionResponseDeferredChannelMessageWithSource, discordgo.InteractionResponseModal}
 	}
@@ -246,11 +252,11 @@ func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback, invali
 		if errs := append(validateMessage([]string{"data"}, d), checkMessageFlags([]string{"data"}, d.Flags)...); len(errs) > 0 {
 			return formError(errs)
 		}
-		if d.empty() {
+		if d.empty() && len(files) == 0 {
 			return emptyMessage()
 		}
 		in.original = &Message{ID: f.ids.next(), Content: cb.Content, Embeds: cb.Embeds, Components: slices.Clone(d.Components),
-			Flags: cb.Flags, AllowedMentions: d.AllowedMentions, Via: ViaCallback, CreatedAt: now}
+			Files: files, Flags: cb.Flags, AllowedMentions: d.AllowedMentions, Via: ViaCallback, CreatedAt: now}
 	case discordgo.InteractionResponseDeferredChannelMessageWithSource:
 		if cb.Flags&^discordgo.MessageFlagsEphemeral != 0 {
 			// A deferral only says whether the coming reply is ephemeral.
@@ -263,8 +269,13 @@ func (f *Fake) callbackLocked(in *Interaction, body []byte, cb *Callback, invali
 			return formError(errs)
 		}
 	case discordgo.InteractionResponseModal:
-		if d.CustomID == "" || d.Title == "" {
-			return formError([]fieldError{{[]string{"data"}, "BASE_TYPE_REQUIRED", "custom_id and title are required"}})
+		if len(files) > 0 {
+			return formError([]fieldError{{[]string{"data", "attachments"}, "INTERACTION_RESPONSE_FILES_INVALID", "A modal carries no files."}})
+		}
+		m, errs := validateModal(d)
+		cb.Modal = m
+		if len(errs) > 0 {
+			return formError(errs)
 		}
 	}
 	return noContent()
@@ -354,8 +365,11 @@ func (f *Fake) editMessage(r *http.Request, body []byte) reply {
 	if b.Components != nil {
 		next.Components = slices.Clone(b.Components)
 	}
+	if files := uploaded(r); files != nil {
+		next.Files = files
+	}
 	check := msgBody{Content: &next.Content, Embeds: &next.Embeds, Components: next.Components}
-	if check.empty() {
+	if check.empty() && len(next.Files) == 0 {
 		return emptyMessage()
 	}
 	next.AllowedMentions = b.AllowedMentions
@@ -404,11 +418,12 @@ func (f *Fake) postFollowup(r *http.Request, body []byte) reply {
 	if errs := append(validateMessage(nil, &b), checkMessageFlags(nil, b.Flags)...); len(errs) > 0 {
 		return formError(errs)
 	}
-	if b.empty() {
+	files := uploaded(r)
+	if b.empty() && len(files) == 0 {
 		return emptyMessage()
 	}
 	now := time.Now()
-	m := &Message{AllowedMentions: b.AllowedMentions, Components: slices.Clone(b.Components), Via: ViaFollowup, CreatedAt: now}
+	m := &Message{AllowedMentions: b.AllowedMentions, Components: slices.Clone(b.Components), Files: files, Via: ViaFollowup, CreatedAt: now}
 	if b.Content != nil {
 		m.Content = *b.Content
 	}
