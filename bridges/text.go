@@ -15,6 +15,7 @@ import (
 	"github.com/clankie/clankie/bot"
 	"github.com/clankie/clankie/commands"
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/interaction"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -23,7 +24,9 @@ import (
 // editing; a dead service is reported at once (connection refused).
 const memoryTimeout = 8 * time.Second
 
-// Text is the text bridge: /person-memory over the discord_presence bearer,
+// Text is the text bridge: /person-memory and the context menus ("Remember
+// this", "What Clankie knows", "Remember about them") over the
+// discord_presence bearer,
 // served over the gateway (Bot) or, with DISCORD_INTERACTIONS_ADDR, over
 // HTTP interactions (HTTP); one router either way.
 type Text struct {
@@ -49,7 +52,10 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger, metrics *bot
 		return nil, err
 	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
-	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, commands.PersonMemory(mem, policy, time.Now))
+	// The context menus belong to the text bridge: they write and read
+	// person memory over the same bearer as /person-memory.
+	cmds := append([]interaction.Command{commands.PersonMemory(mem, policy, time.Now)}, commands.ContextMenus(mem, policy, time.Now)...)
+	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, cmds...)
 	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
 	if cfg.InteractionsAddr != "" {
 		// The memory service's claims, shared by every replica, decide
@@ -71,7 +77,7 @@ func (t *Text) Run(ctx context.Context) error {
 	return t.Bot.Run(ctx)
 }
 
-// SyncCommands registers /person-memory once, removes the bridge's commands
+// SyncCommands registers /person-memory and the context menus once, removes the bridge's commands
 // from the scopes it no longer serves (PruneCommands), and returns:
 // `clankie bridge text sync`, for HTTP replicas that leave registration to
 // a separate step and for a move between per-server and global commands.

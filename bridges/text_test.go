@@ -2,6 +2,7 @@ package bridges
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,15 @@ func TestTextBridgeRegistersCommandsOnce(t *testing.T) {
 		t.Fatalf("commands registered globally although DISCORD_GUILD_IDS is set")
 	}
 	cmds := fake.Commands(guildID)
-	if len(cmds) != 1 || cmds[0].Name != "person-memory" {
-		t.Fatalf("registered %v", cmds)
+	names := map[string]discordgo.ApplicationCommandType{}
+	for _, c := range cmds {
+		names[c.Name] = c.Type
+	}
+	want := map[string]discordgo.ApplicationCommandType{"person-memory": discordgo.ChatApplicationCommand,
+		"Remember this": discordgo.MessageApplicationCommand, "What Clankie knows": discordgo.UserApplicationCommand,
+		"Remember about them": discordgo.UserApplicationCommand}
+	if len(cmds) != len(want) || !maps.Equal(names, want) {
+		t.Fatalf("registered %v", names)
 	}
 }
 

@@ -83,6 +83,7 @@ func PersonMemory(mem PeopleMemory, p Policy, now func() time.Time) interaction.
 			subRecall:  inGuild(pm.recall),
 			subMine:    inGuild(pm.mine),
 			subForget:  inGuild(pm.forget),
+			subExport:  inGuild(pm.export),
 		},
 		Autocomplete: map[string]interaction.Autocompleter{
 			subPropose: pm.suggestCorrectable,

@@ -48,6 +48,7 @@ func personMemoryDefinition() *discordgo.ApplicationCommand {
 			recallDefinition(),
 			mineDefinition(),
 			forgetDefinition(),
+			exportDefinition(),
 		},
 	}
 }

@@ -106,15 +106,15 @@ func forgottenReply(invokerID, subjectID, factID string) string {
 
 // factLine is one fact as recall shows it.
 func factLine(f api.Fact, now time.Time) string {
-	return fmt.Sprintf("• %s · %s · %s · %s — %s", code(f.FactID), f.Kind, confidenceWord(f.Confidence),
-		expiryPhrase(f, now), factText(f.Body, maxBodyOnLine))
+	return fmt.Sprintf("• %s · %s · %s · %s%s — %s", code(f.FactID), f.Kind, confidenceWord(f.Confidence),
+		expiryPhrase(f, now), sourceLink(f), factText(f.Body, maxBodyOnLine))
 }
 
 // mineLine is one fact as its subject sees it.
 func mineLine(invokerID string, f api.Fact, now time.Time) string {
-	return fmt.Sprintf("• %s · %s · %s · %s · %s · %s — %s", code(f.FactID), f.Kind, confidenceWord(f.Confidence),
+	return fmt.Sprintf("• %s · %s · %s · %s · %s · %s%s — %s", code(f.FactID), f.Kind, confidenceWord(f.Confidence),
 		visibilityPhrase(f.Visibility), proposerPhrase(invokerID, f.Provenance.ProposerUserID),
-		expiryPhrase(f, now), factText(f.Body, maxBodyOnLine))
+		expiryPhrase(f, now), sourceLink(f), factText(f.Body, maxBodyOnLine))
 }
 
 // who is "you" for the invoker and a mention for anyone else.

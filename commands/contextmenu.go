@@ -1,0 +1,274 @@
+package commands
+
+import (
+	"context"
+	"strings"
+	"time"
+	"unicode/utf16"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/interaction"
+)
+
+// Route prefixes of the context menus' forms, and the custom_ids of their
+// text inputs (what a submit's Options are keyed by).
+const (
+	// prefixRememberMessage: "remember-msg:<channel>:<message>:<author>".
+	prefixRememberMessage = "remember-msg"
+	// prefixRememberUser: "remember-user:<user>".
+	prefixRememberUser = "remember-user"
+
+	inputFact    = "fact"
+	inputKind    = "kind"
+	inputExpires = "expires"
+)
+
+// jumpLinkBase is where a Discord message is shown by its ids.
+const jumpLinkBase = "https://discord.com/channels/"
+
+// contextMenus holds what the context menus share with /person-memory: the
+// same memory, policy and clock, so a fact remembered from a message or a
+// member follows the rules of propose, and what they show is what recall
+// and mine show.
+type contextMenus struct{ pm *personMemory }
+
+// ContextMenus are the text bridge's right-click commands: "Remember this"
+// on a message (a form prefilled with its text; the fact is about its
+// author, visible in its channel, and names the message), "What Clankie
+// knows" on a member (mine on yourself, recall on anyone else) and
+// "Remember about them" on a member (a form proposing a fact about them).
+// The forms' submits are authorised again when they arrive: a custom_id
+// carries ids only, and nothing in it is trusted.
+func ContextMenus(mem PeopleMemory, p Policy, now func() time.Time) []interaction.Command {
+	if now == nil {
+		now = time.Now
+	}
+	cm := &contextMenus{pm: &personMemory{mem: mem, policy: p, now: now}}
+	inGuild := interaction.GuildOnly(sayNoGuild)
+	guildOnly := &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild}
+	return []interaction.Command{
+		{
+			Definition: &discordgo.ApplicationCommand{Name: nameRememberThis, Type: discordgo.MessageApplicationCommand, Contexts: guildOnly},
+			Handlers:   map[string]interaction.Handler{"": inGuild(cm.openRememberMessage)},
+			Modals:     map[string]interaction.Handler{prefixRememberMessage: inGuild(cm.submitRememberMessage)},
+			OpensModal: true,
+		},
+		{
+			Definition: &discordgo.ApplicationCommand{Name: nameWhatClankieKnows, Type: discordgo.UserApplicationCommand, Contexts: guildOnly},
+			Handlers:   map[string]interaction.Handler{"": inGuild(cm.whatClankieKnows)},
+		},
+		{
+			Definition: &discordgo.ApplicationCommand{Name: nameRememberAboutThem, Type: discordgo.UserApplicationCommand, Contexts: guildOnly},
+			Handlers:   map[string]interaction.Handler{"": inGuild(cm.openRememberUser)},
+			Modals:     map[string]interaction.Handler{prefixRememberUser: inGuild(cm.submitRememberUser)},
+			OpensModal: true,
+		},
+	}
+}
+
+// openRememberMessage answers "Remember this" with its form, or a refusal
+// when the fact could not be stored anyway: a bot's or a webhook's message,
+// someone else's without the authority to write about them, a message in
+// another channel than the one Discord says the command was used in. It
+// calls nothing (a form must be the first answer, within 3 s).
+func (cm *contextMenus) openRememberMessage(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	msg := inv.TargetMessage
+	if msg == nil || !api.ValidSnowflake(msg.ID) || !api.ValidSnowflake(msg.Author.ID) || !api.ValidSnowflake(inv.ChannelID) {
+		return interaction.Reply{}, interaction.ErrStale
+	}
+	switch {
+	case msg.Author.Bot || msg.Webhook:
+		return interaction.Reply{}, interaction.UserErrorf(sayBotMessage)
+	case msg.ChannelID != inv.ChannelID:
+		return interaction.Reply{}, interaction.UserErrorf(sayMessageElsewhere)
+	case !cm.pm.policy.mayProposeAbout(inv, msg.Author.ID):
+		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourOwnMessages)
+	}
+	return interaction.Reply{Modal: &interaction.Modal{
+		CustomID: strings.Join([]string{prefixRememberMessage, inv.ChannelID, msg.ID, msg.Author.ID}, ":"),
+		Title:    titleRememberThis,
+		Inputs:   []interaction.TextInput{factInput(prefill(msg.Content)), expiresInput()},
+	}}, nil
+}
+
+// submitRememberMessage stores the submitted (possibly edited) text as a
+// fact about the message's author. Discord does not send the message
+// again, so the ids come from the custom_id, which a client can forge:
+// each must be a snowflake, the channel must be the one Discord says the
+// form was submitted in (so the fact is visible only where the submitter
+// is), and the submitter's authority over the author is checked again.
+func (cm *contextMenus) submitRememberMessage(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	ids, ok := formIDs(inv.CustomID, prefixRememberMessage, 3)
+	if !ok || ids[0] != inv.ChannelID {
+		return interaction.Reply{}, interaction.UserErrorf(sayStaleForm)
+	}
+	messageID, authorID := ids[1], ids[2]
+	if !cm.pm.policy.mayProposeAbout(inv, authorID) {
+		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourOwnMessages)
+	}
+	return cm.propose(ctx, inv, authorID, api.KindPersonFact,
+		api.Visibility{Scope: api.ScopeChannel, ChannelID: inv.ChannelID}, messageID)
+}
+
+// whatClankieKnows shows what mine shows on yourself, and what recall
+// about that member shows here on anyone else: the same handlers.
+func (cm *contextMenus) whatClankieKnows(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	target := inv.TargetUser
+	if target == nil || target.ID == "" {
+		return interaction.Reply{}, interaction.ErrStale
+	}
+	if target.ID == inv.User.ID {
+		return cm.pm.mine(ctx, inv)
+	}
+	inv.Options = interaction.NewOptions(map[string]any{optPerson: *target})
+	return cm.pm.recall(ctx, inv)
+}
+
+// openRememberUser answers "Remember about them" with its form, or the
+// refusal propose would give (a bot; someone else without authority).
+func (cm *contextMenus) openRememberUser(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	target := inv.TargetUser
+	if target == nil || !api.ValidSnowflake(target.ID) {
+		return interaction.Reply{}, interaction.ErrStale
+	}
+	switch {
+	case target.Bot:
+		return interaction.Reply{}, interaction.UserErrorf(sayBotSubject)
+	case !cm.pm.policy.mayProposeAbout(inv, target.ID):
+		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourself)
+	}
+	return interaction.Reply{Modal: &interaction.Modal{
+		CustomID: prefixRememberUser + ":" + target.ID,
+		Title:    titleRememberAboutThem,
+		Inputs: []interaction.TextInput{
+			factInput(""),
+			{CustomID: inputKind, Label: labelKinds, Style: interaction.TextShort, MaxLength: maxExpiresText,
+				Value: string(api.KindPersonFact)},
+			expiresInput(),
+		},
+	}}, nil
+}
+
+// submitRememberUser proposes the submitted fact about the member the
+// custom_id names, with propose's rules checked again for the submitter;
+// an unknown kind is refused and nothing is stored.
+func (cm *contextMenus) submitRememberUser(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	ids, ok := formIDs(inv.CustomID, prefixRememberUser, 1)
+	if !ok {
+		return interaction.Reply{}, interaction.UserErrorf(sayStaleForm)
+	}
+	subjectID := ids[0]
+	if !cm.pm.policy.mayProposeAbout(inv, subjectID) {
+		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourself)
+	}
+	kind := api.KindPersonFact
+	if k := strings.TrimSpace(optionString(inv, inputKind)); k != "" {
+		kind = api.Kind(strings.ToLower(k))
+	}
+	if !api.ValidKind(kind) {
+		return interaction.Reply{}, interaction.UserErrorf(sayUnknownKind)
+	}
+	return cm.propose(ctx, inv, subjectID, kind, api.Visibility{Scope: api.ScopeGuild}, "")
+}
+
+// propose stores a form's fact about subjectID as /person-memory propose
+// does (the same body, expiry and confidence rules, the same idempotency
+// key from the submit's interaction id and the same reply).
+func (cm *contextMenus) propose(ctx context.Context, inv interaction.Invocation, subjectID string, kind api.Kind,
+	vis api.Visibility, sourceMessageID string) (interaction.Reply, error) {
+	body, err := factBody(optionString(inv, inputFact))
+	if err != nil {
+		return interaction.Reply{}, err
+	}
+	now := cm.pm.now()
+	expiresAt, err := parseExpires(optionString(inv, inputExpires), issuedAt(inv.ID, now), now)
+	if err != nil {
+		return interaction.Reply{}, err
+	}
+	confidence, _ := factConfidence("", subjectID == inv.User.ID)
+	req := api.ProposalRequest{
+		SchemaVersion: api.SchemaVersion,
+		ProposalID:    proposalID(inv.ID),
+		Fact: api.FactInput{
+			Subject:    api.Subject{GuildID: inv.GuildID, UserID: subjectID},
+			Kind:       kind,
+			Body:       body,
+			Visibility: vis,
+			Confidence: confidence,
+			ExpiresAt:  expiresAt,
+			Provenance: api.Provenance{
+				SourceEventID:   inv.ID,
+				ProposerUserID:  inv.User.ID,
+				ChannelID:       inv.ChannelID,
+				SourceMessageID: sourceMessageID,
+			},
+		},
+	}
+	resp, err := cm.pm.mem.Propose(ctx, req)
+	if err != nil {
+		return interaction.Reply{}, memoryError(err, writeEffect)
+	}
+	return interaction.Reply{Content: rememberedReply(inv.User.ID, resp, now)}, nil
+}
+
+// formIDs reads "<prefix>:<id>:…" with exactly n ids, each a snowflake;
+// ok is false for anything else (a forged or stale custom_id).
+func formIDs(customID, prefix string, n int) ([]string, bool) {
+	parts := strings.Split(customID, ":")
+	if len(parts) != n+1 || parts[0] != prefix {
+		return nil, false
+	}
+	for _, id := range parts[1:] {
+		if !api.ValidSnowflake(id) {
+			return nil, false
+		}
+	}
+	return parts[1:], true
+}
+
+// factInput is the form's fact: required, at most a fact's length.
+func factInput(value string) interaction.TextInput {
+	return interaction.TextInput{CustomID: inputFact, Label: labelFact, Style: interaction.TextParagraph, Required: true,
+		MinLength: 1, MaxLength: api.MaxFactBody, Value: value}
+}
+
+// expiresInput is the form's optional expiry, read as /person-memory
+// propose's expires option is.
+func expiresInput() interaction.TextInput {
+	return interaction.TextInput{CustomID: inputExpires, Label: labelExpires, Style: interaction.TextShort,
+		MaxLength: maxExpiresText, Placeholder: holderExpires}
+}
+
+// prefill is a message's text cut to a fact's length, so the form opens
+// with a value Discord accepts and the service would store: at most
+// api.MaxFactBody characters, counted as runes (the service) and as UTF-16
+// units (Discord's text inputs), whichever is stricter.
+func prefill(content string) string {
+	units, runes := 0, 0
+	for i, r := range content {
+		units += utf16.RuneLen(r)
+		if runes++; units > api.MaxFactBody || runes > api.MaxFactBody {
+			return content[:i]
+		}
+	}
+	return content
+}
+
+// sourceLink is the jump link of the message a fact was taken from, which
+// recall and mine show before the fact's text (the text may be cut, the
+// link never is); empty for a fact without one or whose ids could not form
+// a link. The channel is the fact's visibility channel, else the one it
+// was proposed in.
+func sourceLink(f api.Fact) string {
+	channel := f.Visibility.ChannelID
+	if channel == "" {
+		channel = f.Provenance.ChannelID
+	}
+	msg := f.Provenance.SourceMessageID
+	if msg == "" || !api.ValidSnowflake(msg) || !api.ValidSnowflake(channel) || !api.ValidSnowflake(f.Subject.GuildID) {
+		return ""
+	}
+	return " · " + jumpLinkBase + f.Subject.GuildID + "/" + channel + "/" + msg
+}
