@@ -267,7 +267,9 @@ func TestContextMenuTargetsAreChecked(t *testing.T) {
 
 // TestModalPrefixesAreCheckedAtConstruction: as component prefixes are.
 func TestModalPrefixesAreCheckedAtConstruction(t *testing.T) {
-	ok := func(context.Context, interaction.Invocation) (interaction.Reply, error) { return interaction.Reply{}, nil }
+	ok := func(context.Context, interaction.Invocation) (interaction.Reply, error) {
+		return interaction.Reply{}, nil
+	}
 	other := &discordgo.ApplicationCommand{Name: "other", Description: "d"}
 	for _, tc := range []struct {
 		name     string
