@@ -42,7 +42,9 @@ func httpOf(fake *discordtest.Fake, endpoint string) deliver {
 		func(ctx context.Context, s discordtest.InteractionSpec) *discordtest.Interaction {
 			return fake.InteractHTTP(ctx, endpoint, s)
 		},
-		func(ctx context.Context, s discordtest.ModalSpec) *discordtest.Interaction { return fake.SubmitHTTP(ctx, endpoint, s) },
+		func(ctx context.Context, s discordtest.ModalSpec) *discordtest.Interaction {
+			return fake.SubmitHTTP(ctx, endpoint, s)
+		},
 	}
 }
 
