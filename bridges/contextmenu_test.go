@@ -18,8 +18,8 @@ const (
 	aliceLink    = "https://discord.com/channels/" + guildID + "/" + textA + "/" + aliceMessage
 )
 
-// menu is a context menu invocation by user in textA on a message or a
-// member.
+// onMessage is "Remember this" by user on author's message in textA;
+// onMember a user command by user in textA on target.
 func onMessage(user, author, content string) discordtest.InteractionSpec {
 	return discordtest.InteractionSpec{GuildID: guildID, UserID: user, Command: "Remember this",
 		TargetMessage: &discordtest.TargetMessage{ID: aliceMessage, ChannelID: textA, AuthorID: author, Content: content}}

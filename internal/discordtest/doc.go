@@ -46,6 +46,21 @@
 // Click and ClickHTTP send a click on one (type 3, its custom_id and
 // message), answered and awaited as a command is.
 //
+// Context menus and modals: InteractionSpec.TargetUser or TargetMessage
+// makes a user or message command (target_id and resolved data, a
+// message's content included). A modal callback (type 9) is checked
+// against Discord's limits (title 1–45, custom_ids ≤ 100 and unique, 1–5
+// action rows of one text input each, labels 1–45, values ≤ 4000 and within
+// max_length, min ≤ max; never in answer to a submit) and kept
+// (Callback.Modal, WaitModal); Submit and SubmitHTTP send a modal submit
+// (type 5), Interaction.SubmitSpec the submit of the modal the bot opened.
+//
+// Uploads: the callback and the webhook message routes take
+// multipart/form-data as Discord does: payload_json (checked as a JSON
+// body) and files[n] parts, each with a filename; every attachments entry
+// must have a string id naming an uploaded part. The files are kept
+// (Callback.Files, Message.Files).
+//
 // Wiring a session to a fake:
 //
 //	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(g))
