@@ -3,10 +3,13 @@ package bot
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,5 +308,50 @@ func TestAModalAfterADeferralIsTheFailureSentence(t *testing.T) {
 	if len(rec.responses) != 1 || rec.responses[0].Type != discordgo.InteractionResponseDeferredChannelMessageWithSource ||
 		len(rec.edits) != 1 || rec.edits[0] != genericFailure {
 		t.Fatalf("responses %+v, edits %q", rec.responses, rec.edits)
+	}
+}
+
+// TestEndpointNeverDefersAModalCommand: a command that opens a modal
+// cannot be deferred, so a claim slower than the deferral gets the
+// unreachable sentence (nothing ran) instead of a deferral no modal could
+// follow; a modal submit, which can be deferred, is deferred as a command.
+func TestEndpointNeverDefersAModalCommand(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	now := time.Unix(1_800_000_000, 0)
+	c := newClaims()
+	c.delay = claimDeferAfter + 200*time.Millisecond
+	var runs atomic.Int32
+	opens := func(context.Context, interaction.Invocation) (interaction.Reply, error) {
+		runs.Add(1)
+		return interaction.Reply{Modal: form("form:1")}, nil
+	}
+	cmd := echo(opens, nil)
+	cmd.OpensModal = true
+	cmd.Modals = map[string]interaction.Handler{"form": func(context.Context, interaction.Invocation) (interaction.Reply, error) {
+		runs.Add(1)
+		return interaction.Reply{Content: "kept"}, nil
+	}}
+	router := NewRouter(zap.NewNop(), Config{}, cmd)
+	t.Cleanup(router.Wait)
+	rest := &recorder{start: time.Now()}
+	e := &Endpoint{Router: router, REST: rest, Key: pub, Claims: c, Log: zap.NewNop(), Now: func() time.Time { return now }}
+
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, signed(t, priv, commandBody("4001", "x", false), now, false))
+	router.Wait()
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"type":4`) || !strings.Contains(w.Body.String(), memoryUnreachable) || runs.Load() != 0 {
+		t.Fatalf("a modal command with a slow claim answered %d %s (ran %d)", w.Code, w.Body.String(), runs.Load())
+	}
+
+	submit := &discordgo.Interaction{ID: "4002", Token: "tok4002", AppID: "app", Type: discordgo.InteractionModalSubmit, GuildID: "g", ChannelID: "c",
+		Member: &discordgo.Member{User: &discordgo.User{ID: "u"}}, Data: discordgo.ModalSubmitInteractionData{CustomID: "form:1"}}
+	body, _ := json.Marshal(submit)
+	w = httptest.NewRecorder()
+	e.ServeHTTP(w, signed(t, priv, string(body), now, false))
+	router.Wait()
+	rest.mu.Lock()
+	defer rest.mu.Unlock()
+	if !strings.Contains(w.Body.String(), `"type":5`) || len(rest.edits) != 1 || rest.edits[0] != "kept" || runs.Load() != 1 {
+		t.Fatalf("a slow-claimed submit answered %s, edits %q (ran %d)", w.Body.String(), rest.edits, runs.Load())
 	}
 }
