@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer, bridge string) *Metrics {
 		Registerer: r,
 		interactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "clankie_bridge_interactions_total",
-			Help: "Interactions answered, by command name (component:<prefix> for a button), kind (command, autocomplete or component) and outcome.",
+			Help: "Interactions answered, by command name (component:<prefix> for a button, modal:<prefix> for a modal submit), kind (command, autocomplete, component or modal) and outcome.",
 		}, []string{"command", "kind", "outcome"}),
 		firstCallback: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "clankie_bridge_first_callback_seconds",
