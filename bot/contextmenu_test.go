@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/bwmarrin/discordgo"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/interaction"
@@ -353,5 +356,31 @@ func TestEndpointNeverDefersAModalCommand(t *testing.T) {
 	defer rest.mu.Unlock()
 	if !strings.Contains(w.Body.String(), `"type":5`) || len(rest.edits) != 1 || rest.edits[0] != "kept" || runs.Load() != 1 {
 		t.Fatalf("a slow-claimed submit answered %s, edits %q (ran %d)", w.Body.String(), rest.edits, runs.Load())
+	}
+}
+
+// TestModalSubmitsAreCounted: a submit is counted under kind "modal",
+// labelled by its declared prefix, or "modal:unknown" for any other (a
+// custom_id is not a closed set).
+func TestModalSubmitsAreCounted(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry(), "text")
+	cmd := echo(nil, nil)
+	cmd.Modals = map[string]interaction.Handler{"form": func(context.Context, interaction.Invocation) (interaction.Reply, error) {
+		return interaction.Reply{Content: "kept"}, nil
+	}}
+	r := NewRouter(zap.NewNop(), Config{Metrics: m}, cmd)
+	for i, customID := range []string{"form:1", "forged:1"} {
+		r.Serve(context.Background(), &recorder{start: time.Now()}, &discordgo.Interaction{ID: strconv.Itoa(i), Type: discordgo.InteractionModalSubmit,
+			GuildID: "g", ChannelID: "c", Member: &discordgo.Member{User: &discordgo.User{ID: "u"}},
+			Data: discordgo.ModalSubmitInteractionData{CustomID: customID}})
+	}
+	for _, want := range []struct {
+		label   string
+		outcome Outcome
+	}{{"modal:form", OutcomeOK}, {"modal:unknown", OutcomeStale}} {
+		var got dto.Metric
+		if err := m.interactions.WithLabelValues(want.label, "modal", string(want.outcome)).Write(&got); err != nil || got.GetCounter().GetValue() != 1 {
+			t.Fatalf("interactions{command=%q,kind=modal,outcome=%q} = %v, %v", want.label, want.outcome, got.GetCounter().GetValue(), err)
+		}
 	}
 }
