@@ -103,7 +103,7 @@ func TestRememberThisEndToEnd(t *testing.T) {
 			modal, got := rememberThis(t, tr.d, onMessage(alice, alice, long), edited)
 			if modal.Title != "Remember this" || len(modal.Inputs) != 2 || modal.Inputs[0].Value != long[:api.MaxFactBody] ||
 				modal.Inputs[0].MaxLength != api.MaxFactBody || modal.Inputs[1].Required ||
-				modal.CustomID != "remember-msg:"+textA+":"+aliceMessage+":"+alice {
+				!strings.HasPrefix(modal.CustomID, "remember-msg:"+aliceMessage+":"+alice+":") || len(modal.CustomID) > 100 {
 				t.Fatalf("modal %+v", modal)
 			}
 			if !strings.HasPrefix(got, "Remembered `") || !strings.Contains(got, "visible only in <#"+textA+">") {
@@ -185,27 +185,43 @@ func TestRememberThisAuthority(t *testing.T) {
 }
 
 // TestForgedFormsDoNothing: a modal submit Discord delivers carries
-// whatever custom_id the client sent; one naming another author without
-// the authority, one with a non-snowflake id, one for another channel and
-// one with an unknown prefix each get a sentence and store nothing.
+// whatever custom_id the client sent. Forms Clankie really opened, then
+// submitted by someone else, from another channel or with an id changed,
+// and ids no form held, each get a sentence and store nothing.
 func TestForgedFormsDoNothing(t *testing.T) {
 	l := newLogs()
 	mem := startMemory(t, l.log)
 	fake := discordtest.New(t, discordtest.WithSpec(discordSpec), discordtest.WithGuilds(testGuild()))
 	startText(t, fake, mem.url, l)
+	// opened is the custom_id of the form Clankie opens for user on a
+	// message by author, without submitting it.
+	opened := func(user, author string) string {
+		ctx := ctxFor(t, 10*time.Second)
+		in := fake.Interact(ctx, onMessage(user, author, "a message"))
+		modal, err := in.WaitModal(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return modal.CustomID
+	}
+	alicesForm, bobsForm := opened(alice, alice), opened(bob, bob)
 	values := []discordtest.ModalValue{{CustomID: "fact", Value: "forged fact"}, {CustomID: "kind", Value: "person-fact"}}
+	const stale = "doesn't match anything I showed you"
 	for _, tc := range []struct {
-		name, customID, says string
+		name, channel, customID, says string
 	}{
-		{"another author", "remember-msg:" + textA + ":" + aliceMessage + ":" + alice, "You can only remember your own messages"},
-		{"another member", "remember-user:" + alice, "You can only propose facts about yourself"},
-		{"a non-snowflake author", "remember-msg:" + textA + ":" + aliceMessage + ":" + bob + "x", "doesn't match anything I showed you"},
-		{"another channel", "remember-msg:" + textB + ":" + aliceMessage + ":" + bob, "doesn't match anything I showed you"},
-		{"an unknown prefix", "remember-all:" + alice, "the command list may be updating"},
+		{"alice's form submitted by bob", textA, alicesForm, stale},
+		{"bob's form naming alice as author", textA, strings.Replace(bobsForm, ":"+bob+":", ":"+alice+":", 1), stale},
+		{"bob's form naming another message", textA, strings.Replace(bobsForm, aliceMessage, "500000000000000099", 1), stale},
+		{"bob's form from another channel", textB, bobsForm, stale},
+		{"ids no form held", textA, "remember-msg:" + aliceMessage + ":" + alice + ":AAAAAAAAAAAAAAAAAAAAAA", stale},
+		{"a member no form held", textA, "remember-user:" + alice + ":AAAAAAAAAAAAAAAAAAAAAA", stale},
+		{"a non-snowflake author", textA, "remember-msg:" + aliceMessage + ":" + bob + "x:AAAAAAAAAAAAAAAAAAAAAA", stale},
+		{"an unknown prefix", textA, "remember-all:" + alice, "the command list may be updating"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := ctxFor(t, 10*time.Second)
-			in := fake.Submit(ctx, discordtest.ModalSpec{GuildID: guildID, ChannelID: textA, UserID: bob, CustomID: tc.customID, Values: values})
+			in := fake.Submit(ctx, discordtest.ModalSpec{GuildID: guildID, ChannelID: tc.channel, UserID: bob, CustomID: tc.customID, Values: values})
 			if got := answer(t, in).Content; !strings.Contains(got, tc.says) {
 				t.Fatalf("answered %q, want %q", got, tc.says)
 			}

@@ -54,7 +54,7 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger, metrics *bot
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	// The context menus belong to the text bridge: they write and read
 	// person memory over the same bearer as /person-memory.
-	cmds := append([]interaction.Command{commands.PersonMemory(mem, policy, time.Now)}, commands.ContextMenus(mem, policy, time.Now)...)
+	cmds := append([]interaction.Command{commands.PersonMemory(mem, policy, time.Now)}, commands.ContextMenus(mem, policy, commands.FormKey(cfg.DiscordToken), time.Now)...)
 	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, cmds...)
 	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
 	if cfg.InteractionsAddr != "" {

@@ -15,9 +15,9 @@ import (
 // Route prefixes of the context menus' forms, and the custom_ids of their
 // text inputs (what a submit's Options are keyed by).
 const (
-	// prefixRememberMessage: "remember-msg:<channel>:<message>:<author>".
+	// prefixRememberMessage: "remember-msg:<message>:<author>:<seal>".
 	prefixRememberMessage = "remember-msg"
-	// prefixRememberUser: "remember-user:<user>".
+	// prefixRememberUser: "remember-user:<user>:<seal>".
 	prefixRememberUser = "remember-user"
 
 	inputFact    = "fact"
@@ -32,7 +32,10 @@ const jumpLinkBase = "https://discord.com/channels/"
 // same memory, policy and clock, so a fact remembered from a message or a
 // member follows the rules of propose, and what they show is what recall
 // and mine show.
-type contextMenus struct{ pm *personMemory }
+type contextMenus struct {
+	pm   *personMemory
+	seal formSeal
+}
 
 // ContextMenus are the text bridge's right-click commands: "Remember this"
 // on a message (a form prefilled with its text; the fact is about its
@@ -40,12 +43,14 @@ type contextMenus struct{ pm *personMemory }
 // knows" on a member (mine on yourself, recall on anyone else) and
 // "Remember about them" on a member (a form proposing a fact about them).
 // The forms' submits are authorised again when they arrive: a custom_id
-// carries ids only, and nothing in it is trusted.
-func ContextMenus(mem PeopleMemory, p Policy, now func() time.Time) []interaction.Command {
+// carries ids only, sealed with formKey (FormKey; a random key when nil)
+// over where and for whom the form was opened, and a submit whose seal
+// does not match is refused.
+func ContextMenus(mem PeopleMemory, p Policy, formKey []byte, now func() time.Time) []interaction.Command {
 	if now == nil {
 		now = time.Now
 	}
-	cm := &contextMenus{pm: &personMemory{mem: mem, policy: p, now: now}}
+	cm := &contextMenus{pm: &personMemory{mem: mem, policy: p, now: now}, seal: newFormSeal(formKey)}
 	inGuild := interaction.GuildOnly(sayNoGuild)
 	guildOnly := &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild}
 	return []interaction.Command{
@@ -87,7 +92,7 @@ func (cm *contextMenus) openRememberMessage(_ context.Context, inv interaction.I
 		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourOwnMessages)
 	}
 	return interaction.Reply{Modal: &interaction.Modal{
-		CustomID: strings.Join([]string{prefixRememberMessage, inv.ChannelID, msg.ID, msg.Author.ID}, ":"),
+		CustomID: cm.formID(inv, prefixRememberMessage, msg.ID, msg.Author.ID),
 		Title:    titleRememberThis,
 		Inputs:   []interaction.TextInput{factInput(prefill(msg.Content)), expiresInput()},
 	}}, nil
@@ -96,15 +101,16 @@ func (cm *contextMenus) openRememberMessage(_ context.Context, inv interaction.I
 // submitRememberMessage stores the submitted (possibly edited) text as a
 // fact about the message's author. Discord does not send the message
 // again, so the ids come from the custom_id, which a client can forge:
-// each must be a snowflake, the channel must be the one Discord says the
-// form was submitted in (so the fact is visible only where the submitter
-// is), and the submitter's authority over the author is checked again.
+// its seal must match the ids and the server, channel and member Discord
+// says the form was submitted by (so the fact names a message Clankie put
+// in this member's form here, and is visible only in its channel), and the
+// submitter's authority over the author is checked again.
 func (cm *contextMenus) submitRememberMessage(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
-	ids, ok := formIDs(inv.CustomID, prefixRememberMessage, 3)
-	if !ok || ids[0] != inv.ChannelID {
+	ids, ok := cm.formIDs(inv, prefixRememberMessage, 2)
+	if !ok {
 		return interaction.Reply{}, interaction.UserErrorf(sayStaleForm)
 	}
-	messageID, authorID := ids[1], ids[2]
+	messageID, authorID := ids[0], ids[1]
 	if !cm.pm.policy.mayProposeAbout(inv, authorID) {
 		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourOwnMessages)
 	}
@@ -140,7 +146,7 @@ func (cm *contextMenus) openRememberUser(_ context.Context, inv interaction.Invo
 		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourself)
 	}
 	return interaction.Reply{Modal: &interaction.Modal{
-		CustomID: prefixRememberUser + ":" + target.ID,
+		CustomID: cm.formID(inv, prefixRememberUser, target.ID),
 		Title:    titleRememberAboutThem,
 		Inputs: []interaction.TextInput{
 			factInput(""),
@@ -155,7 +161,7 @@ func (cm *contextMenus) openRememberUser(_ context.Context, inv interaction.Invo
 // custom_id names, with propose's rules checked again for the submitter;
 // an unknown kind is refused and nothing is stored.
 func (cm *contextMenus) submitRememberUser(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
-	ids, ok := formIDs(inv.CustomID, prefixRememberUser, 1)
+	ids, ok := cm.formIDs(inv, prefixRememberUser, 1)
 	if !ok {
 		return interaction.Reply{}, interaction.UserErrorf(sayStaleForm)
 	}
@@ -213,19 +219,33 @@ func (cm *contextMenus) propose(ctx context.Context, inv interaction.Invocation,
 	return interaction.Reply{Content: rememberedReply(inv.User.ID, resp, now)}, nil
 }
 
-// formIDs reads "<prefix>:<id>:…" with exactly n ids, each a snowflake;
-// ok is false for anything else (a forged or stale custom_id).
-func formIDs(customID, prefix string, n int) ([]string, bool) {
-	parts := strings.Split(customID, ":")
-	if len(parts) != n+1 || parts[0] != prefix {
+// formID is a form's custom_id, "<prefix>:<id>:…:<seal>", sealed over the
+// ids and where and by whom the form is opened.
+func (cm *contextMenus) formID(inv interaction.Invocation, prefix string, ids ...string) string {
+	return strings.Join(append(append([]string{prefix}, ids...), cm.seal.tag(sealed(inv, prefix, ids)...)), ":")
+}
+
+// formIDs reads a submit's "<prefix>:<id>:…:<seal>" with exactly n ids,
+// each a snowflake, sealed for the server, channel and member Discord says
+// submitted it; ok is false for anything else (a forged custom_id, a form
+// opened by someone else or elsewhere, or one signed with a retired key).
+func (cm *contextMenus) formIDs(inv interaction.Invocation, prefix string, n int) ([]string, bool) {
+	parts := strings.Split(inv.CustomID, ":")
+	if len(parts) != n+2 || parts[0] != prefix {
 		return nil, false
 	}
-	for _, id := range parts[1:] {
+	ids := parts[1 : n+1]
+	for _, id := range ids {
 		if !api.ValidSnowflake(id) {
 			return nil, false
 		}
 	}
-	return parts[1:], true
+	return ids, cm.seal.valid(parts[n+1], sealed(inv, prefix, ids)...)
+}
+
+// sealed lists what a form's seal covers.
+func sealed(inv interaction.Invocation, prefix string, ids []string) []string {
+	return append([]string{prefix, inv.GuildID, inv.ChannelID, inv.User.ID}, ids...)
 }
 
 // factInput is the form's fact: required, at most a fact's length.

@@ -20,11 +20,14 @@ const (
 	otherChan   = "200000000000000099"
 )
 
+// testFormKey seals the forms menus opens and form builds.
+const testFormKey = "test form key"
+
 // menus returns the context menus by name over mem, with testRole as the
 // memory role.
 func menus(mem *fakeMemory) map[string]interaction.Command {
 	out := map[string]interaction.Command{}
-	for _, c := range ContextMenus(mem, Policy{MemoryRoleIDs: []string{testRole}}, fixedNow) {
+	for _, c := range ContextMenus(mem, Policy{MemoryRoleIDs: []string{testRole}}, []byte(testFormKey), fixedNow) {
 		out[c.Definition.Name] = c
 	}
 	return out
@@ -41,6 +44,13 @@ func onMessage(author interaction.User, channel, content string) interaction.Inv
 func onUser(name string, target interaction.User) interaction.Invocation {
 	return interaction.Invocation{ID: testInterID, GuildID: testGuild, ChannelID: testChannel, User: interaction.User{ID: testInvoker},
 		Command: name, TargetID: target.ID, TargetUser: &target}
+}
+
+// form is the custom_id of a form with ids that Clankie opened for
+// testInvoker in testChannel, as its handler seals it.
+func form(prefix string, ids ...string) string {
+	cm := contextMenus{seal: newFormSeal([]byte(testFormKey))}
+	return cm.formID(submit("", nil), prefix, ids...)
 }
 
 // submit is testInvoker submitting a form with customID and values.
@@ -78,7 +88,7 @@ func TestRememberThisOpensAFormPrefilledWithTheMessage(t *testing.T) {
 				t.Fatal(err)
 			}
 			m := rep.Modal
-			if m == nil || m.Title != "Remember this" || m.CustomID != "remember-msg:"+testChannel+":"+testMessage+":"+testAuthor ||
+			if m == nil || m.Title != "Remember this" || m.CustomID != form(prefixRememberMessage, testMessage, testAuthor) ||
 				len(m.Inputs) != 2 {
 				t.Fatalf("reply %+v", rep)
 			}
@@ -139,7 +149,7 @@ func TestRememberThisRefusesWhatCouldNotBeStored(t *testing.T) {
 
 func TestRememberThisSubmitStoresAFactAboutTheAuthor(t *testing.T) {
 	mem := &fakeMemory{}
-	inv := submit("remember-msg:"+testChannel+":"+testMessage+":"+testInvoker,
+	inv := submit(form(prefixRememberMessage, testMessage, testInvoker),
 		map[string]any{inputFact: "  I like green tea, edited  ", inputExpires: "7d"})
 	rep, err := menus(mem)[nameRememberThis].Modals[prefixRememberMessage](context.Background(), inv)
 	if err != nil {
@@ -162,7 +172,7 @@ func TestRememberThisSubmitStoresAFactAboutTheAuthor(t *testing.T) {
 	}
 	t.Run("about someone else with the role", func(t *testing.T) {
 		mem := &fakeMemory{}
-		inv := submit("remember-msg:"+testChannel+":"+testMessage+":"+testAuthor, map[string]any{inputFact: "plays chess"})
+		inv := submit(form(prefixRememberMessage, testMessage, testAuthor), map[string]any{inputFact: "plays chess"})
 		inv.RoleIDs = []string{testRole}
 		if _, err := menus(mem)[nameRememberThis].Modals[prefixRememberMessage](context.Background(), inv); err != nil {
 			t.Fatal(err)
@@ -175,26 +185,42 @@ func TestRememberThisSubmitStoresAFactAboutTheAuthor(t *testing.T) {
 }
 
 // TestForgedFormsStoreNothing: a custom_id is whatever a client sends, so
-// every submit is checked again: ids must be snowflakes, the channel the
-// one Discord names, and the submitter must have authority over the
-// subject; anything else is a sentence and no call to memory.
+// every submit is checked again: its seal must cover its ids and the
+// server, channel and member Discord names, its ids must be snowflakes,
+// and the submitter must have authority over the subject; anything else
+// is a sentence and no call to memory.
 func TestForgedFormsStoreNothing(t *testing.T) {
 	values := map[string]any{inputFact: "forged", inputKind: "person-fact"}
+	sealedFor := func(guild, channel, user, prefix string, ids ...string) string {
+		cm := contextMenus{seal: newFormSeal([]byte(testFormKey))}
+		return cm.formID(interaction.Invocation{GuildID: guild, ChannelID: channel, User: interaction.User{ID: user}}, prefix, ids...)
+	}
+	mine := form(prefixRememberMessage, testMessage, testInvoker)
+	otherKey := contextMenus{seal: newFormSeal([]byte("another key"))}
 	for _, tc := range []struct {
 		name, menu, prefix, customID, says string
 	}{
-		{"someone else as author", nameRememberThis, prefixRememberMessage,
-			"remember-msg:" + testChannel + ":" + testMessage + ":" + testAuthor, sayOnlyYourOwnMessages},
-		{"another channel", nameRememberThis, prefixRememberMessage,
-			"remember-msg:" + otherChan + ":" + testMessage + ":" + testInvoker, sayStaleForm},
-		{"a non-snowflake author", nameRememberThis, prefixRememberMessage,
-			"remember-msg:" + testChannel + ":" + testMessage + ":<@" + testInvoker + ">", sayStaleForm},
-		{"a missing id", nameRememberThis, prefixRememberMessage, "remember-msg:" + testChannel + ":" + testMessage, sayStaleForm},
-		{"an extra id", nameRememberThis, prefixRememberMessage,
-			"remember-msg:" + testChannel + ":" + testMessage + ":" + testInvoker + ":1", sayStaleForm},
-		{"someone else as subject", nameRememberAboutThem, prefixRememberUser, "remember-user:" + testAuthor, sayOnlyYourself},
-		{"a non-snowflake subject", nameRememberAboutThem, prefixRememberUser, "remember-user:everyone", sayStaleForm},
-		{"another prefix", nameRememberAboutThem, prefixRememberUser, "remember-msg:" + testInvoker, sayStaleForm},
+		{"someone else as author", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testMessage, testAuthor),
+			sayOnlyYourOwnMessages},
+		{"opened in another channel", nameRememberThis, prefixRememberMessage,
+			sealedFor(testGuild, otherChan, testInvoker, prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+		{"opened by another member", nameRememberThis, prefixRememberMessage,
+			sealedFor(testGuild, testChannel, testAuthor, prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+		{"opened in another server", nameRememberThis, prefixRememberMessage,
+			sealedFor("100000000000000042", testChannel, testInvoker, prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+		{"signed with another key", nameRememberThis, prefixRememberMessage,
+			otherKey.formID(submit("", nil), prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+		{"another message under the seal", nameRememberThis, prefixRememberMessage,
+			strings.Replace(mine, testMessage, "700000000000000008", 1), sayStaleForm},
+		{"no seal", nameRememberThis, prefixRememberMessage, "remember-msg:" + testMessage + ":" + testInvoker, sayStaleForm},
+		{"a non-snowflake author", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testMessage, "<@"+testInvoker+">"),
+			sayStaleForm},
+		{"a missing id", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testMessage), sayStaleForm},
+		{"an extra id", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testChannel, testMessage, testInvoker),
+			sayStaleForm},
+		{"someone else as subject", nameRememberAboutThem, prefixRememberUser, form(prefixRememberUser, testAuthor), sayOnlyYourself},
+		{"a non-snowflake subject", nameRememberAboutThem, prefixRememberUser, form(prefixRememberUser, "everyone"), sayStaleForm},
+		{"another prefix", nameRememberAboutThem, prefixRememberUser, form(prefixRememberMessage, testInvoker), sayStaleForm},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := &fakeMemory{}
@@ -214,7 +240,7 @@ func TestRememberAboutThem(t *testing.T) {
 			t.Fatalf("reply %+v, %v", rep, err)
 		}
 		m := rep.Modal
-		if m.CustomID != "remember-user:"+testInvoker || m.Title != "Remember about them" || len(m.Inputs) != 3 ||
+		if m.CustomID != form(prefixRememberUser, testInvoker) || m.Title != "Remember about them" || len(m.Inputs) != 3 ||
 			m.Inputs[1].CustomID != inputKind || m.Inputs[1].Label != labelKinds || m.Inputs[1].Value != string(api.KindPersonFact) || mem.calls() != 0 {
 			t.Fatalf("modal %+v", m)
 		}
@@ -237,14 +263,14 @@ func TestRememberAboutThem(t *testing.T) {
 	t.Run("an unknown kind is refused and nothing stored", func(t *testing.T) {
 		mem := &fakeMemory{}
 		_, err := menus(mem)[nameRememberAboutThem].Modals[prefixRememberUser](context.Background(),
-			submit("remember-user:"+testInvoker, map[string]any{inputFact: "likes tea", inputKind: "secret"}))
+			submit(form(prefixRememberUser, testInvoker), map[string]any{inputFact: "likes tea", inputKind: "secret"}))
 		if sentenceOf(t, err) != sayUnknownKind || mem.calls() != 0 {
 			t.Fatalf("%v, %d calls", err, mem.calls())
 		}
 	})
 	t.Run("a known kind is stored about them, visible in the server", func(t *testing.T) {
 		mem := &fakeMemory{}
-		inv := submit("remember-user:"+testAuthor, map[string]any{inputFact: "likes tea", inputKind: " Preference "})
+		inv := submit(form(prefixRememberUser, testAuthor), map[string]any{inputFact: "likes tea", inputKind: " Preference "})
 		inv.RoleIDs = []string{testRole}
 		if _, err := menus(mem)[nameRememberAboutThem].Modals[prefixRememberUser](context.Background(), inv); err != nil {
 			t.Fatal(err)
@@ -358,7 +384,7 @@ func TestRecallAndMineShowTheSourceMessage(t *testing.T) {
 // TestContextMenusFitDiscord: names 1–32 characters, no description or
 // options; titles and labels at most 45; the kind label names every kind.
 func TestContextMenusFitDiscord(t *testing.T) {
-	for _, c := range ContextMenus(&fakeMemory{}, Policy{}, nil) {
+	for _, c := range ContextMenus(&fakeMemory{}, Policy{}, nil, nil) {
 		d := c.Definition
 		if n := utf8.RuneCountInString(d.Name); n < 1 || n > 32 || d.Description != "" || len(d.Options) != 0 ||
 			(d.Type != discordgo.UserApplicationCommand && d.Type != discordgo.MessageApplicationCommand) || c.Handlers[""] == nil {
