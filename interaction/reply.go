@@ -77,7 +77,9 @@ func AsUserError(err error) (*UserError, bool) {
 	return ue, ok
 }
 
-// Sentences of the middleware and the mux.
+// Sentences of the middleware and the mux, in English. The transport
+// recognises ErrStale and ErrNotServed and shows the catalog's sentence
+// in the invoker's language instead (lang.Stale, lang.NotServed).
 const (
 	// StaleSentence: the command or its options are not what this process
 	// registered (Discord may still hold an older registration).
