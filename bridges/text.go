@@ -15,6 +15,7 @@ import (
 	"github.com/clankie/clankie/bot"
 	"github.com/clankie/clankie/commands"
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -48,8 +49,12 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger, metrics *bot
 	if err != nil {
 		return nil, err
 	}
+	cat, err := lang.Load()
+	if err != nil {
+		return nil, err
+	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
-	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, commands.PersonMemory(mem, policy, time.Now))
+	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics, Catalog: cat}, commands.PersonMemory(mem, policy, time.Now, cat))
 	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
 	if cfg.InteractionsAddr != "" {
 		// The memory service's claims, shared by every replica, decide
