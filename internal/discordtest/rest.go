@@ -189,7 +189,7 @@ func (f *Fake) checkRequest(r *http.Request, route, path string, body []byte) []
 	if len(errs) > 0 && (route == RouteOverwriteGlobalCommands || route == RouteOverwriteGuildCommands) {
 		var ins []cmdIn
 		if json.Unmarshal(body, &ins) == nil {
-			errs = mergeFieldErrors(errs, validateCommands(ins))
+			errs = mergeFieldErrors(errs, validateCommands(ins, f.locales()))
 		}
 	}
 	return errs
