@@ -3,7 +3,6 @@ package interaction
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/bwmarrin/discordgo"
 )
@@ -63,12 +62,6 @@ type Command struct {
 type UserError struct{ Sentence string }
 
 func (e *UserError) Error() string { return e.Sentence }
-
-// UserErrorf returns a UserError whose sentence is formatted as fmt.Sprintf
-// does.
-func UserErrorf(format string, args ...any) error {
-	return &UserError{Sentence: fmt.Sprintf(format, args...)}
-}
 
 // AsUserError returns the UserError in err, and whether there is one.
 func AsUserError(err error) (*UserError, bool) {

@@ -63,8 +63,6 @@ type Catalog struct {
 	matcher  language.Matcher
 	tags     []language.Tag
 	printers map[language.Tag]*Printer
-	// english are the English messages by id, for Has.
-	english map[ID]bool
 }
 
 // Load parses the embedded message files. An error is a broken message
@@ -75,19 +73,18 @@ func Load() (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lang: read message files: %w", err)
 	}
-	c := &Catalog{bundle: b, printers: map[language.Tag]*Printer{}, english: map[ID]bool{}}
+	c := &Catalog{bundle: b, printers: map[language.Tag]*Printer{}}
+	english := 0
 	for _, e := range entries {
 		f, err := b.LoadMessageFileFS(messageFiles, path.Join("messages", e.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("lang: %s: %w", e.Name(), err)
 		}
 		if f.Tag == language.English {
-			for _, m := range f.Messages {
-				c.english[ID(m.ID)] = true
-			}
+			english = len(f.Messages)
 		}
 	}
-	if len(c.english) == 0 {
+	if english == 0 {
 		return nil, fmt.Errorf("lang: no English messages")
 	}
 	// The bundle's first tag is English, which the matcher answers when
@@ -117,9 +114,6 @@ func (c *Catalog) Printer(locale string) *Printer {
 
 // English is the printer of the default language.
 func (c *Catalog) English() *Printer { return c.printers[language.English] }
-
-// Has reports whether id is a message.
-func (c *Catalog) Has(id ID) bool { return c.english[id] }
 
 // Localizations returns id rendered in each of Locales, for a command's
 // name_localizations or description_localizations.
