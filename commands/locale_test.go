@@ -2,6 +2,9 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -171,5 +174,51 @@ func TestVoiceJoinAnswersInTheInvokersLanguage(t *testing.T) {
 	budget := voiceSentence(testCatalog(t).Printer("pt-BR"), &voiceapi.BudgetSpentError{Budget: time.Hour, ResetsAt: time.Unix(1796256000, 0)})
 	if ue, _ := interaction.AsUserError(budget); ue == nil || ue.Sentence != "O tempo de voz deste servidor para hoje (1h) acabou. Ele zera às 00:00 UTC (<t:1796256000:R>)." {
 		t.Fatalf("budget %v", budget)
+	}
+}
+
+// The catalog's command keys ("cmd.…") are exactly those the two
+// definitions derive: a renamed option or choice cannot leave its
+// translations behind, nor go without them.
+func TestCatalogCommandKeysAreTheDefinitions(t *testing.T) {
+	b, err := os.ReadFile("../lang/messages/en.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var en map[string]any
+	if err := json.Unmarshal(b, &en); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for k := range en {
+		if strings.HasPrefix(k, "cmd.") {
+			want[k] = true
+		}
+	}
+	got := map[string]bool{}
+	var walk func(key string, opts []*discordgo.ApplicationCommandOption)
+	walk = func(key string, opts []*discordgo.ApplicationCommandOption) {
+		got[key+".name"], got[key+".description"] = true, true
+		for _, o := range opts {
+			k := key + "." + o.Name
+			for _, c := range o.Choices {
+				got[string(lang.ChoiceID(k, fmt.Sprint(c.Value)))] = true
+			}
+			walk(k, o.Options)
+		}
+	}
+	cat := testCatalog(t)
+	for _, def := range []*discordgo.ApplicationCommand{PersonMemory(&fakeMemory{}, Policy{}, fixedNow, cat).Definition, Voice(noVoice{}, VoicePolicy{}, cat).Definition} {
+		walk("cmd."+def.Name, def.Options)
+	}
+	for k := range want {
+		if !got[k] {
+			t.Errorf("en.json has %s, which no definition uses", k)
+		}
+	}
+	for k := range got {
+		if !want[k] {
+			t.Errorf("a definition uses %s, which en.json lacks", k)
+		}
 	}
 }
