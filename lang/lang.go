@@ -28,7 +28,10 @@
 //
 // Slash commands are localized from keys derived from their path
 // ("cmd.<command>[.<subcommand>][.<option>]" + ".name" or ".description",
-// and ".choice.<value>" for a choice), filled in by Catalog.Command.
+// and ".choice.<value>" for a choice), filled in by Catalog.Command; a
+// context-menu command's name from "cmd.<its name>.name" alone (its name
+// may hold spaces and capitals; its translations only have to be 1–32
+// characters).
 package lang
 
 import (
@@ -116,11 +119,17 @@ func (c *Catalog) Printer(locale string) *Printer {
 func (c *Catalog) English() *Printer { return c.printers[language.English] }
 
 // Localizations returns id rendered in each of Locales, for a command's
-// name_localizations or description_localizations.
+// name_localizations or description_localizations; nil when id is no
+// message.
 func (c *Catalog) Localizations(id ID) *map[discordgo.Locale]string {
 	out := make(map[discordgo.Locale]string, len(Locales()))
 	for _, l := range Locales() {
-		out[l] = c.Printer(string(l)).Say(id, nil)
+		if s := c.Printer(string(l)).text(id); s != "" {
+			out[l] = s
+		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return &out
 }
@@ -128,14 +137,19 @@ func (c *Catalog) Localizations(id ID) *map[discordgo.Locale]string {
 // Command fills in a slash command's descriptions (English, from the
 // catalog) and the localizations of its name, description, options (to
 // any depth) and choices, from the keys its path derives
-// ("cmd.voice.consent.action.description"). It returns def, so a
-// definition is written as c.Command(&discordgo.ApplicationCommand{…}).
-// A missing English key leaves a description empty, which Discord refuses
-// at registration, and a test of each command catches first.
+// ("cmd.voice.consent.action.description"). A context-menu command (a
+// user or message command) has a name and nothing else: only its name is
+// localized ("cmd.<name>.name"). It returns def, so a definition is
+// written as c.Command(&discordgo.ApplicationCommand{…}). A missing
+// English key leaves a description empty, which Discord refuses at
+// registration, and a test of each command catches first.
 func (c *Catalog) Command(def *discordgo.ApplicationCommand) *discordgo.ApplicationCommand {
 	key := "cmd." + def.Name
-	def.Description = c.English().Say(ID(key+".description"), nil)
 	def.NameLocalizations = c.Localizations(ID(key + ".name"))
+	if def.Type == discordgo.UserApplicationCommand || def.Type == discordgo.MessageApplicationCommand {
+		return def
+	}
+	def.Description = c.English().text(ID(key + ".description"))
 	def.DescriptionLocalizations = c.Localizations(ID(key + ".description"))
 	c.options(key, def.Options)
 	return def
@@ -144,15 +158,25 @@ func (c *Catalog) Command(def *discordgo.ApplicationCommand) *discordgo.Applicat
 func (c *Catalog) options(parent string, opts []*discordgo.ApplicationCommandOption) {
 	for _, o := range opts {
 		key := parent + "." + o.Name
-		o.Description = c.English().Say(ID(key+".description"), nil)
-		nl, dl := c.Localizations(ID(key+".name")), c.Localizations(ID(key+".description"))
-		o.NameLocalizations, o.DescriptionLocalizations = *nl, *dl
+		o.Description = c.English().text(ID(key + ".description"))
+		o.NameLocalizations = deref(c.Localizations(ID(key + ".name")))
+		o.DescriptionLocalizations = deref(c.Localizations(ID(key + ".description")))
 		for _, ch := range o.Choices {
-			ch.Name = c.English().Say(ChoiceID(key, fmt.Sprint(ch.Value)), nil)
-			ch.NameLocalizations = *c.Localizations(ChoiceID(key, fmt.Sprint(ch.Value)))
+			id := ChoiceID(key, fmt.Sprint(ch.Value))
+			if name := c.English().text(id); name != "" {
+				ch.Name = name
+			}
+			ch.NameLocalizations = deref(c.Localizations(id))
 		}
 		c.options(key, o.Options)
 	}
+}
+
+func deref(m *map[discordgo.Locale]string) map[discordgo.Locale]string {
+	if m == nil {
+		return nil
+	}
+	return *m
 }
 
 // ChoiceID is the key of a choice's name: the option's key (without
@@ -193,6 +217,12 @@ func (p *Printer) Render(m Msg) string {
 		args[k] = v
 	}
 	return p.Say(m.ID, args)
+}
+
+// text is a message without fields, "" when id is no message.
+func (p *Printer) text(id ID) string {
+	s, _ := p.loc.Localize(&i18n.LocalizeConfig{MessageID: string(id)})
+	return s
 }
 
 func (p *Printer) render(id ID, args Args, count any) string {

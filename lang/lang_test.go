@@ -335,3 +335,23 @@ func TestCommandLocalizesEveryLevel(t *testing.T) {
 		t.Errorf("choice: %q %v", ch.Name, ch.NameLocalizations)
 	}
 }
+
+// A context-menu command gets its name's localizations only (Discord
+// refuses a description on one), and a command without keys gets no
+// description and no localizations rather than its keys as words.
+func TestCommandOfAContextMenuAndWithoutKeys(t *testing.T) {
+	c, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	menu := c.Command(&discordgo.ApplicationCommand{Name: "voice", Type: discordgo.UserApplicationCommand})
+	if menu.Description != "" || menu.DescriptionLocalizations != nil || menu.NameLocalizations == nil || (*menu.NameLocalizations)[discordgo.French] != "vocal" {
+		t.Fatalf("context menu: %q %v %v", menu.Description, menu.DescriptionLocalizations, menu.NameLocalizations)
+	}
+	none := c.Command(&discordgo.ApplicationCommand{Name: "no-such-command", Options: []*discordgo.ApplicationCommandOption{
+		{Type: discordgo.ApplicationCommandOptionString, Name: "x", Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "y", Value: "y"}}}}})
+	o := none.Options[0]
+	if none.Description != "" || none.NameLocalizations != nil || o.Description != "" || o.NameLocalizations != nil || o.Choices[0].Name != "y" || o.Choices[0].NameLocalizations != nil {
+		t.Fatalf("no keys: %+v %+v", none, o)
+	}
+}
