@@ -1,5 +1,5 @@
 // The message ids; the catalog test holds them equal to the keys of
-// messages/en.json (the slash commands' "cmd.…" keys aside).
+// messages/en.json (the commands' "cmd.…" and "menu.…" keys aside).
 
 package lang
 

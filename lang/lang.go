@@ -29,8 +29,8 @@
 // Slash commands are localized from keys derived from their path
 // ("cmd.<command>[.<subcommand>][.<option>]" + ".name" or ".description",
 // and ".choice.<value>" for a choice), filled in by Catalog.Command; a
-// context-menu command's name from "cmd.<its name>.name" alone (its name
-// may hold spaces and capitals; its translations only have to be 1–32
+// context-menu command's name from "menu.<its name>" (its name, and its
+// translations, may hold spaces and capitals: they only have to be 1–32
 // characters).
 package lang
 
@@ -139,16 +139,17 @@ func (c *Catalog) Localizations(id ID) *map[discordgo.Locale]string {
 // any depth) and choices, from the keys its path derives
 // ("cmd.voice.consent.action.description"). A context-menu command (a
 // user or message command) has a name and nothing else: only its name is
-// localized ("cmd.<name>.name"). It returns def, so a definition is
+// localized, from "menu.<name>". It returns def, so a definition is
 // written as c.Command(&discordgo.ApplicationCommand{…}). A missing
 // English key leaves a description empty, which Discord refuses at
 // registration, and a test of each command catches first.
 func (c *Catalog) Command(def *discordgo.ApplicationCommand) *discordgo.ApplicationCommand {
-	key := "cmd." + def.Name
-	def.NameLocalizations = c.Localizations(ID(key + ".name"))
 	if def.Type == discordgo.UserApplicationCommand || def.Type == discordgo.MessageApplicationCommand {
+		def.NameLocalizations = c.Localizations(ID("menu." + def.Name))
 		return def
 	}
+	key := "cmd." + def.Name
+	def.NameLocalizations = c.Localizations(ID(key + ".name"))
 	def.Description = c.English().text(ID(key + ".description"))
 	def.DescriptionLocalizations = c.Localizations(ID(key + ".description"))
 	c.options(key, def.Options)

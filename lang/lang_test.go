@@ -17,6 +17,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
+	"github.com/nicksnyder/go-i18n/v2/i18n"
+	"golang.org/x/text/language"
 )
 
 // pluralForms are the CLDR plural forms each language's plural messages
@@ -252,7 +254,7 @@ func TestIDsAreTheEnglishKeys(t *testing.T) {
 	})
 	en := rawFiles(t)["en"]
 	for key := range en {
-		if !strings.HasPrefix(key, "cmd.") && !declared[key] {
+		if !strings.HasPrefix(key, "cmd.") && !strings.HasPrefix(key, "menu.") && !declared[key] {
 			t.Errorf("en.json has %s, which ids.go does not declare", key)
 		}
 	}
@@ -275,6 +277,10 @@ func TestCommandKeysFollowDiscordsRules(t *testing.T) {
 		for key, v := range msgs {
 			s, _ := v.(string)
 			switch {
+			case strings.HasPrefix(key, "menu."): // a context menu's name
+				if n := utf8.RuneCountInString(s); n < 1 || n > 32 {
+					t.Errorf("%s: %s has %d characters; Discord takes 1–32", l, key, n)
+				}
 			case !strings.HasPrefix(key, "cmd."):
 			case strings.HasSuffix(key, ".name"):
 				if !chatName.MatchString(s) || strings.ToLower(s) != s {
@@ -344,9 +350,16 @@ func TestCommandOfAContextMenuAndWithoutKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	menu := c.Command(&discordgo.ApplicationCommand{Name: "voice", Type: discordgo.UserApplicationCommand})
-	if menu.Description != "" || menu.DescriptionLocalizations != nil || menu.NameLocalizations == nil || (*menu.NameLocalizations)[discordgo.French] != "vocal" {
-		t.Fatalf("context menu: %q %v %v", menu.Description, menu.DescriptionLocalizations, menu.NameLocalizations)
+	menu := c.Command(&discordgo.ApplicationCommand{Name: "Remember this", Type: discordgo.MessageApplicationCommand})
+	if menu.Description != "" || menu.DescriptionLocalizations != nil || menu.NameLocalizations != nil {
+		t.Fatalf("context menu without keys: %q %v %v", menu.Description, menu.DescriptionLocalizations, menu.NameLocalizations)
+	}
+	if err := c.bundle.AddMessages(language.German, &i18n.Message{ID: "menu.Remember this", Other: "Das merken"}); err != nil {
+		t.Fatal(err)
+	}
+	menu = c.Command(&discordgo.ApplicationCommand{Name: "Remember this", Type: discordgo.MessageApplicationCommand})
+	if menu.Description != "" || menu.NameLocalizations == nil || (*menu.NameLocalizations)[discordgo.German] != "Das merken" {
+		t.Fatalf("context menu: %q %v", menu.Description, menu.NameLocalizations)
 	}
 	none := c.Command(&discordgo.ApplicationCommand{Name: "no-such-command", Options: []*discordgo.ApplicationCommandOption{
 		{Type: discordgo.ApplicationCommandOptionString, Name: "x", Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "y", Value: "y"}}}}})
