@@ -16,6 +16,8 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
+
+	"github.com/clankie/clankie/lang"
 )
 
 // Limits of the HTTP interactions endpoint.
@@ -42,11 +44,6 @@ const (
 	refusalLogEvery = time.Minute
 )
 
-// memoryUnreachable is what a person reads when the memory service could
-// not be asked whether their interaction was already answered: nothing
-// was done.
-const memoryUnreachable = "I can't reach my memory right now, so I did nothing. Please try again in a moment."
-
 // Claimer claims an interaction id in state every replica shares (the
 // memory service's claims, given by bridges), so an interaction is served
 // once however many replicas, or restarts, it is sent to. ClaimInteraction
@@ -71,7 +68,7 @@ type Claimer interface {
 // this one before a restart) is refused with 409 and no content; when the
 // claim cannot be made (the memory service unreachable, or no Claims) the
 // endpoint fails closed: a command is answered with the ephemeral
-// memoryUnreachable sentence, an autocomplete with no choices, and no
+// the sentence that memory is out of reach, an autocomplete with no choices, and no
 // handler runs. A claimed interaction goes to the same Router entry point
 // the gateway feeds: its first answer (PONG, a reply, or a defer) is the
 // HTTP response, and anything after it (the edit completing a defer) goes
@@ -198,14 +195,14 @@ type claimResult struct {
 // claimFirst claims the interaction before anything acts on it. Answered
 // within claimDeferAfter, the claim decides at once: claimed, serve
 // returns the router's entry point; replayed, the request is refused (409,
-// done); not made, serve answers memoryUnreachable. A command, a click or a
+// done); not made, serve answers that memory is out of reach. A command, a click or a
 // modal submit whose claim is slower is deferred (an ephemeral "thinking",
 // the HTTP response, done) and served later through REST once claimed, as
 // a slow reply is; if that claim fails or finds a replay nothing more is
 // sent, since without a claim the deferred reply may be someone else's. An
 // autocomplete cannot be deferred: a slow claim gets no choices; nor can a
 // command that answers with a modal (OpensModal): a slow claim gets
-// memoryUnreachable.
+// the out-of-reach sentence.
 func (e *Endpoint) claimFirst(w http.ResponseWriter, r *http.Request, in *discordgo.Interaction) (serve func(context.Context, Responder), done bool) {
 	result := make(chan claimResult, 1)
 	go func() {
@@ -534,16 +531,18 @@ func applicationID(rest *discordgo.Session) (string, error) {
 }
 
 // unreachable answers an interaction that could not be claimed, without
-// running its handler: a command or a click hears memoryUnreachable (ephemeral), an
+// running its handler: a command or a click hears that memory is out of reach (ephemeral), an
 // autocomplete gets no choices, anything else no answer. It is counted as
 // failed.
 func (r *Router) unreachable(s Responder, in *discordgo.Interaction) {
 	r.wg.Add(1)
 	defer r.wg.Done()
-	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.metrics, command: r.commandLabel(in), outcome: OutcomeFailed}
+	a := r.newAck(s, in, OutcomeFailed)
 	switch in.Type {
 	case discordgo.InteractionApplicationCommand, discordgo.InteractionMessageComponent, discordgo.InteractionModalSubmit:
-		a.reply(memoryUnreachable, nil)
+		// The memory service could not be asked whether the interaction
+		// was already answered: nothing was done.
+		a.reply(a.say.Say(lang.MemoryUnreachable, nil), nil)
 	case discordgo.InteractionApplicationCommandAutocomplete:
 		a.choices(nil)
 	default:

@@ -13,6 +13,7 @@ import (
 // server, a user in a DM); ok is false when the interaction names neither.
 func invoker(in *discordgo.Interaction) (inv interaction.Invocation, ok bool) {
 	inv = interaction.Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID}
+	inv.Locale, inv.GuildLocale = locales(in)
 	switch {
 	case in.Member != nil && in.Member.User != nil:
 		inv.User = interaction.User{ID: in.Member.User.ID, Bot: in.Member.User.Bot}
@@ -24,6 +25,16 @@ func invoker(in *discordgo.Interaction) (inv interaction.Invocation, ok bool) {
 		return inv, false
 	}
 	return inv, true
+}
+
+// locales returns the invoker's and the server's Discord locale as the
+// interaction carries them (gateway and HTTP alike); the server's is ""
+// outside one.
+func locales(in *discordgo.Interaction) (user, guild string) {
+	if in.GuildLocale != nil {
+		guild = string(*in.GuildLocale)
+	}
+	return string(in.Locale), guild
 }
 
 // parseInvocation builds an Invocation, checking every option against the

@@ -70,7 +70,7 @@ func fuzzEcho(_ context.Context, inv interaction.Invocation) (interaction.Reply,
 		b.WriteString("who: <@" + u.ID + "> bot=" + strconv.FormatBool(u.Bot) + "\n")
 	}
 	if s, _ := inv.Options.String("text"); s == "sorry" {
-		return interaction.Reply{}, interaction.UserErrorf("no %s", s)
+		return interaction.Reply{}, &interaction.UserError{Sentence: "no " + s}
 	}
 	return interaction.Reply{Content: b.String()}, nil
 }

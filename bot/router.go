@@ -14,11 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
-
-// genericFailure is what a person reads when a handler failed or panicked:
-// the error itself may quote what they wrote, so it is only logged by type.
-const genericFailure = "Something went wrong on my side; nothing was changed. Please try again in a moment."
 
 // Default timing of a Router (Config's zero values).
 const (
@@ -55,6 +52,10 @@ type Config struct {
 	DeferAfter time.Duration
 	// HandlerTimeout bounds a handler's whole run (10 s when zero).
 	HandlerTimeout time.Duration
+	// Catalog words the router's own sentences (the generic failure, the
+	// stale and not-served sentences, memory out of reach) in the
+	// invoker's locale; the embedded catalog when nil.
+	Catalog *lang.Catalog
 }
 
 // Router is the one entry point for interactions: it parses each into an
@@ -67,6 +68,7 @@ type Router struct {
 	components, modals map[string]interaction.Handler
 	log                *zap.Logger
 	metrics            *Metrics
+	cat                *lang.Catalog
 
 	// command and suggest serve a parsed invocation; staleCommand and
 	// staleSuggest one whose command or options do not match the
@@ -98,8 +100,16 @@ func NewRouter(log *zap.Logger, cfg Config, commands ...interaction.Command) *Ro
 	if cfg.HandlerTimeout <= 0 {
 		cfg.HandlerTimeout = defaultHandlerTimeout
 	}
+	if cfg.Catalog == nil {
+		cat, err := lang.Load()
+		if err != nil {
+			// The catalog is embedded: a broken one is a broken build.
+			panic(fmt.Sprintf("bot: %v", err))
+		}
+		cfg.Catalog = cat
+	}
 	r := &Router{commands: map[string]interaction.Command{}, components: map[string]interaction.Handler{},
-		modals: map[string]interaction.Handler{}, log: log, metrics: cfg.Metrics, answered: newAnswered(maxAnswered, time.Now)}
+		modals: map[string]interaction.Handler{}, log: log, metrics: cfg.Metrics, cat: cfg.Catalog, answered: newAnswered(maxAnswered, time.Now)}
 	handlers, suggestions := interaction.NewMux(), interaction.NewMux()
 	for _, c := range commands {
 		if _, dup := r.commands[c.Definition.Name]; dup {
@@ -208,7 +218,7 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 		r.log.Debug("interaction already answered", zap.String("interactionId", in.ID))
 		return
 	}
-	a := &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.metrics, command: r.commandLabel(in), outcome: OutcomeOK}
+	a := r.newAck(s, in, OutcomeOK)
 	defer func() {
 		if kind := kindOf(in); kind != "" {
 			r.metrics.interaction(a.command, kind, a.outcome)
@@ -226,7 +236,7 @@ func (r *Router) serve(ctx context.Context, s Responder, in *discordgo.Interacti
 				a.choices(nil)
 				return
 			}
-			a.reply(genericFailure, nil)
+			a.reply(a.say.Say(lang.GenericFailure, nil), nil)
 		}
 	}()
 	switch in.Type {
@@ -251,7 +261,9 @@ func (r *Router) invocation(in *discordgo.Interaction) (inv interaction.Invocati
 	data := in.ApplicationCommandData()
 	cmd, known := r.commands[data.Name]
 	if !known {
-		return interaction.Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID, Command: data.Name}, false
+		inv := interaction.Invocation{ID: in.ID, GuildID: in.GuildID, ChannelID: in.ChannelID, Command: data.Name}
+		inv.Locale, inv.GuildLocale = locales(in)
+		return inv, false
 	}
 	inv, err := parseInvocation(in, cmd.Definition)
 	return inv, err == nil
@@ -324,13 +336,17 @@ func (r *Router) serveModal(ctx context.Context, a *ack, in *discordgo.Interacti
 }
 
 // answer turns a command's or a click's reply or error into Discord's
-// response, setting the outcome counted.
+// response, setting the outcome counted. A handler's reply and a
+// UserError's sentence are shown as the handler wrote them (in the
+// invoker's locale: commands render their own sentences); the router's
+// own sentences, and the stale and not-served refusals of the middleware
+// and the mux, are rendered here, in the invoker's locale.
 func (r *Router) answer(a *ack, in *discordgo.Interaction, inv interaction.Invocation, rep interaction.Reply, err error) {
 	switch {
 	case err == nil && rep.Modal != nil:
 		if !a.modal(rep.Modal) {
 			a.outcome = OutcomeFailed
-			a.reply(genericFailure, nil)
+			a.reply(a.say.Say(lang.GenericFailure, nil), nil)
 		}
 		return
 	case err == nil:
@@ -338,12 +354,16 @@ func (r *Router) answer(a *ack, in *discordgo.Interaction, inv interaction.Invoc
 		return
 	case errors.Is(err, interaction.ErrPanicked):
 		a.outcome = OutcomePanicked // logged by the middleware
-		a.reply(genericFailure, nil)
+		a.reply(a.say.Say(lang.GenericFailure, nil), nil)
 		return
 	case errors.Is(err, interaction.ErrNotServed):
 		a.outcome = OutcomeNotServed
+		a.reply(a.say.Say(lang.NotServed, nil), nil)
+		return
 	case errors.Is(err, interaction.ErrStale):
 		a.outcome = OutcomeStale
+		a.reply(a.say.Say(lang.Stale, nil), nil)
+		return
 	default:
 		a.outcome = OutcomeRefused
 	}
@@ -351,10 +371,16 @@ func (r *Router) answer(a *ack, in *discordgo.Interaction, inv interaction.Invoc
 	if !ok {
 		a.outcome = OutcomeFailed
 		r.log.Error("command failed", zap.String("interactionId", in.ID), zap.String("command", a.command), zap.String("errorType", fmt.Sprintf("%T", err)))
-		a.reply(genericFailure, nil)
+		a.reply(a.say.Say(lang.GenericFailure, nil), nil)
 		return
 	}
 	a.reply(ue.Sentence, nil)
+}
+
+// newAck starts answering in, in the invoker's locale.
+func (r *Router) newAck(s Responder, in *discordgo.Interaction, outcome Outcome) *ack {
+	return &ack{s: s, in: in, log: r.log, start: time.Now(), metrics: r.metrics, command: r.commandLabel(in), outcome: outcome,
+		say: r.cat.Printer(string(in.Locale))}
 }
 
 // commandLabel names the interaction's command for metrics: a registered
@@ -422,6 +448,8 @@ type ack struct {
 	s   Responder
 	in  *discordgo.Interaction
 	log *zap.Logger
+	// say words the router's own sentences in the invoker's locale.
+	say *lang.Printer
 
 	mu       sync.Mutex
 	deferred bool
@@ -495,7 +523,7 @@ func (a *ack) reply(content string, files []interaction.File) {
 	defer a.mu.Unlock()
 	content = Fit(interaction.Neutralize(content), MaxContent)
 	if content == "" {
-		content = "Done."
+		content = a.say.Say(lang.Done, nil)
 	}
 	none := &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
 	parts, attachments := uploads(files)

@@ -92,7 +92,7 @@ func TestRouterRepliesDefersAndMapsErrors(t *testing.T) {
 			return interaction.Reply{Content: "late"}, nil
 		}, echoIn(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseDeferredChannelMessageWithSource}, "late", true, false},
 		{"user error is the sentence", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
-			return interaction.Reply{}, interaction.UserErrorf("You can only do that %s.", "here")
+			return interaction.Reply{}, &interaction.UserError{Sentence: "You can only do that here."}
 		}, echoIn(text), []discordgo.InteractionResponseType{discordgo.InteractionResponseChannelMessageWithSource}, "You can only do that here.", false, false},
 		{"other error is generic and logged", func(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
 			return interaction.Reply{}, errors.New("secret body text in an error")

@@ -57,11 +57,15 @@ func scopeName(g string) string {
 }
 
 // shape is the part of a definition we declare; Discord adds ids, versions
-// and defaults that must not count as a difference.
+// and defaults that must not count as a difference. Localizations count
+// (choices' through their JSON): a changed translation is registered
+// again, an unchanged one is not.
 type shape struct {
 	Name        string
 	Type        discordgo.ApplicationCommandType
 	Description string
+	Names       map[discordgo.Locale]string
+	Descs       map[discordgo.Locale]string
 	Contexts    []discordgo.InteractionContextType
 	Perms       string
 	Options     []optionShape
@@ -71,6 +75,8 @@ type optionShape struct {
 	Type         discordgo.ApplicationCommandOptionType
 	Name         string
 	Description  string
+	Names        map[discordgo.Locale]string
+	Descs        map[discordgo.Locale]string
 	Required     bool
 	Autocomplete bool
 	Choices      string
@@ -85,6 +91,12 @@ func normalizeAll(cmds []*discordgo.ApplicationCommand) []shape {
 	out := make([]shape, 0, len(cmds))
 	for _, c := range cmds {
 		s := shape{Name: c.Name, Type: c.Type, Description: c.Description, Options: normalizeOptions(c.Options)}
+		if c.NameLocalizations != nil {
+			s.Names = localizations(*c.NameLocalizations)
+		}
+		if c.DescriptionLocalizations != nil {
+			s.Descs = localizations(*c.DescriptionLocalizations)
+		}
 		if s.Type == 0 {
 			s.Type = discordgo.ChatApplicationCommand
 		}
@@ -108,6 +120,7 @@ func normalizeOptions(opts []*discordgo.ApplicationCommandOption) []optionShape 
 	out := make([]optionShape, 0, len(opts))
 	for _, o := range opts {
 		s := optionShape{Type: o.Type, Name: o.Name, Description: o.Description, Required: o.Required,
+			Names: localizations(o.NameLocalizations), Descs: localizations(o.DescriptionLocalizations),
 			Autocomplete: o.Autocomplete, MaxValue: o.MaxValue, MaxLength: o.MaxLength, Options: normalizeOptions(o.Options)}
 		if len(o.Choices) > 0 {
 			b, _ := json.Marshal(o.Choices)
@@ -122,6 +135,15 @@ func normalizeOptions(opts []*discordgo.ApplicationCommandOption) []optionShape 
 		out = append(out, s)
 	}
 	return out
+}
+
+// localizations is a localization map as compared: none and an empty one
+// are the same.
+func localizations(m map[discordgo.Locale]string) map[discordgo.Locale]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // GuildLister is the part of discordgo's session that lists the servers the

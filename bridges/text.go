@@ -16,6 +16,7 @@ import (
 	"github.com/clankie/clankie/commands"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -51,11 +52,16 @@ func NewText(cfg config.TextBridge, bearer string, log *zap.Logger, metrics *bot
 	if err != nil {
 		return nil, err
 	}
+	cat, err := lang.Load()
+	if err != nil {
+		return nil, err
+	}
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	// The context menus belong to the text bridge: they write and read
 	// person memory over the same bearer as /person-memory.
-	cmds := append([]interaction.Command{commands.PersonMemory(mem, policy, time.Now)}, commands.ContextMenus(mem, policy, commands.FormKey(cfg.DiscordToken), time.Now)...)
-	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics}, cmds...)
+	cmds := append([]interaction.Command{commands.PersonMemory(mem, policy, time.Now, cat)},
+		commands.ContextMenus(mem, policy, commands.FormKey(cfg.DiscordToken), time.Now, cat)...)
+	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics, Catalog: cat}, cmds...)
 	t := &Text{router: router, rest: shards.REST(), guildIDs: cfg.Discord.GuildIDs, log: log}
 	if cfg.InteractionsAddr != "" {
 		// The memory service's claims, shared by every replica, decide

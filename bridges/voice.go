@@ -14,6 +14,7 @@ import (
 	"github.com/clankie/clankie/bot"
 	"github.com/clankie/clankie/commands"
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/memoryclient"
 	"github.com/clankie/clankie/voice"
 	"github.com/clankie/clankie/voice/opus"
@@ -106,8 +107,14 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metr
 			return realtime.Start(ctx, rc, rlog)
 		}
 	}
+	// One catalog words everything the bridge says, in each reader's
+	// language.
+	cat, err := lang.Load()
+	if err != nil {
+		return nil, err
+	}
 	// A server's voice state updates go out on the shard that owns it.
-	vcfg := voice.Config{Policy: cfg.ConsentPolicy, Bounds: cfg.VoiceSessions, Group: cfg.VoiceGroup, Memory: mem, Tools: mem, Gateway: shards,
+	vcfg := voice.Config{Catalog: cat, Policy: cfg.ConsentPolicy, Bounds: cfg.VoiceSessions, Group: cfg.VoiceGroup, Memory: mem, Tools: mem, Gateway: shards,
 		Notices: shards.REST(), Model: opener, ModelHost: hostOf(cfg.RealtimeURL), Log: log.Named("voice")}
 	codec := &lazyCodec{}
 	if opener != nil {
@@ -120,9 +127,9 @@ func NewVoiceBridge(cfg config.VoiceBridge, bearer string, log *zap.Logger, metr
 	vm := voice.NewManager(vcfg)
 	policy := commands.Policy{MemoryRoleIDs: cfg.Discord.MemoryRoleIDs, MemoryUserIDs: cfg.Discord.MemoryUserIDs}
 	// /voice join waits up to the join timeout for Discord's answer.
-	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics, HandlerTimeout: vm.JoinTimeout() + 5*time.Second},
-		commands.PersonMemory(mem, policy, time.Now),
-		commands.Voice(vm, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}))
+	router := bot.NewRouter(log, bot.Config{Guilds: cfg.Discord.GuildIDs, Metrics: metrics, HandlerTimeout: vm.JoinTimeout() + 5*time.Second, Catalog: cat},
+		commands.PersonMemory(mem, policy, time.Now, cat),
+		commands.Voice(vm, commands.VoicePolicy{RoleIDs: cfg.VoiceRoleIDs, UserIDs: cfg.VoiceUserIDs}, cat))
 	vb := &VoiceBridge{Bot: &bot.Bot{Shards: shards, Router: router, GuildIDs: cfg.Discord.GuildIDs, Log: log, BeforeClose: vm.Close},
 		Voice: vm, codec: codec}
 	// Every shard feeds the one manager: each server's events arrive on its

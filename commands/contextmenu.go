@@ -10,6 +10,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
 
 // Route prefixes of the context menus' forms, and the custom_ids of their
@@ -37,6 +38,10 @@ type contextMenus struct {
 	seal formSeal
 }
 
+// formKinds are the kinds a form's kind input takes, in the order its label
+// names them.
+var formKinds = [...]api.Kind{api.KindPersonFact, api.KindPreference, api.KindRelationshipNote}
+
 // ContextMenus are the text bridge's right-click commands: "Remember this"
 // on a message (a form prefilled with its text; the fact is about its
 // author, visible in its channel, and names the message), "What Clankie
@@ -45,27 +50,28 @@ type contextMenus struct {
 // The forms' submits are authorised again when they arrive: a custom_id
 // carries ids only, sealed with formKey (FormKey; a random key when nil)
 // over where and for whom the form was opened, and a submit whose seal
-// does not match is refused.
-func ContextMenus(mem PeopleMemory, p Policy, formKey []byte, now func() time.Time) []interaction.Command {
+// does not match is refused. cat words the menus' names, forms and replies
+// in the invoker's locale.
+func ContextMenus(mem PeopleMemory, p Policy, formKey []byte, now func() time.Time, cat *lang.Catalog) []interaction.Command {
 	if now == nil {
 		now = time.Now
 	}
-	cm := &contextMenus{pm: &personMemory{mem: mem, policy: p, now: now}, seal: newFormSeal(formKey)}
-	inGuild := interaction.GuildOnly(sayNoGuild)
+	cm := &contextMenus{pm: &personMemory{mem: mem, policy: p, now: now, cat: cat}, seal: newFormSeal(formKey)}
+	inGuild := interaction.GuildOnly(sentenceIn(cat, lang.PersonMemoryNoGuild))
 	guildOnly := &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild}
 	return []interaction.Command{
 		{
-			Definition: &discordgo.ApplicationCommand{Name: nameRememberThis, Type: discordgo.MessageApplicationCommand, Contexts: guildOnly},
+			Definition: cat.Command(&discordgo.ApplicationCommand{Name: nameRememberThis, Type: discordgo.MessageApplicationCommand, Contexts: guildOnly}),
 			Handlers:   map[string]interaction.Handler{"": inGuild(cm.openRememberMessage)},
 			Modals:     map[string]interaction.Handler{prefixRememberMessage: inGuild(cm.submitRememberMessage)},
 			OpensModal: true,
 		},
 		{
-			Definition: &discordgo.ApplicationCommand{Name: nameWhatClankieKnows, Type: discordgo.UserApplicationCommand, Contexts: guildOnly},
+			Definition: cat.Command(&discordgo.ApplicationCommand{Name: nameWhatClankieKnows, Type: discordgo.UserApplicationCommand, Contexts: guildOnly}),
 			Handlers:   map[string]interaction.Handler{"": inGuild(cm.whatClankieKnows)},
 		},
 		{
-			Definition: &discordgo.ApplicationCommand{Name: nameRememberAboutThem, Type: discordgo.UserApplicationCommand, Contexts: guildOnly},
+			Definition: cat.Command(&discordgo.ApplicationCommand{Name: nameRememberAboutThem, Type: discordgo.UserApplicationCommand, Contexts: guildOnly}),
 			Handlers:   map[string]interaction.Handler{"": inGuild(cm.openRememberUser)},
 			Modals:     map[string]interaction.Handler{prefixRememberUser: inGuild(cm.submitRememberUser)},
 			OpensModal: true,
@@ -79,22 +85,23 @@ func ContextMenus(mem PeopleMemory, p Policy, formKey []byte, now func() time.Ti
 // another channel than the one Discord says the command was used in. It
 // calls nothing (a form must be the first answer, within 3 s).
 func (cm *contextMenus) openRememberMessage(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := cm.pm.cat.Printer(inv.Locale)
 	msg := inv.TargetMessage
 	if msg == nil || !api.ValidSnowflake(msg.ID) || !api.ValidSnowflake(msg.Author.ID) || !api.ValidSnowflake(inv.ChannelID) {
 		return interaction.Reply{}, interaction.ErrStale
 	}
 	switch {
 	case msg.Author.Bot || msg.Webhook:
-		return interaction.Reply{}, interaction.UserErrorf(sayBotMessage)
+		return interaction.Reply{}, refusal(say, lang.BotMessage, nil)
 	case msg.ChannelID != inv.ChannelID:
-		return interaction.Reply{}, interaction.UserErrorf(sayMessageElsewhere)
+		return interaction.Reply{}, refusal(say, lang.MessageElsewhere, lang.Args{"Menu": say.Say("menu."+nameRememberThis, nil)})
 	case !cm.pm.policy.mayProposeAbout(inv, msg.Author.ID):
-		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourOwnMessages)
+		return interaction.Reply{}, refusal(say, lang.OnlyYourOwnMessages, nil)
 	}
 	return interaction.Reply{Modal: &interaction.Modal{
 		CustomID: cm.formID(inv, prefixRememberMessage, msg.ID, msg.Author.ID),
-		Title:    titleRememberThis,
-		Inputs:   []interaction.TextInput{factInput(prefill(msg.Content)), expiresInput()},
+		Title:    say.Say(lang.FormRememberThis, nil),
+		Inputs:   []interaction.TextInput{factInput(say, prefill(msg.Content)), expiresInput(say)},
 	}}, nil
 }
 
@@ -106,15 +113,16 @@ func (cm *contextMenus) openRememberMessage(_ context.Context, inv interaction.I
 // in this member's form here, and is visible only in its channel), and the
 // submitter's authority over the author is checked again.
 func (cm *contextMenus) submitRememberMessage(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := cm.pm.cat.Printer(inv.Locale)
 	ids, ok := cm.formIDs(inv, prefixRememberMessage, 2)
 	if !ok {
-		return interaction.Reply{}, interaction.UserErrorf(sayStaleForm)
+		return interaction.Reply{}, refusal(say, lang.StaleForm, nil)
 	}
 	messageID, authorID := ids[0], ids[1]
 	if !cm.pm.policy.mayProposeAbout(inv, authorID) {
-		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourOwnMessages)
+		return interaction.Reply{}, refusal(say, lang.OnlyYourOwnMessages, nil)
 	}
-	return cm.propose(ctx, inv, authorID, api.KindPersonFact,
+	return cm.propose(ctx, say, inv, authorID, api.KindPersonFact,
 		api.Visibility{Scope: api.ScopeChannel, ChannelID: inv.ChannelID}, messageID)
 }
 
@@ -135,24 +143,25 @@ func (cm *contextMenus) whatClankieKnows(ctx context.Context, inv interaction.In
 // openRememberUser answers "Remember about them" with its form, or the
 // refusal propose would give (a bot; someone else without authority).
 func (cm *contextMenus) openRememberUser(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := cm.pm.cat.Printer(inv.Locale)
 	target := inv.TargetUser
 	if target == nil || !api.ValidSnowflake(target.ID) {
 		return interaction.Reply{}, interaction.ErrStale
 	}
 	switch {
 	case target.Bot:
-		return interaction.Reply{}, interaction.UserErrorf(sayBotSubject)
+		return interaction.Reply{}, refusal(say, lang.BotSubject, nil)
 	case !cm.pm.policy.mayProposeAbout(inv, target.ID):
-		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourself)
+		return interaction.Reply{}, refusal(say, lang.OnlyYourself, nil)
 	}
 	return interaction.Reply{Modal: &interaction.Modal{
 		CustomID: cm.formID(inv, prefixRememberUser, target.ID),
-		Title:    titleRememberAboutThem,
+		Title:    say.Say(lang.FormRememberAboutThem, nil),
 		Inputs: []interaction.TextInput{
-			factInput(""),
-			{CustomID: inputKind, Label: labelKinds, Style: interaction.TextShort, MaxLength: maxExpiresText,
-				Value: string(api.KindPersonFact)},
-			expiresInput(),
+			factInput(say, ""),
+			{CustomID: inputKind, Label: say.Say(lang.FormKinds, kindArgs(say)), Style: interaction.TextShort,
+				MaxLength: maxExpiresText, Value: kindWord(say, api.KindPersonFact)},
+			expiresInput(say),
 		},
 	}}, nil
 }
@@ -161,39 +170,37 @@ func (cm *contextMenus) openRememberUser(_ context.Context, inv interaction.Invo
 // custom_id names, with propose's rules checked again for the submitter;
 // an unknown kind is refused and nothing is stored.
 func (cm *contextMenus) submitRememberUser(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := cm.pm.cat.Printer(inv.Locale)
 	ids, ok := cm.formIDs(inv, prefixRememberUser, 1)
 	if !ok {
-		return interaction.Reply{}, interaction.UserErrorf(sayStaleForm)
+		return interaction.Reply{}, refusal(say, lang.StaleForm, nil)
 	}
 	subjectID := ids[0]
 	if !cm.pm.policy.mayProposeAbout(inv, subjectID) {
-		return interaction.Reply{}, interaction.UserErrorf(sayOnlyYourself)
+		return interaction.Reply{}, refusal(say, lang.OnlyYourself, nil)
 	}
-	kind := api.KindPersonFact
-	if k := strings.TrimSpace(optionString(inv, inputKind)); k != "" {
-		kind = api.Kind(strings.ToLower(k))
+	kind, ok := formKind(say, optionString(inv, inputKind))
+	if !ok {
+		return interaction.Reply{}, refusal(say, lang.UnknownKind, kindArgs(say))
 	}
-	if !api.ValidKind(kind) {
-		return interaction.Reply{}, interaction.UserErrorf(sayUnknownKind)
-	}
-	return cm.propose(ctx, inv, subjectID, kind, api.Visibility{Scope: api.ScopeGuild}, "")
+	return cm.propose(ctx, say, inv, subjectID, kind, api.Visibility{Scope: api.ScopeGuild}, "")
 }
 
 // propose stores a form's fact about subjectID as /person-memory propose
 // does (the same body, expiry and confidence rules, the same idempotency
 // key from the submit's interaction id and the same reply).
-func (cm *contextMenus) propose(ctx context.Context, inv interaction.Invocation, subjectID string, kind api.Kind,
+func (cm *contextMenus) propose(ctx context.Context, say *lang.Printer, inv interaction.Invocation, subjectID string, kind api.Kind,
 	vis api.Visibility, sourceMessageID string) (interaction.Reply, error) {
-	body, err := factBody(optionString(inv, inputFact))
+	body, err := factBody(say, optionString(inv, inputFact))
 	if err != nil {
 		return interaction.Reply{}, err
 	}
 	now := cm.pm.now()
-	expiresAt, err := parseExpires(optionString(inv, inputExpires), issuedAt(inv.ID, now), now)
+	expiresAt, err := parseExpires(say, optionString(inv, inputExpires), issuedAt(inv.ID, now), now)
 	if err != nil {
 		return interaction.Reply{}, err
 	}
-	confidence, _ := factConfidence("", subjectID == inv.User.ID)
+	confidence, _ := factConfidence(say, "", subjectID == inv.User.ID)
 	req := api.ProposalRequest{
 		SchemaVersion: api.SchemaVersion,
 		ProposalID:    proposalID(inv.ID),
@@ -214,9 +221,9 @@ func (cm *contextMenus) propose(ctx context.Context, inv interaction.Invocation,
 	}
 	resp, err := cm.pm.mem.Propose(ctx, req)
 	if err != nil {
-		return interaction.Reply{}, memoryError(err, writeEffect)
+		return interaction.Reply{}, memoryError(say, err, writeEffect)
 	}
-	return interaction.Reply{Content: rememberedReply(inv.User.ID, resp, now)}, nil
+	return interaction.Reply{Content: rememberedReply(say, inv.User.ID, resp, now)}, nil
 }
 
 // formID is a form's custom_id, "<prefix>:<id>:…:<seal>", sealed over the
@@ -249,16 +256,37 @@ func sealed(inv interaction.Invocation, prefix string, ids []string) []string {
 }
 
 // factInput is the form's fact: required, at most a fact's length.
-func factInput(value string) interaction.TextInput {
-	return interaction.TextInput{CustomID: inputFact, Label: labelFact, Style: interaction.TextParagraph, Required: true,
-		MinLength: 1, MaxLength: api.MaxFactBody, Value: value}
+func factInput(say *lang.Printer, value string) interaction.TextInput {
+	return interaction.TextInput{CustomID: inputFact, Label: say.Say(lang.FormFact, nil), Style: interaction.TextParagraph,
+		Required: true, MinLength: 1, MaxLength: api.MaxFactBody, Value: value}
+}
+
+// kindArgs names the kinds a form takes, in the reader's words.
+func kindArgs(say *lang.Printer) lang.Args {
+	return lang.Args{"A": kindWord(say, formKinds[0]), "B": kindWord(say, formKinds[1]), "C": kindWord(say, formKinds[2])}
+}
+
+// formKind reads a form's kind: the kind's own name (person-fact) or its
+// word in the submitter's language (Vorliebe), in any case; empty is a
+// person fact. ok is false for anything else.
+func formKind(say *lang.Printer, text string) (api.Kind, bool) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return api.KindPersonFact, true
+	}
+	for _, k := range formKinds {
+		if strings.EqualFold(text, string(k)) || strings.EqualFold(text, kindWord(say, k)) {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // expiresInput is the form's optional expiry, read as /person-memory
 // propose's expires option is.
-func expiresInput() interaction.TextInput {
-	return interaction.TextInput{CustomID: inputExpires, Label: labelExpires, Style: interaction.TextShort,
-		MaxLength: maxExpiresText, Placeholder: holderExpires}
+func expiresInput(say *lang.Printer) interaction.TextInput {
+	return interaction.TextInput{CustomID: inputExpires, Label: say.Say(lang.FormExpires, nil), Style: interaction.TextShort,
+		MaxLength: maxExpiresText, Placeholder: say.Say(lang.FormExpiresHint, nil)}
 }
 
 // prefill is a message's text cut to a fact's length, so the form opens

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
 
 const (
@@ -26,8 +27,12 @@ const testFormKey = "test form key"
 // menus returns the context menus by name over mem, with testRole as the
 // memory role.
 func menus(mem *fakeMemory) map[string]interaction.Command {
+	cat, err := lang.Load()
+	if err != nil {
+		panic(err)
+	}
 	out := map[string]interaction.Command{}
-	for _, c := range ContextMenus(mem, Policy{MemoryRoleIDs: []string{testRole}}, []byte(testFormKey), fixedNow) {
+	for _, c := range ContextMenus(mem, Policy{MemoryRoleIDs: []string{testRole}}, []byte(testFormKey), fixedNow, cat) {
 		out[c.Definition.Name] = c
 	}
 	return out
@@ -44,6 +49,18 @@ func onMessage(author interaction.User, channel, content string) interaction.Inv
 func onUser(name string, target interaction.User) interaction.Invocation {
 	return interaction.Invocation{ID: testInterID, GuildID: testGuild, ChannelID: testChannel, User: interaction.User{ID: testInvoker},
 		Command: name, TargetID: target.ID, TargetUser: &target}
+}
+
+// say is a message in English, as the tests expect replies.
+func say(id lang.ID) string { return sayWith(id, nil) }
+
+// sayWith is a message with args in English.
+func sayWith(id lang.ID, args lang.Args) string {
+	cat, err := lang.Load()
+	if err != nil {
+		panic(err)
+	}
+	return cat.English().Say(id, args)
 }
 
 // form is the custom_id of a form with ids that Clankie opened for
@@ -114,14 +131,14 @@ func TestRememberThisRefusesWhatCouldNotBeStored(t *testing.T) {
 		roles []string
 		says  string
 	}{
-		{"a bot's message", onMessage(interaction.User{ID: testAuthor, Bot: true}, testChannel, "beep"), nil, sayBotMessage},
+		{"a bot's message", onMessage(interaction.User{ID: testAuthor, Bot: true}, testChannel, "beep"), nil, say(lang.BotMessage)},
 		{"a webhook's message", func() interaction.Invocation {
 			inv := onMessage(interaction.User{ID: testAuthor}, testChannel, "hook")
 			inv.TargetMessage.Webhook = true
 			return inv
-		}(), nil, sayBotMessage},
-		{"someone else's without the role", onMessage(interaction.User{ID: testAuthor}, testChannel, "x"), nil, sayOnlyYourOwnMessages},
-		{"a message in another channel", onMessage(interaction.User{ID: testInvoker}, otherChan, "x"), nil, sayMessageElsewhere},
+		}(), nil, say(lang.BotMessage)},
+		{"someone else's without the role", onMessage(interaction.User{ID: testAuthor}, testChannel, "x"), nil, say(lang.OnlyYourOwnMessages)},
+		{"a message in another channel", onMessage(interaction.User{ID: testInvoker}, otherChan, "x"), nil, sayWith(lang.MessageElsewhere, lang.Args{"Menu": "Remember this"})},
 		{"no resolved message", func() interaction.Invocation {
 			inv := onMessage(interaction.User{ID: testInvoker}, testChannel, "x")
 			inv.TargetMessage = nil
@@ -201,26 +218,26 @@ func TestForgedFormsStoreNothing(t *testing.T) {
 		name, menu, prefix, customID, says string
 	}{
 		{"someone else as author", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testMessage, testAuthor),
-			sayOnlyYourOwnMessages},
+			say(lang.OnlyYourOwnMessages)},
 		{"opened in another channel", nameRememberThis, prefixRememberMessage,
-			sealedFor(testGuild, otherChan, testInvoker, prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+			sealedFor(testGuild, otherChan, testInvoker, prefixRememberMessage, testMessage, testInvoker), say(lang.StaleForm)},
 		{"opened by another member", nameRememberThis, prefixRememberMessage,
-			sealedFor(testGuild, testChannel, testAuthor, prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+			sealedFor(testGuild, testChannel, testAuthor, prefixRememberMessage, testMessage, testInvoker), say(lang.StaleForm)},
 		{"opened in another server", nameRememberThis, prefixRememberMessage,
-			sealedFor("100000000000000042", testChannel, testInvoker, prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+			sealedFor("100000000000000042", testChannel, testInvoker, prefixRememberMessage, testMessage, testInvoker), say(lang.StaleForm)},
 		{"signed with another key", nameRememberThis, prefixRememberMessage,
-			otherKey.formID(submit("", nil), prefixRememberMessage, testMessage, testInvoker), sayStaleForm},
+			otherKey.formID(submit("", nil), prefixRememberMessage, testMessage, testInvoker), say(lang.StaleForm)},
 		{"another message under the seal", nameRememberThis, prefixRememberMessage,
-			strings.Replace(mine, testMessage, "700000000000000008", 1), sayStaleForm},
-		{"no seal", nameRememberThis, prefixRememberMessage, "remember-msg:" + testMessage + ":" + testInvoker, sayStaleForm},
+			strings.Replace(mine, testMessage, "700000000000000008", 1), say(lang.StaleForm)},
+		{"no seal", nameRememberThis, prefixRememberMessage, "remember-msg:" + testMessage + ":" + testInvoker, say(lang.StaleForm)},
 		{"a non-snowflake author", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testMessage, "<@"+testInvoker+">"),
-			sayStaleForm},
-		{"a missing id", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testMessage), sayStaleForm},
+			say(lang.StaleForm)},
+		{"a missing id", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testMessage), say(lang.StaleForm)},
 		{"an extra id", nameRememberThis, prefixRememberMessage, form(prefixRememberMessage, testChannel, testMessage, testInvoker),
-			sayStaleForm},
-		{"someone else as subject", nameRememberAboutThem, prefixRememberUser, form(prefixRememberUser, testAuthor), sayOnlyYourself},
-		{"a non-snowflake subject", nameRememberAboutThem, prefixRememberUser, form(prefixRememberUser, "everyone"), sayStaleForm},
-		{"another prefix", nameRememberAboutThem, prefixRememberUser, form(prefixRememberMessage, testInvoker), sayStaleForm},
+			say(lang.StaleForm)},
+		{"someone else as subject", nameRememberAboutThem, prefixRememberUser, form(prefixRememberUser, testAuthor), say(lang.OnlyYourself)},
+		{"a non-snowflake subject", nameRememberAboutThem, prefixRememberUser, form(prefixRememberUser, "everyone"), say(lang.StaleForm)},
+		{"another prefix", nameRememberAboutThem, prefixRememberUser, form(prefixRememberMessage, testInvoker), say(lang.StaleForm)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := &fakeMemory{}
@@ -241,7 +258,7 @@ func TestRememberAboutThem(t *testing.T) {
 		}
 		m := rep.Modal
 		if m.CustomID != form(prefixRememberUser, testInvoker) || m.Title != "Remember about them" || len(m.Inputs) != 3 ||
-			m.Inputs[1].CustomID != inputKind || m.Inputs[1].Label != labelKinds || m.Inputs[1].Value != string(api.KindPersonFact) || mem.calls() != 0 {
+			m.Inputs[1].CustomID != inputKind || m.Inputs[1].Label != "person-fact, preference or relationship-note" || m.Inputs[1].Value != string(api.KindPersonFact) || mem.calls() != 0 {
 			t.Fatalf("modal %+v", m)
 		}
 	})
@@ -250,8 +267,8 @@ func TestRememberAboutThem(t *testing.T) {
 		target interaction.User
 		says   string
 	}{
-		{"a bot", interaction.User{ID: testAuthor, Bot: true}, sayBotSubject},
-		{"someone else without the role", interaction.User{ID: testAuthor}, sayOnlyYourself},
+		{"a bot", interaction.User{ID: testAuthor, Bot: true}, say(lang.BotSubject)},
+		{"someone else without the role", interaction.User{ID: testAuthor}, say(lang.OnlyYourself)},
 	} {
 		t.Run("refuses "+tc.name, func(t *testing.T) {
 			rep, err := menus(&fakeMemory{})[nameRememberAboutThem].Handlers[""](context.Background(), onUser(nameRememberAboutThem, tc.target))
@@ -264,7 +281,7 @@ func TestRememberAboutThem(t *testing.T) {
 		mem := &fakeMemory{}
 		_, err := menus(mem)[nameRememberAboutThem].Modals[prefixRememberUser](context.Background(),
 			submit(form(prefixRememberUser, testInvoker), map[string]any{inputFact: "likes tea", inputKind: "secret"}))
-		if sentenceOf(t, err) != sayUnknownKind || mem.calls() != 0 {
+		if sentenceOf(t, err) != sayWith(lang.UnknownKind, lang.Args{"A": "person-fact", "B": "preference", "C": "relationship-note"}) || mem.calls() != 0 {
 			t.Fatalf("%v, %d calls", err, mem.calls())
 		}
 	})
@@ -288,7 +305,7 @@ func TestRememberAboutThem(t *testing.T) {
 func TestWhatClankieKnowsIsMineOrRecall(t *testing.T) {
 	facts := api.RecallResponse{Facts: []api.Fact{fact("f1", testInvoker, testInvoker, "likes tea")}, Total: 1}
 	mem := &fakeMemory{mineResp: facts, recallResp: facts}
-	pm := PersonMemory(mem, Policy{}, fixedNow)
+	pm := PersonMemory(mem, Policy{}, fixedNow, testCatalog(t))
 	menu := menus(mem)[nameWhatClankieKnows].Handlers[""]
 
 	got, err := menu(context.Background(), onUser(nameWhatClankieKnows, interaction.User{ID: testInvoker}))
@@ -325,7 +342,7 @@ func TestExportIsAFileOfMineFacts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := &fakeMemory{mineResp: api.RecallResponse{Facts: tc.facts, Total: len(tc.facts)}}
-			rep, err := handle(context.Background(), PersonMemory(mem, Policy{}, fixedNow), invocation(subExport, nil))
+			rep, err := handle(context.Background(), PersonMemory(mem, Policy{}, fixedNow, testCatalog(t)), invocation(subExport, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -359,15 +376,15 @@ func TestRecallAndMineShowTheSourceMessage(t *testing.T) {
 	f.Visibility = api.Visibility{Scope: api.ScopeChannel, ChannelID: testChannel}
 	f.Provenance.SourceMessageID = testMessage
 	link := "https://discord.com/channels/" + testGuild + "/" + testChannel + "/" + testMessage
-	for name, line := range map[string]string{"recall": factLine(f, testNow), "mine": mineLine(testInvoker, f, testNow)} {
+	for name, line := range map[string]string{"recall": factLine(english(t), f, testNow), "mine": mineLine(english(t), testInvoker, f, testNow)} {
 		if !strings.Contains(line, " · "+link+" — ") {
 			t.Errorf("%s shows %q, want the link %s", name, line, link)
 		}
 	}
 	guildWide := f
 	guildWide.Visibility = api.Visibility{Scope: api.ScopeGuild}
-	if !strings.Contains(factLine(guildWide, testNow), link) {
-		t.Errorf("a guild-wide fact links to its provenance channel: %q", factLine(guildWide, testNow))
+	if !strings.Contains(factLine(english(t), guildWide, testNow), link) {
+		t.Errorf("a guild-wide fact links to its provenance channel: %q", factLine(english(t), guildWide, testNow))
 	}
 	for name, bad := range map[string]func(*api.Fact){
 		"no message":       func(f *api.Fact) { f.Provenance.SourceMessageID = "" },
@@ -375,33 +392,51 @@ func TestRecallAndMineShowTheSourceMessage(t *testing.T) {
 	} {
 		g := f
 		bad(&g)
-		if line := factLine(g, testNow); strings.Contains(line, "discord.com") {
+		if line := factLine(english(t), g, testNow); strings.Contains(line, "discord.com") {
 			t.Errorf("%s: %q", name, line)
 		}
 	}
 }
 
-// TestContextMenusFitDiscord: names 1–32 characters, no description or
-// options; titles and labels at most 45; the kind label names every kind.
+// TestContextMenusFitDiscord: names 1–32 characters in every language, no
+// description or options; forms' titles and labels at most 45 characters
+// and hints at most 100 in every language; the kind label and the unknown
+// kind's refusal name every kind, in every language, as the form reads it.
 func TestContextMenusFitDiscord(t *testing.T) {
-	for _, c := range ContextMenus(&fakeMemory{}, Policy{}, nil, nil) {
+	cat := testCatalog(t)
+	for _, c := range ContextMenus(&fakeMemory{}, Policy{}, nil, nil, cat) {
 		d := c.Definition
 		if n := utf8.RuneCountInString(d.Name); n < 1 || n > 32 || d.Description != "" || len(d.Options) != 0 ||
 			(d.Type != discordgo.UserApplicationCommand && d.Type != discordgo.MessageApplicationCommand) || c.Handlers[""] == nil {
 			t.Errorf("context menu %+v", d)
 		}
-	}
-	for _, s := range []string{titleRememberThis, titleRememberAboutThem, labelFact, labelExpires, labelKinds} {
-		if n := utf8.RuneCountInString(s); n < 1 || n > interaction.MaxModalTitle {
-			t.Errorf("%q has %d characters", s, n)
+		if d.NameLocalizations == nil || len(*d.NameLocalizations) != len(lang.Locales()) {
+			t.Errorf("context menu %q localized in %v", d.Name, d.NameLocalizations)
 		}
 	}
-	for _, k := range api.Kinds() {
-		if !strings.Contains(labelKinds, string(k)) || !strings.Contains(sayUnknownKind, string(k)) {
-			t.Errorf("the kind label or refusal does not name %s", k)
+	for _, l := range append([]discordgo.Locale{discordgo.EnglishUS}, lang.Locales()...) {
+		say := cat.Printer(string(l))
+		for _, s := range []string{say.Say(lang.FormRememberThis, nil), say.Say(lang.FormRememberAboutThem, nil),
+			say.Say(lang.FormFact, nil), say.Say(lang.FormExpires, nil), say.Say(lang.FormKinds, kindArgs(say))} {
+			if n := utf8.RuneCountInString(s); n < 1 || n > interaction.MaxModalTitle {
+				t.Errorf("%s: %q has %d characters", l, s, n)
+			}
 		}
-	}
-	if n := utf8.RuneCountInString(exportDescription); n > 100 {
-		t.Errorf("export's description has %d characters", n)
+		if n := utf8.RuneCountInString(say.Say(lang.FormExpiresHint, nil)); n > 100 {
+			t.Errorf("%s: the expiry hint has %d characters", l, n)
+		}
+		label, refusal := say.Say(lang.FormKinds, kindArgs(say)), say.Say(lang.UnknownKind, kindArgs(say))
+		for _, k := range api.Kinds() {
+			word := kindWord(say, k)
+			if got, ok := formKind(say, strings.ToUpper(word)); !ok || got != k {
+				t.Errorf("%s: the form reads %q as %q", l, word, got)
+			}
+			if got, ok := formKind(say, string(k)); !ok || got != k {
+				t.Errorf("%s: the form reads %q as %q", l, k, got)
+			}
+			if !strings.Contains(label, word) || !strings.Contains(refusal, word) {
+				t.Errorf("%s: the kind label %q or refusal %q does not name %s", l, label, refusal, word)
+			}
+		}
 	}
 }

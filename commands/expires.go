@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
 
 // Expiry bounds and forms.
@@ -29,7 +29,7 @@ const (
 // the start of the next day, which is what "until the 31st" means to most
 // people and needs no time of day. Either way the expiry must be after now
 // and at most 365 days after now; a refusal is a sentence with examples.
-func parseExpires(text string, base, now time.Time) (*time.Time, error) {
+func parseExpires(say *lang.Printer, text string, base, now time.Time) (*time.Time, error) {
 	text = strings.ToLower(strings.TrimSpace(text))
 	if text == "" {
 		return nil, nil
@@ -39,14 +39,13 @@ func parseExpires(text string, base, now time.Time) (*time.Time, error) {
 		at, ok = expiryDate(text)
 	}
 	if !ok {
-		return nil, interaction.UserErrorf("I couldn't read that expiry. %s", expiryExamples(now))
+		return nil, refusal(say, lang.ExpiryUnreadable, lang.Args{"Examples": expiryExamples(say, now)})
 	}
 	if !at.After(now) {
-		return nil, interaction.UserErrorf("An expiry must be in the future. %s", expiryExamples(now))
+		return nil, refusal(say, lang.ExpiryPast, lang.Args{"Examples": expiryExamples(say, now)})
 	}
 	if at.After(now.Add(maxExpiry)) {
-		return nil, interaction.UserErrorf("An expiry can be at most 365 days ahead; the latest date I accept is %s.",
-			latestExpiryDate(now).Format(dateLayout))
+		return nil, refusal(say, lang.ExpiryTooFar, lang.Args{"Date": latestExpiryDate(now).Format(dateLayout)})
 	}
 	at = at.UTC()
 	return &at, nil
@@ -97,9 +96,8 @@ func latestExpiryDate(now time.Time) time.Time {
 
 // expiryExamples says what the option accepts, with a date example that is
 // valid today.
-func expiryExamples(now time.Time) string {
-	return "Use a duration like 90m, 12h, 7d or 2w, or a date like " +
-		now.UTC().AddDate(0, 1, 0).Format(dateLayout) + " (at most 365 days ahead)."
+func expiryExamples(say *lang.Printer, now time.Time) string {
+	return say.Say(lang.ExpiryExamples, lang.Args{"Date": now.UTC().AddDate(0, 1, 0).Format(dateLayout)})
 }
 
 // issuedAt returns when Discord created the interaction (its id is a
@@ -124,7 +122,7 @@ func issuedAt(interactionID string, now time.Time) time.Time {
 // ParseExpires reads an expiry as the `expires` option does (90m, 12h, 7d,
 // 2w counted from now, or a date; in the future and at most 365 days
 // ahead), so the operator CLI's --expires takes the same forms. A refusal
-// is a UserError whose sentence gives examples.
-func ParseExpires(text string, now time.Time) (*time.Time, error) {
-	return parseExpires(text, now, now)
+// is a UserError whose sentence, in say's language, gives examples.
+func ParseExpires(say *lang.Printer, text string, now time.Time) (*time.Time, error) {
+	return parseExpires(say, text, now, now)
 }

@@ -26,7 +26,7 @@ func FuzzParseExpires(f *testing.F) {
 		skew := time.Duration(fuzzMod(baseSkewMillis, int64((maxInteractionAge+maxClockSkew)/time.Millisecond)+1))*time.Millisecond - maxInteractionAge
 		base := now.Add(skew)
 
-		at, err := parseExpires(text, base, now)
+		at, err := parseExpires(english(t), text, base, now)
 		switch {
 		case err != nil:
 			if at != nil {

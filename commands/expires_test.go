@@ -45,7 +45,7 @@ func TestParseExpires(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := parseExpires(tt.in, now, now)
+			got, err := parseExpires(english(t), tt.in, now, now)
 			if tt.refused != "" {
 				ue, ok := interaction.AsUserError(err)
 				if !ok {
@@ -73,13 +73,13 @@ func TestParseExpires(t *testing.T) {
 }
 
 func TestParseExpiresExampleDateIsValid(t *testing.T) {
-	_, err := parseExpires("tomorrow", testNow, testNow)
+	_, err := parseExpires(english(t), "tomorrow", testNow, testNow)
 	ue, _ := interaction.AsUserError(err)
 	example := testNow.AddDate(0, 1, 0).Format(dateLayout)
 	if ue == nil || !strings.Contains(ue.Sentence, example) {
 		t.Fatalf("refusal %v does not offer %s", err, example)
 	}
-	if _, err := parseExpires(example, testNow, testNow); err != nil {
+	if _, err := parseExpires(english(t), example, testNow, testNow); err != nil {
 		t.Fatalf("the example date is refused: %v", err)
 	}
 }

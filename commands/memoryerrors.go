@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
 
 // effect says whether a failed call could have changed memory, which decides
@@ -17,19 +17,11 @@ const (
 	writeEffect
 )
 
-// Sentences for failures at the memory edge. The spec's words ("memory is
-// unavailable right now; nothing was saved") are kept verbatim inside them.
-const (
-	sayUnavailableWrite = "Sorry, memory is unavailable right now; nothing was saved."
-	sayUnavailableRead  = "Sorry, memory is unavailable right now; please try again shortly."
-	// sayOutcomeUnknown: the service's database took the write and did not
-	// confirm it (a 503 outcome_unknown), so "nothing was saved" would lie.
-	sayOutcomeUnknown  = "Sorry, memory did not confirm that, so it may or may not have been saved; please check before repeating it."
-	sayConflict        = "That conflicts with what memory already holds for this command, so nothing was changed. Please run the command again."
-	sayForgetForbidden = "You can only forget facts about you or facts you proposed."
-	sayNoSuchFact      = "There is no fact with that id about %s."
-	sayRefusedPrefix   = "Memory refused that: %s"
-)
+// The sentences for failures at the memory edge are the catalog's
+// (lang.UnavailableWrite, …); the English keeps the spec's words ("memory
+// is unavailable right now; nothing was saved") verbatim. After a 503
+// outcome_unknown the service's database took the write and did not
+// confirm it, so "nothing was saved" would lie: lang.OutcomeUnknown says so.
 
 // codeOutcomeUnknown is the service's code for a write its database took
 // and did not confirm (503).
@@ -55,7 +47,7 @@ type memoryFailure interface {
 // keeps free of memory content; a conflict is a sentence. Anything else is
 // returned unchanged: the router logs its type and shows a generic sentence,
 // because it is a fault of ours or the deployment's, not the person's.
-func memoryError(err error, e effect) error {
+func memoryError(say *lang.Printer, err error, e effect) error {
 	var f memoryFailure
 	if !errors.As(err, &f) {
 		return err
@@ -63,15 +55,15 @@ func memoryError(err error, e effect) error {
 	status, body := f.Answer()
 	switch {
 	case body.Code == codeOutcomeUnknown && e == writeEffect:
-		return interaction.UserErrorf(sayOutcomeUnknown)
+		return refusal(say, lang.OutcomeUnknown, nil)
 	case f.Unreachable() && e == writeEffect:
-		return interaction.UserErrorf(sayUnavailableWrite)
+		return refusal(say, lang.UnavailableWrite, nil)
 	case f.Unreachable():
-		return interaction.UserErrorf(sayUnavailableRead)
+		return refusal(say, lang.UnavailableRead, nil)
 	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity:
-		return interaction.UserErrorf(sayRefusedPrefix, serviceSentence(body))
+		return refusal(say, lang.MemoryRefused, lang.Args{"Reason": serviceSentence(say, body)})
 	case status == http.StatusConflict:
-		return interaction.UserErrorf(sayConflict)
+		return refusal(say, lang.Conflict, nil)
 	}
 	return err
 }
@@ -79,23 +71,24 @@ func memoryError(err error, e effect) error {
 // forgetError adds forget's own sentences: the service refuses (403) a person
 // who is neither the fact's subject nor its proposer, and answers 404 for a
 // fact that is not there.
-func forgetError(err error, subjectID string) error {
+func forgetError(say *lang.Printer, err error, subjectID string) error {
 	var f memoryFailure
 	if errors.As(err, &f) && !f.Unreachable() {
 		switch status, _ := f.Answer(); status {
 		case http.StatusForbidden:
-			return interaction.UserErrorf(sayForgetForbidden)
+			return refusal(say, lang.ForgetForbidden, nil)
 		case http.StatusNotFound:
-			return interaction.UserErrorf(sayNoSuchFact, mention(subjectID))
+			return refusal(say, lang.NoSuchFact, lang.Args{"Who": mention(subjectID)})
 		}
 	}
-	return memoryError(err, writeEffect)
+	return memoryError(say, err, writeEffect)
 }
 
-// serviceSentence is the service's sentence, shown safely.
-func serviceSentence(body api.Error) string {
+// serviceSentence is the service's sentence (its own words, in English),
+// shown safely.
+func serviceSentence(say *lang.Printer, body api.Error) string {
 	if body.Message != "" {
 		return sentence(body.Message)
 	}
-	return "the request was not valid."
+	return say.Say(lang.InvalidRequest, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -39,19 +40,19 @@ func TestMemoryError(t *testing.T) {
 		{"timeout read", memErr(memoryclient.KindTimeout, "x"), readEffect, "Sorry, memory is unavailable right now; please try again shortly."},
 		{"wrapped timeout", fmt.Errorf("call: %w", memErr(memoryclient.KindTimeout, "x")), readEffect, "Sorry, memory is unavailable right now; please try again shortly."},
 		{"invalid", memErr(memoryclient.KindInvalid, "expiresAt must be in the future."), writeEffect, "Memory refused that: ExpiresAt must be in the future."},
-		{"conflict", memErr(memoryclient.KindConflict, "x"), writeEffect, sayConflict},
+		{"conflict", memErr(memoryclient.KindConflict, "x"), writeEffect, inEnglish(t, lang.Conflict, nil)},
 		{"unauthorized", memErr(memoryclient.KindUnauthorized, "x"), writeEffect, ""},
 		{"internal", memErr(memoryclient.KindInternal, "x"), readEffect, ""},
 		{"forbidden outside forget", memErr(memoryclient.KindForbidden, "x"), writeEffect, ""},
 		{"not ours", plain, writeEffect, ""},
 		{"invalid before sending", &memoryclient.Error{Op: "test", Kind: memoryclient.KindInvalid, Message: "factId is empty."}, writeEffect, "Memory refused that: FactId is empty."},
-		{"unavailable without an answer", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Message: "x"}, readEffect, sayUnavailableRead},
-		{"outcome unknown write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "outcome_unknown", Message: "x"}, writeEffect, sayOutcomeUnknown},
-		{"store unavailable write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "store_unavailable", Message: "x"}, writeEffect, sayUnavailableWrite},
+		{"unavailable without an answer", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Message: "x"}, readEffect, inEnglish(t, lang.UnavailableRead, nil)},
+		{"outcome unknown write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "outcome_unknown", Message: "x"}, writeEffect, inEnglish(t, lang.OutcomeUnknown, nil)},
+		{"store unavailable write", &memoryclient.Error{Op: "test", Kind: memoryclient.KindUnavailable, Status: 503, Code: "store_unavailable", Message: "x"}, writeEffect, inEnglish(t, lang.UnavailableWrite, nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := memoryError(tt.err, tt.effect)
+			got := memoryError(english(t), tt.err, tt.effect)
 			if tt.want == "" {
 				if got != tt.err {
 					t.Fatalf("memoryError = %v; want the error unchanged", got)
@@ -74,11 +75,11 @@ func TestForgetError(t *testing.T) {
 	}{
 		{"403", memErr(memoryclient.KindForbidden, "x"), "You can only forget facts about you or facts you proposed."},
 		{"404", memErr(memoryclient.KindNotFound, "x"), "There is no fact with that id about <@" + testOther + ">."},
-		{"unavailable", memErr(memoryclient.KindUnavailable, "x"), sayUnavailableWrite},
+		{"unavailable", memErr(memoryclient.KindUnavailable, "x"), inEnglish(t, lang.UnavailableWrite, nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ue, ok := interaction.AsUserError(forgetError(tt.err, testOther))
+			ue, ok := interaction.AsUserError(forgetError(english(t), tt.err, testOther))
 			if !ok || ue.Sentence != tt.want {
 				t.Fatalf("forgetError = %v; want %q", ue, tt.want)
 			}

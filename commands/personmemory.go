@@ -10,6 +10,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
 
 // PeopleMemory is what the /person-memory handlers need of the memory
@@ -31,19 +32,6 @@ type Policy struct {
 	MemoryUserIDs []string
 }
 
-// Sentences of /person-memory that are not about the memory service.
-const (
-	sayNoGuild       = "Sorry, person memory belongs to a server."
-	sayOnlyYourself  = "You can only propose facts about yourself."
-	sayBotSubject    = "Bots have no person memory; choose a person."
-	sayChoosePerson  = "Choose the person this fact is about."
-	sayEmptyFact     = "The fact is empty; write what you want me to remember."
-	sayLongFact      = "A fact can be at most %d characters; this one has %d."
-	sayLongQuery     = "A search can be at most %d characters."
-	sayBadSupersedes = "That is not a fact id; pick the fact to correct from the list, or leave supersedes empty."
-	sayStaleOption   = interaction.StaleSentence
-)
-
 const (
 	// proposalIDPrefix makes the idempotency key from the interaction id.
 	proposalIDPrefix = "discord-interaction-"
@@ -63,21 +51,23 @@ type personMemory struct {
 	mem    PeopleMemory
 	policy Policy
 	now    func() time.Time
+	cat    *lang.Catalog
 }
 
 // PersonMemory is the /person-memory command: propose, recall, mine and
 // forget person facts in the server where it is invoked. now is the clock
-// for expiries (time.Now when nil). Person memory is keyed by server, so
-// every subcommand refuses an invocation without one (a DM, should Discord
-// deliver it anyway) before anything else is read.
-func PersonMemory(mem PeopleMemory, p Policy, now func() time.Time) interaction.Command {
+// for expiries (time.Now when nil); cat words every reply in the
+// invoker's locale and the definition's localizations. Person memory is
+// keyed by server, so every subcommand refuses an invocation without one
+// (a DM, should Discord deliver it anyway) before anything else is read.
+func PersonMemory(mem PeopleMemory, p Policy, now func() time.Time, cat *lang.Catalog) interaction.Command {
 	if now == nil {
 		now = time.Now
 	}
-	pm := &personMemory{mem: mem, policy: p, now: now}
-	inGuild := interaction.GuildOnly(sayNoGuild)
+	pm := &personMemory{mem: mem, policy: p, now: now, cat: cat}
+	inGuild := interaction.GuildOnly(sentenceIn(cat, lang.PersonMemoryNoGuild))
 	return interaction.Command{
-		Definition: personMemoryDefinition(),
+		Definition: personMemoryDefinition(cat),
 		Handlers: map[string]interaction.Handler{
 			subPropose: inGuild(pm.propose),
 			subRecall:  inGuild(pm.recall),
@@ -93,90 +83,94 @@ func PersonMemory(mem PeopleMemory, p Policy, now func() time.Time) interaction.
 }
 
 func (pm *personMemory) propose(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
-	req, err := pm.proposal(inv)
+	say := pm.cat.Printer(inv.Locale)
+	req, err := pm.proposal(say, inv)
 	if err != nil {
 		return interaction.Reply{}, err
 	}
 	resp, err := pm.mem.Propose(ctx, req)
 	if err != nil {
-		return interaction.Reply{}, memoryError(err, writeEffect)
+		return interaction.Reply{}, memoryError(say, err, writeEffect)
 	}
-	return interaction.Reply{Content: rememberedReply(inv.User.ID, resp, pm.now())}, nil
+	return interaction.Reply{Content: rememberedReply(say, inv.User.ID, resp, pm.now())}, nil
 }
 
 func (pm *personMemory) recall(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := pm.cat.Printer(inv.Locale)
 	subject := personOrInvoker(inv)
 	query := strings.TrimSpace(optionString(inv, optQuery))
 	if utf8.RuneCountInString(query) > api.MaxRecallQuery {
-		return interaction.Reply{}, interaction.UserErrorf(sayLongQuery, api.MaxRecallQuery)
+		return interaction.Reply{}, refusal(say, lang.LongQuery, lang.Args{"Max": api.MaxRecallQuery})
 	}
 	resp, err := pm.mem.Recall(ctx, inv.GuildID, subject,
 		api.RecallQuery{ChannelID: inv.ChannelID, Query: query, Limit: recallLimit})
 	if err != nil {
-		return interaction.Reply{}, memoryError(err, readEffect)
+		return interaction.Reply{}, memoryError(say, err, readEffect)
 	}
-	return interaction.Reply{Content: recallReply(inv.User.ID, subject, query != "", resp, pm.now())}, nil
+	return interaction.Reply{Content: recallReply(say, inv.User.ID, subject, query != "", resp, pm.now())}, nil
 }
 
 func (pm *personMemory) mine(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := pm.cat.Printer(inv.Locale)
 	resp, err := pm.mem.Mine(ctx, inv.GuildID, inv.User.ID, inv.User.ID)
 	if err != nil {
-		return interaction.Reply{}, memoryError(err, readEffect)
+		return interaction.Reply{}, memoryError(say, err, readEffect)
 	}
-	return interaction.Reply{Content: mineReply(inv.User.ID, resp, pm.now())}, nil
+	return interaction.Reply{Content: mineReply(say, inv.User.ID, resp, pm.now())}, nil
 }
 
 // forget asks the service to forget one fact in the invoker's name; the
 // service decides whether the invoker is its subject or its proposer, so the
 // authority lives in one place.
 func (pm *personMemory) forget(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := pm.cat.Printer(inv.Locale)
 	subject := personOrInvoker(inv)
 	factID := strings.TrimSpace(optionString(inv, optFact))
 	if !api.ValidFactID(factID) {
-		return interaction.Reply{}, interaction.UserErrorf(sayNoSuchFact, mention(subject))
+		return interaction.Reply{}, refusal(say, lang.NoSuchFact, lang.Args{"Who": mention(subject)})
 	}
 	if err := pm.mem.Forget(ctx, inv.GuildID, subject, factID, inv.User.ID); err != nil {
-		return interaction.Reply{}, forgetError(err, subject)
+		return interaction.Reply{}, forgetError(say, err, subject)
 	}
-	return interaction.Reply{Content: forgottenReply(inv.User.ID, subject, factID)}, nil
+	return interaction.Reply{Content: forgottenReply(say, inv.User.ID, subject, factID)}, nil
 }
 
 // proposal applies the rules of /person-memory propose to an invocation and
 // builds the request. Provenance holds ids only; the service sets the source
 // surface from the bridge's bearer, so it is left empty here.
-func (pm *personMemory) proposal(inv interaction.Invocation) (api.ProposalRequest, error) {
+func (pm *personMemory) proposal(say *lang.Printer, inv interaction.Invocation) (api.ProposalRequest, error) {
 	subject, ok := inv.Options.User(optPerson)
 	if !ok || subject.ID == "" {
-		return api.ProposalRequest{}, interaction.UserErrorf(sayChoosePerson)
+		return api.ProposalRequest{}, refusal(say, lang.ChoosePerson, nil)
 	}
 	if subject.Bot {
-		return api.ProposalRequest{}, interaction.UserErrorf(sayBotSubject)
+		return api.ProposalRequest{}, refusal(say, lang.BotSubject, nil)
 	}
 	if !pm.policy.mayProposeAbout(inv, subject.ID) {
-		return api.ProposalRequest{}, interaction.UserErrorf(sayOnlyYourself)
+		return api.ProposalRequest{}, refusal(say, lang.OnlyYourself, nil)
 	}
-	body, err := factBody(optionString(inv, optFact))
+	body, err := factBody(say, optionString(inv, optFact))
 	if err != nil {
 		return api.ProposalRequest{}, err
 	}
-	kind, err := factKind(optionString(inv, optKind))
+	kind, err := factKind(say, optionString(inv, optKind))
 	if err != nil {
 		return api.ProposalRequest{}, err
 	}
-	visibility, err := factVisibility(optionString(inv, optVisibility), inv.ChannelID)
+	visibility, err := factVisibility(say, optionString(inv, optVisibility), inv.ChannelID)
 	if err != nil {
 		return api.ProposalRequest{}, err
 	}
-	confidence, err := factConfidence(optionString(inv, optConfidence), subject.ID == inv.User.ID)
+	confidence, err := factConfidence(say, optionString(inv, optConfidence), subject.ID == inv.User.ID)
 	if err != nil {
 		return api.ProposalRequest{}, err
 	}
 	now := pm.now()
-	expiresAt, err := parseExpires(optionString(inv, optExpires), issuedAt(inv.ID, now), now)
+	expiresAt, err := parseExpires(say, optionString(inv, optExpires), issuedAt(inv.ID, now), now)
 	if err != nil {
 		return api.ProposalRequest{}, err
 	}
-	supersedes, err := supersedesID(optionString(inv, optSupersedes))
+	supersedes, err := supersedesID(say, optionString(inv, optSupersedes))
 	if err != nil {
 		return api.ProposalRequest{}, err
 	}
@@ -220,44 +214,44 @@ func proposalID(interactionID string) string { return proposalIDPrefix + interac
 // factBody is the fact as stored: trimmed, 1–2048 characters
 // (api.CleanFactBody). Discord delivers valid UTF-8; a control character is
 // left for the service to refuse in its own sentence, as before.
-func factBody(text string) (string, error) {
+func factBody(say *lang.Printer, text string) (string, error) {
 	body, n, problem := api.CleanFactBody(text)
 	switch problem {
 	case api.BodyEmpty:
-		return "", interaction.UserErrorf(sayEmptyFact)
+		return "", refusal(say, lang.EmptyFact, nil)
 	case api.BodyTooLong:
-		return "", interaction.UserErrorf(sayLongFact, api.MaxFactBody, n)
+		return "", refusal(say, lang.LongFact, lang.Args{"Max": api.MaxFactBody, "Length": n})
 	}
 	return body, nil
 }
 
 // factKind is the chosen kind, person-fact when none is chosen.
-func factKind(choice string) (api.Kind, error) {
+func factKind(say *lang.Printer, choice string) (api.Kind, error) {
 	if choice == "" {
 		return api.KindPersonFact, nil
 	}
 	if k := api.Kind(choice); api.ValidKind(k) {
 		return k, nil
 	}
-	return "", interaction.UserErrorf(sayStaleOption)
+	return "", refusal(say, lang.Stale, nil)
 }
 
 // factVisibility is every room of the server by default, or only the channel
 // the fact was proposed in.
-func factVisibility(choice, channelID string) (api.Visibility, error) {
+func factVisibility(say *lang.Printer, choice, channelID string) (api.Visibility, error) {
 	switch api.Scope(choice) {
 	case "", api.ScopeGuild:
 		return api.Visibility{Scope: api.ScopeGuild}, nil
 	case api.ScopeChannel:
 		return api.Visibility{Scope: api.ScopeChannel, ChannelID: channelID}, nil
 	}
-	return api.Visibility{}, interaction.UserErrorf(sayStaleOption)
+	return api.Visibility{}, refusal(say, lang.Stale, nil)
 }
 
 // factConfidence maps the chosen word to a number. Without a choice, what a
 // person says about themselves is taken as high and what someone reports
 // about another as medium.
-func factConfidence(choice string, aboutSelf bool) (float64, error) {
+func factConfidence(say *lang.Printer, choice string, aboutSelf bool) (float64, error) {
 	switch choice {
 	case "":
 		if aboutSelf {
@@ -271,22 +265,35 @@ func factConfidence(choice string, aboutSelf bool) (float64, error) {
 	case confidenceLow:
 		return confidenceLowValue, nil
 	}
-	return 0, interaction.UserErrorf(sayStaleOption)
+	return 0, refusal(say, lang.Stale, nil)
 }
 
 // supersedesID is the optional fact id a proposal corrects, refused here
 // when it cannot name a fact (api.ValidFactID: autocomplete's choices send
 // the bare id). Whether that fact may be replaced is the service's rule; it
 // answers why when not.
-func supersedesID(text string) (string, error) {
+func supersedesID(say *lang.Printer, text string) (string, error) {
 	id := strings.TrimSpace(text)
 	if id == "" {
 		return "", nil
 	}
 	if !api.ValidFactID(id) {
-		return "", interaction.UserErrorf(sayBadSupersedes)
+		return "", refusal(say, lang.BadSupersedes, nil)
 	}
 	return id, nil
+}
+
+// refusal is a UserError whose sentence is the message id in the
+// invoker's language. Commands render their sentences themselves, with
+// the printer of the invocation's locale; the router shows a UserError's
+// sentence as it is.
+func refusal(say *lang.Printer, id lang.ID, args lang.Args) error {
+	return &interaction.UserError{Sentence: say.Say(id, args)}
+}
+
+// sentenceIn is a sentence per locale, for GuildOnly.
+func sentenceIn(cat *lang.Catalog, id lang.ID) func(locale string) string {
+	return func(locale string) string { return cat.Printer(locale).Say(id, nil) }
 }
 
 // personOrInvoker is the person option, the invoker when none is chosen.

@@ -14,7 +14,7 @@ import (
 
 func complete(t *testing.T, mem *fakeMemory, inv interaction.Invocation) ([]interaction.Choice, error) {
 	t.Helper()
-	suggest, ok := PersonMemory(mem, Policy{}, fixedNow).Autocomplete[inv.Subcommand]
+	suggest, ok := PersonMemory(mem, Policy{}, fixedNow, testCatalog(t)).Autocomplete[inv.Subcommand]
 	if !ok {
 		return nil, nil // the router gives no choices
 	}

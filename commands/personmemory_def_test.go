@@ -11,18 +11,18 @@ import (
 )
 
 func TestPersonMemoryDefinitionIsDeterministic(t *testing.T) {
-	a, err := json.Marshal(PersonMemory(&fakeMemory{}, Policy{}, nil).Definition)
+	a, err := json.Marshal(PersonMemory(&fakeMemory{}, Policy{}, nil, testCatalog(t)).Definition)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := json.Marshal(PersonMemory(&fakeMemory{}, Policy{MemoryRoleIDs: []string{"1"}}, fixedNow).Definition)
+	b, _ := json.Marshal(PersonMemory(&fakeMemory{}, Policy{MemoryRoleIDs: []string{"1"}}, fixedNow, testCatalog(t)).Definition)
 	if !bytes.Equal(a, b) {
 		t.Fatalf("two builds differ:\n%s\n%s", a, b)
 	}
 }
 
 func TestPersonMemoryDefinitionFitsDiscord(t *testing.T) {
-	def := personMemoryDefinition()
+	def := personMemoryDefinition(testCatalog(t))
 	name := regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 	checkText := func(what, n, desc string) {
 		t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
 
 // subExport is /person-memory export: your own copy.
@@ -16,9 +17,8 @@ const subExport = "export"
 
 func exportDefinition() *discordgo.ApplicationCommandOption {
 	return &discordgo.ApplicationCommandOption{
-		Type:        discordgo.ApplicationCommandOptionSubCommand,
-		Name:        subExport,
-		Description: exportDescription,
+		Type: discordgo.ApplicationCommandOptionSubCommand,
+		Name: subExport,
 	}
 }
 
@@ -28,12 +28,13 @@ func exportDefinition() *discordgo.ApplicationCommandOption {
 // service for the subject's own view, which only the subject may read, so
 // nothing about anyone else can be in it.
 func (pm *personMemory) export(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := pm.cat.Printer(inv.Locale)
 	if !api.ValidSnowflake(inv.GuildID) {
 		return interaction.Reply{}, interaction.ErrStale
 	}
 	resp, err := pm.mem.Mine(ctx, inv.GuildID, inv.User.ID, inv.User.ID)
 	if err != nil {
-		return interaction.Reply{}, memoryError(err, readEffect)
+		return interaction.Reply{}, memoryError(say, err, readEffect)
 	}
 	facts := resp.Facts
 	if facts == nil {
@@ -45,18 +46,15 @@ func (pm *personMemory) export(ctx context.Context, inv interaction.Invocation) 
 	}
 	name := fmt.Sprintf(exportFileName, inv.GuildID)
 	return interaction.Reply{
-		Content: exportedReply(len(facts), name),
+		Content: exportedReply(say, len(facts), name),
 		Files:   []interaction.File{{Name: name, ContentType: "application/json", Data: append(data, '\n')}},
 	}, nil
 }
 
 // exportedReply says how many facts the file holds.
-func exportedReply(n int, name string) string {
-	switch n {
-	case 0:
-		return fmt.Sprintf(sayExportedNone, code(name))
-	case 1:
-		return fmt.Sprintf(sayExportedOne, code(name))
+func exportedReply(say *lang.Printer, n int, name string) string {
+	if n == 0 {
+		return say.Say(lang.ExportedNone, lang.Args{"File": code(name)})
 	}
-	return fmt.Sprintf(sayExportedMany, n, code(name))
+	return say.Count(lang.Exported, n, lang.Args{"File": code(name)})
 }

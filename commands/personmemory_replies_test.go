@@ -18,7 +18,7 @@ func TestVisibilityPhrase(t *testing.T) {
 		{api.Visibility{Scope: "some_new_scope"}, `visible as some\_new\_scope`},
 	}
 	for _, tt := range tests {
-		if got := visibilityPhrase(tt.in); got != tt.want {
+		if got := visibilityPhrase(english(t), tt.in); got != tt.want {
 			t.Errorf("visibilityPhrase(%+v) = %q; want %q", tt.in, got, tt.want)
 		}
 	}
@@ -30,14 +30,14 @@ func TestConfidenceWord(t *testing.T) {
 		want string
 	}{{1, "high"}, {0.9, "high"}, {0.75, "high"}, {0.7, "medium"}, {0.6, "medium"}, {0.45, "medium"}, {0.3, "low"}, {0, "low"}}
 	for _, tt := range tests {
-		if got := confidenceWord(tt.in); got != tt.want+" confidence" {
+		if got := confidenceWord(english(t), tt.in); got != tt.want+" confidence" {
 			t.Errorf("confidenceWord(%v) = %q", tt.in, got)
 		}
 	}
 }
 
 func TestReplayedGoneReply(t *testing.T) {
-	got := rememberedReply(testInvoker, api.ProposalResponse{Replayed: true}, testNow)
+	got := rememberedReply(english(t), testInvoker, api.ProposalResponse{Replayed: true}, testNow)
 	if !strings.Contains(got, "nothing new was stored") || strings.Contains(got, "Remembered ") {
 		t.Fatalf("reply %q", got)
 	}
@@ -62,7 +62,7 @@ func TestSupersedesRefusesWhatNamesNoFact(t *testing.T) {
 		if tt.in == "" || strings.TrimSpace(tt.in) != tt.in {
 			continue // empty means "corrects nothing"; spaces around are trimmed
 		}
-		id, err := supersedesID(tt.in)
+		id, err := supersedesID(english(t), tt.in)
 		if refused := err != nil; refused == tt.want || (tt.want && id != tt.in) {
 			t.Errorf("supersedesID(%q) = %q, %v; want refused=%v", tt.in, id, err, !tt.want)
 		}
@@ -70,10 +70,10 @@ func TestSupersedesRefusesWhatNamesNoFact(t *testing.T) {
 }
 
 func TestServiceSentenceWithoutMessage(t *testing.T) {
-	if got := serviceSentence(api.Error{}); got != "the request was not valid." {
+	if got := serviceSentence(english(t), api.Error{}); got != "the request was not valid." {
 		t.Fatalf("serviceSentence = %q", got)
 	}
-	if got := serviceSentence(api.Error{Code: "invalid_request"}); got != "the request was not valid." {
+	if got := serviceSentence(english(t), api.Error{Code: "invalid_request"}); got != "the request was not valid." {
 		t.Fatalf("serviceSentence = %q", got)
 	}
 }

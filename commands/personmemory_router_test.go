@@ -11,6 +11,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/bot"
+	"github.com/clankie/clankie/lang"
 )
 
 // responder records what the router answers.
@@ -75,7 +76,7 @@ func TestPersonMemoryThroughTheRouter(t *testing.T) {
 			option(optVisibility, str, string(api.ScopeChannel)), option(optKind, str, string(api.KindPreference))),
 			"Remembered `fnew2345` about <@" + testOther + "> (preference, medium confidence), visible only in <#" + testChannel + ">", 1},
 		{"a bot subject", discordInteraction(discordgo.InteractionApplicationCommand, testGuild, subPropose,
-			option(optPerson, user, "600000000000000006"), option(optFact, str, "beeps")), sayBotSubject, 0},
+			option(optPerson, user, "600000000000000006"), option(optFact, str, "beeps")), inEnglish(t, lang.BotSubject, nil), 0},
 		{"in a DM", discordInteraction(discordgo.InteractionApplicationCommand, "", subMine), "Sorry, person memory belongs to a server.", 0},
 		{"forget", discordInteraction(discordgo.InteractionApplicationCommand, testGuild, subForget,
 			option(optFact, str, "fabc2345"), option(optPerson, user, testOther)), "Forgotten: `fabc2345` about <@" + testOther + ">.", 0},
@@ -83,7 +84,7 @@ func TestPersonMemoryThroughTheRouter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := &fakeMemory{}
-			r := bot.NewRouter(zap.NewNop(), bot.Config{}, PersonMemory(mem, Policy{}, fixedNow))
+			r := bot.NewRouter(zap.NewNop(), bot.Config{}, PersonMemory(mem, Policy{}, fixedNow, testCatalog(t)))
 			resp := &responder{}
 			r.Serve(context.Background(), resp, tt.in)
 			r.Wait()
@@ -103,7 +104,7 @@ func TestPersonMemoryThroughTheRouter(t *testing.T) {
 
 func TestPersonMemoryAutocompleteThroughTheRouter(t *testing.T) {
 	mem := &fakeMemory{mineResp: api.RecallResponse{Facts: manyFacts(40, testInvoker), Total: 40}}
-	r := bot.NewRouter(zap.NewNop(), bot.Config{}, PersonMemory(mem, Policy{}, fixedNow))
+	r := bot.NewRouter(zap.NewNop(), bot.Config{}, PersonMemory(mem, Policy{}, fixedNow, testCatalog(t)))
 	resp := &responder{}
 	focused := option(optFact, discordgo.ApplicationCommandOptionString, "f00000")
 	focused.Focused = true

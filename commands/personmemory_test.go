@@ -15,6 +15,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/bot"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/memoryclient"
 )
 
@@ -22,7 +23,7 @@ import (
 // sentence of a refusal; a non-user error fails the test.
 func run(t *testing.T, mem *fakeMemory, p Policy, inv interaction.Invocation) (content string, refused bool) {
 	t.Helper()
-	rep, err := handle(context.Background(), PersonMemory(mem, p, fixedNow), inv)
+	rep, err := handle(context.Background(), PersonMemory(mem, p, fixedNow, testCatalog(t)), inv)
 	if err != nil {
 		ue, ok := interaction.AsUserError(err)
 		if !ok {
@@ -71,7 +72,7 @@ func TestProposeRefusesBotSubject(t *testing.T) {
 	inv := invocation(subPropose, map[string]any{optPerson: interaction.User{ID: testOther, Bot: true}, optFact: "beeps"})
 	inv.Permissions = discordgo.PermissionAdministrator
 	got, refused := run(t, mem, Policy{}, inv)
-	if !refused || got != sayBotSubject || mem.calls() != 0 {
+	if !refused || got != inEnglish(t, lang.BotSubject, nil) || mem.calls() != 0 {
 		t.Fatalf("reply %q refused %v calls %d", got, refused, mem.calls())
 	}
 }
@@ -199,7 +200,7 @@ func TestProposeRedeliveryIsTheSameProposal(t *testing.T) {
 		now := func() time.Time { return testNow.Add(delay) }
 		inv := invocation(subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "on holiday", optExpires: "7d"})
 		inv.ID = id
-		if _, err := handle(context.Background(), PersonMemory(mem, Policy{}, now), inv); err != nil {
+		if _, err := handle(context.Background(), PersonMemory(mem, Policy{}, now, testCatalog(t)), inv); err != nil {
 			t.Fatal(err)
 		}
 		reqs = append(reqs, mem.proposals[0])
@@ -218,14 +219,14 @@ func TestProposeRefusesBadInput(t *testing.T) {
 		opts map[string]any
 		want string
 	}{
-		{"no person", map[string]any{optFact: "x"}, sayChoosePerson},
-		{"empty fact", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: " \n\t "}, sayEmptyFact},
+		{"no person", map[string]any{optFact: "x"}, inEnglish(t, lang.ChoosePerson, nil)},
+		{"empty fact", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: " \n\t "}, inEnglish(t, lang.EmptyFact, nil)},
 		{"long fact", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: strings.Repeat("é", 2049)}, "A fact can be at most 2048 characters; this one has 2049."},
 		{"bad expiry", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optExpires: "tomorrow"}, "I couldn't read that expiry."},
-		{"bad supersedes", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optSupersedes: "fabc · likes tea"}, sayBadSupersedes},
-		{"unknown kind", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optKind: "rumour"}, sayStaleOption},
-		{"unknown visibility", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optVisibility: "operator_private"}, sayStaleOption},
-		{"unknown confidence", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optConfidence: "certain"}, sayStaleOption},
+		{"bad supersedes", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optSupersedes: "fabc · likes tea"}, inEnglish(t, lang.BadSupersedes, nil)},
+		{"unknown kind", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optKind: "rumour"}, inEnglish(t, lang.Stale, nil)},
+		{"unknown visibility", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optVisibility: "operator_private"}, inEnglish(t, lang.Stale, nil)},
+		{"unknown confidence", map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x", optConfidence: "certain"}, inEnglish(t, lang.Stale, nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -443,7 +444,7 @@ func TestForget(t *testing.T) {
 		{"404", map[string]any{optFact: "fabc2345", optPerson: interaction.User{ID: testOther}}, memErr(memoryclient.KindNotFound, "x"),
 			"There is no fact with that id about <@" + testOther + ">.", true, &forgetCall{testGuild, testOther, "fabc2345", testInvoker}},
 		{"not an id", map[string]any{optFact: "fabc · likes tea"}, nil, "There is no fact with that id about <@" + testInvoker + ">.", true, nil},
-		{"unavailable", map[string]any{optFact: "fabc2345"}, memErr(memoryclient.KindUnavailable, "x"), sayUnavailableWrite, true,
+		{"unavailable", map[string]any{optFact: "fabc2345"}, memErr(memoryclient.KindUnavailable, "x"), inEnglish(t, lang.UnavailableWrite, nil), true,
 			&forgetCall{testGuild, testInvoker, "fabc2345", testInvoker}},
 	}
 	for _, tt := range tests {
@@ -476,7 +477,7 @@ func TestMemoryOutOfReach(t *testing.T) {
 		{"propose timeout", subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x"},
 			&fakeMemory{proposeErr: memErr(memoryclient.KindTimeout, "x")}, "Sorry, memory is unavailable right now; nothing was saved."},
 		{"propose conflict", subPropose, map[string]any{optPerson: interaction.User{ID: testInvoker}, optFact: "x"},
-			&fakeMemory{proposeErr: memErr(memoryclient.KindConflict, "x")}, sayConflict},
+			&fakeMemory{proposeErr: memErr(memoryclient.KindConflict, "x")}, inEnglish(t, lang.Conflict, nil)},
 		{"recall timeout", subRecall, nil, &fakeMemory{recallErr: memErr(memoryclient.KindTimeout, "x")},
 			"Sorry, memory is unavailable right now; please try again shortly."},
 		{"mine unavailable", subMine, nil, &fakeMemory{mineErr: memErr(memoryclient.KindUnavailable, "x")},
@@ -496,7 +497,7 @@ func TestMemoryOutOfReach(t *testing.T) {
 
 func TestUnknownErrorsReachTheRouterUnchanged(t *testing.T) {
 	cause := memErr(memoryclient.KindInternal, "x")
-	_, err := handle(context.Background(), PersonMemory(&fakeMemory{recallErr: cause}, Policy{}, fixedNow), invocation(subRecall, nil))
+	_, err := handle(context.Background(), PersonMemory(&fakeMemory{recallErr: cause}, Policy{}, fixedNow, testCatalog(t)), invocation(subRecall, nil))
 	if err != cause {
 		t.Fatalf("err = %v; want the client's error unchanged", err)
 	}

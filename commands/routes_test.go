@@ -21,7 +21,7 @@ import (
 // registered with Discord but missing from Handlers would only ever answer
 // the stale sentence.
 func TestEverySubcommandIsRouted(t *testing.T) {
-	for _, c := range []interaction.Command{PersonMemory(&fakeMemory{}, Policy{}, fixedNow), Voice(noVoice{}, VoicePolicy{})} {
+	for _, c := range []interaction.Command{PersonMemory(&fakeMemory{}, Policy{}, fixedNow, testCatalog(t)), Voice(noVoice{}, VoicePolicy{}, testCatalog(t))} {
 		var declared []string
 		for _, o := range c.Definition.Options {
 			if o.Type == discordgo.ApplicationCommandOptionSubCommand {
@@ -47,7 +47,7 @@ func TestEverySubcommandIsRouted(t *testing.T) {
 
 type noVoice struct{}
 
-func (noVoice) Join(context.Context, string, string, string) (string, error) {
+func (noVoice) Join(context.Context, string, string, string, string) (string, error) {
 	return "", voiceapi.ErrNotInVoice
 }
 func (noVoice) Leave(context.Context, string) error                                  { return voiceapi.ErrNoSession }
@@ -88,7 +88,8 @@ func TestCommandsDoNotImportTheTransportOrTheClient(t *testing.T) {
 // TestCommandsDependOnNoVoiceMachinery: /voice reads the voice sessions
 // through voice/voiceapi (its errors and status) alone, so the command
 // package does not drag in the memory client, opus, DAVE, the media
-// connection or the realtime client. Of ours it reaches only what it names.
+// connection or the realtime client. Of ours it reaches only what it names
+// (lang, the message catalog, is a leaf).
 func TestCommandsDependOnNoVoiceMachinery(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
@@ -97,7 +98,7 @@ func TestCommandsDependOnNoVoiceMachinery(t *testing.T) {
 	allowed := map[string]bool{
 		"github.com/clankie/clankie/api": true, "github.com/clankie/clankie/config": true,
 		"github.com/clankie/clankie/interaction": true, "github.com/clankie/clankie/voice/voiceapi": true,
-		"github.com/clankie/clankie/commands": true,
+		"github.com/clankie/clankie/commands": true, "github.com/clankie/clankie/lang": true,
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.HasPrefix(dep, "github.com/clankie/clankie/") && !allowed[dep] {

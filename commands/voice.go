@@ -3,12 +3,13 @@ package commands
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/voice/voiceapi"
 )
 
@@ -18,8 +19,10 @@ import (
 type VoiceSessions interface {
 	// Join waits until Discord has put the bot in the invoker's channel
 	// (or the join timeout passed); textChannelID is where /voice join
-	// ran, where Clankie later says why he left.
-	Join(ctx context.Context, guildID, userID, textChannelID string) (channelID string, err error)
+	// ran, where Clankie later says why he left; guildLocale is the
+	// server's locale, which the messages everyone in the channel reads
+	// (the disclosure, why he left) are written in.
+	Join(ctx context.Context, guildID, userID, textChannelID, guildLocale string) (channelID string, err error)
 	Leave(ctx context.Context, guildID string) error
 	Consent(ctx context.Context, guildID, userID string, optIn bool) error
 	// ConsentInSession is Consent from a disclosure's button, counted only
@@ -48,25 +51,26 @@ func contains(list []string, id string) bool {
 	return false
 }
 
-// Voice is the /voice command of the voice bridge.
-func Voice(sessions VoiceSessions, p VoicePolicy) interaction.Command {
-	def := &discordgo.ApplicationCommand{
-		Name:        "voice",
-		Description: "Clankie in a voice channel: join, leave, consent and status",
-		Contexts:    &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild},
+// Voice is the /voice command of the voice bridge; cat words its
+// definition's descriptions and localizations and every reply, in the
+// invoker's locale.
+func Voice(sessions VoiceSessions, p VoicePolicy, cat *lang.Catalog) interaction.Command {
+	def := cat.Command(&discordgo.ApplicationCommand{
+		Name:     "voice",
+		Contexts: &[]discordgo.InteractionContextType{discordgo.InteractionContextGuild},
 		Options: []*discordgo.ApplicationCommandOption{
-			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "join", Description: "Bring Clankie into your voice channel"},
-			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "leave", Description: "Make Clankie leave voice and end the session"},
-			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "consent", Description: "Choose whether Clankie may use what he knows about you in this voice session",
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "join"},
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "leave"},
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "consent",
 				Options: []*discordgo.ApplicationCommandOption{{
-					Type: discordgo.ApplicationCommandOptionString, Name: "action", Description: "opt-in or opt-out", Required: true,
+					Type: discordgo.ApplicationCommandOptionString, Name: "action", Required: true,
 					Choices: []*discordgo.ApplicationCommandOptionChoice{{Name: "opt-in", Value: "opt-in"}, {Name: "opt-out", Value: "opt-out"}},
 				}}},
-			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "status", Description: "Show the voice session's channel, policy and how many speakers consented"},
+			{Type: discordgo.ApplicationCommandOptionSubCommand, Name: "status"},
 		},
-	}
-	h := voiceHandler{sessions: sessions, policy: p}
-	inGuild := interaction.GuildOnly("Voice sessions belong to a server.")
+	})
+	h := voiceHandler{sessions: sessions, policy: p, cat: cat}
+	inGuild := interaction.GuildOnly(sentenceIn(cat, lang.VoiceNoGuild))
 	return interaction.Command{Definition: def, Handlers: map[string]interaction.Handler{
 		"join":    inGuild(h.join),
 		"leave":   inGuild(h.leave),
@@ -80,32 +84,36 @@ func Voice(sessions VoiceSessions, p VoicePolicy) interaction.Command {
 type voiceHandler struct {
 	sessions VoiceSessions
 	policy   VoicePolicy
+	cat      *lang.Catalog
 }
 
+// join answers in the invoker's locale and hands the session the
+// server's, for what it posts to the channel.
 func (h voiceHandler) join(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := h.cat.Printer(inv.Locale)
 	if !h.policy.mayManage(inv) {
-		return interaction.Reply{}, interaction.UserErrorf("You need the Move Members permission or a voice role to bring Clankie into voice.")
+		return interaction.Reply{}, refusal(say, lang.VoiceJoinNotAllowed, nil)
 	}
-	ch, err := h.sessions.Join(ctx, inv.GuildID, inv.User.ID, inv.ChannelID)
+	ch, err := h.sessions.Join(ctx, inv.GuildID, inv.User.ID, inv.ChannelID, inv.GuildLocale)
 	if err != nil {
-		return interaction.Reply{}, voiceSentence(err)
+		return interaction.Reply{}, voiceSentence(say, err)
 	}
-	return interaction.Reply{Content: fmt.Sprintf("Clankie is now listening in <#%s>.\n"+
-		"You are counted as consenting: Clankie may use what he has been told about you in this session. "+
-		"Anyone in the channel can change that for themselves with `/voice consent`. Consent lasts only for this session and is never stored.", ch)}, nil
+	return interaction.Reply{Content: say.Say(lang.VoiceJoined, lang.Args{"Channel": ch})}, nil
 }
 
 func (h voiceHandler) leave(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := h.cat.Printer(inv.Locale)
 	if !h.policy.mayManage(inv) {
-		return interaction.Reply{}, interaction.UserErrorf("You need the Move Members permission or a voice role to end the voice session.")
+		return interaction.Reply{}, refusal(say, lang.VoiceLeaveNotAllowed, nil)
 	}
 	if err := h.sessions.Leave(ctx, inv.GuildID); err != nil {
-		return interaction.Reply{}, voiceSentence(err)
+		return interaction.Reply{}, voiceSentence(say, err)
 	}
-	return interaction.Reply{Content: "Clankie left voice. The session and everyone's consent in it have ended."}, nil
+	return interaction.Reply{Content: say.Say(lang.VoiceLeft, nil)}, nil
 }
 
 func (h voiceHandler) consent(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := h.cat.Printer(inv.Locale)
 	action, _ := inv.Options.String("action")
 	var optIn bool
 	switch action {
@@ -113,36 +121,37 @@ func (h voiceHandler) consent(ctx context.Context, inv interaction.Invocation) (
 		optIn = true
 	case "opt-out":
 	default:
-		return interaction.Reply{}, interaction.UserErrorf("Choose opt-in or opt-out.")
+		return interaction.Reply{}, refusal(say, lang.VoiceChooseConsent, nil)
 	}
 	if err := h.sessions.Consent(ctx, inv.GuildID, inv.User.ID, optIn); err != nil {
-		return interaction.Reply{}, voiceSentence(err)
+		return interaction.Reply{}, voiceSentence(say, err)
 	}
-	return consentReply(optIn), nil
+	return consentReply(say, optIn), nil
 }
 
 // consentReply confirms an opt-in or an opt-out, however it was given.
-func consentReply(optIn bool) interaction.Reply {
+func consentReply(say *lang.Printer, optIn bool) interaction.Reply {
 	if optIn {
-		return interaction.Reply{Content: "You opted in: Clankie may use what he has been told about you in this voice session, until you opt out or leave the channel."}
+		return interaction.Reply{Content: say.Say(lang.VoiceOptedIn, nil)}
 	}
-	return interaction.Reply{Content: "You opted out for the rest of this session: Clankie will not use what he has been told about you here."}
+	return interaction.Reply{Content: say.Say(lang.VoiceOptedOut, nil)}
 }
 
 // consentButton is a click on a disclosure's Opt in or Opt out: the
 // clicker's own consent, in the session that posted it. The custom_id is
 // parsed here and trusted for nothing but which session and which way.
 func (h voiceHandler) consentButton(ctx context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := h.cat.Printer(inv.Locale)
 	rest, _ := strings.CutPrefix(inv.CustomID, voiceapi.ConsentButtonPrefix+":")
 	sessionID, way, _ := strings.Cut(rest, ":")
 	if !validSessionID(sessionID) || (way != "in" && way != "out") {
-		return interaction.Reply{}, interaction.UserErrorf("That button is not one Clankie made; nothing was changed.")
+		return interaction.Reply{}, refusal(say, lang.VoiceForeignButton, nil)
 	}
 	optIn := way == "in"
 	if err := h.sessions.ConsentInSession(ctx, inv.GuildID, inv.User.ID, sessionID, optIn); err != nil {
-		return interaction.Reply{}, voiceSentence(err)
+		return interaction.Reply{}, voiceSentence(say, err)
 	}
-	return consentReply(optIn), nil
+	return consentReply(say, optIn), nil
 }
 
 // validSessionID is the shape of a voice session's id: "vs-" and 16
@@ -160,99 +169,129 @@ func validSessionID(id string) bool {
 	return true
 }
 
+// status is /voice status in the invoker's language. The session's model
+// and encryption lines come from voice as messages not yet rendered
+// (lang.Msg), rendered here.
 func (h voiceHandler) status(_ context.Context, inv interaction.Invocation) (interaction.Reply, error) {
+	say := h.cat.Printer(inv.Locale)
 	st, ok := h.sessions.Status(inv.GuildID)
 	if !ok {
-		return interaction.Reply{Content: "There is no voice session in this server."}, nil
+		return interaction.Reply{Content: say.Say(lang.VoiceNoSession, nil)}, nil
 	}
 	if st.State == voiceapi.StateEnded {
-		content := fmt.Sprintf("There is no voice session in this server. The last one, in <#%s>, ended: %s.", st.ChannelID, endedWhy(st))
-		return interaction.Reply{Content: content + budgetLine(st.Budget)}, nil
+		content := say.Say(lang.VoiceLastEnded, lang.Args{"Channel": st.ChannelID, "Why": endedWhy(say, st)})
+		return interaction.Reply{Content: content + budgetLine(say, st.Budget)}, nil
 	}
-	speakers := "speakers have"
-	if st.Consented == 1 {
-		speakers = "speaker has"
-	}
-	state := string(st.State)
+	state := stateWord(say, st.State)
 	if st.State != voiceapi.StateJoining {
-		state += fmt.Sprintf(" for %s of at most %s", voiceapi.Human(st.Elapsed), voiceapi.Human(st.MaxSession))
+		state = say.Say(lang.VoiceStateFor, lang.Args{"State": state, "Elapsed": voiceapi.Human(st.Elapsed), "Max": voiceapi.Human(st.MaxSession)})
 	}
-	content := fmt.Sprintf("Voice session in <#%s>: %s.\nConsent policy: %s.\n%d %s consented.\n%s\nBriefings delivered to the model: %d.",
-		st.ChannelID, state, st.Policy, st.Consented, speakers, st.Model, st.BriefingsDelivered)
+	lines := []string{
+		say.Say(lang.VoiceStatusSession, lang.Args{"Channel": st.ChannelID, "State": state}),
+		say.Say(lang.VoiceStatusPolicy, lang.Args{"Policy": policyWord(say, st.Policy)}),
+		say.Count(lang.VoiceStatusConsented, st.Consented, nil),
+		say.Render(st.Model),
+		say.Say(lang.VoiceStatusBriefings, lang.Args{"Count": st.BriefingsDelivered}),
+	}
 	if st.Turns != nil {
-		content += fmt.Sprintf("\nTurns this session: %d answered, %d let pass (not addressed to Clankie).", st.Turns.Answered, st.Turns.Silent)
+		lines = append(lines, say.Say(lang.VoiceStatusTurns, lang.Args{"Answered": st.Turns.Answered, "Silent": st.Turns.Silent}))
 	}
-	if st.Encryption != "" {
-		content += "\n" + st.Encryption
+	if st.Encryption.ID != "" {
+		lines = append(lines, say.Render(st.Encryption))
 	}
-	return interaction.Reply{Content: content + budgetLine(st.Budget)}, nil
+	return interaction.Reply{Content: strings.Join(lines, "\n") + budgetLine(say, st.Budget)}, nil
+}
+
+// stateWord names a session's state.
+func stateWord(say *lang.Printer, s voiceapi.State) string {
+	switch s {
+	case voiceapi.StateJoining:
+		return say.Say(lang.StateJoining, nil)
+	case voiceapi.StateLive:
+		return say.Say(lang.StateLive, nil)
+	case voiceapi.StateReconnecting:
+		return say.Say(lang.StateReconnecting, nil)
+	case voiceapi.StateEnded:
+		return say.Say(lang.StateEnded, nil)
+	}
+	return string(s)
+}
+
+// policyWord names a consent policy.
+func policyWord(say *lang.Printer, p config.ConsentPolicy) string {
+	switch p {
+	case config.ConsentExplicit:
+		return say.Say(lang.PolicyExplicit, nil)
+	case config.ConsentPresence:
+		return say.Say(lang.PolicyPresence, nil)
+	}
+	return string(p)
 }
 
 // budgetLine is the server's voice time today, when it has a budget.
-func budgetLine(b voiceapi.Budget) string {
+func budgetLine(say *lang.Printer, b voiceapi.Budget) string {
 	if b.Limit <= 0 {
 		return ""
 	}
 	left := max(0, b.Limit-b.Used)
-	return fmt.Sprintf("\nVoice time today: %s used of %s, %s left; it resets at 00:00 UTC (<t:%d:R>).",
-		voiceapi.Human(b.Used), voiceapi.Human(b.Limit), voiceapi.Human(left), b.ResetsAt.Unix())
+	return "\n" + say.Say(lang.VoiceBudgetLine, lang.Args{"Used": voiceapi.Human(b.Used), "Limit": voiceapi.Human(b.Limit),
+		"Left": voiceapi.Human(left), "Reset": b.ResetsAt.Unix()})
 }
 
 // endedWhy says why a session ended, for /voice status.
-func endedWhy(st voiceapi.Status) string {
+func endedWhy(say *lang.Printer, st voiceapi.Status) string {
 	switch st.Ended {
 	case voiceapi.EndLeave:
-		return "someone ran `/voice leave`"
+		return say.Say(lang.EndedLeave, nil)
 	case voiceapi.EndEmpty:
-		return "nobody was left in the channel"
+		return say.Say(lang.EndedEmpty, nil)
 	case voiceapi.EndIdle:
-		return "nobody who consented was there for a while"
+		return say.Say(lang.EndedIdle, nil)
 	case voiceapi.EndMaxSession:
-		return "it reached the longest a session may last (" + voiceapi.Human(st.MaxSession) + ")"
+		return say.Say(lang.EndedMaxSession, lang.Args{"Max": voiceapi.Human(st.MaxSession)})
 	case voiceapi.EndBudget:
-		return "the server's voice time for today was used up"
+		return say.Say(lang.EndedBudget, nil)
 	case voiceapi.EndJoinTimeout:
-		return "Discord never let Clankie in (the channel may be full, or he may lack Connect/Speak there)"
+		return say.Say(lang.EndedJoinTimeout, nil)
 	case voiceapi.EndRejoinFailed:
-		return "the voice connection was lost and could not be re-established"
+		return say.Say(lang.EndedRejoinFailed, nil)
 	case voiceapi.EndDisconnected:
-		return "Clankie was disconnected from the channel"
+		return say.Say(lang.EndedDisconnected, nil)
 	case voiceapi.EndMoved:
-		return "Clankie was moved to another channel"
+		return say.Say(lang.EndedMoved, nil)
 	case voiceapi.EndProtocol:
-		return fmt.Sprintf("the voice server refused the connection (code %d)", st.CloseCode)
+		return say.Say(lang.EndedProtocol, lang.Args{"Code": st.CloseCode})
 	case voiceapi.EndShutdown:
-		return "the voice bridge shut down"
+		return say.Say(lang.EndedShutdown, nil)
 	}
 	return string(st.Ended)
 }
 
 // voiceSentence turns voice's errors into what the invoker reads; any other
 // error is returned unchanged (the router shows a generic sentence).
-func voiceSentence(err error) error {
+func voiceSentence(say *lang.Printer, err error) error {
 	switch {
 	case errors.Is(err, voiceapi.ErrNotInVoice):
-		return interaction.UserErrorf("Join a voice channel in this server first, then run `/voice join`.")
+		return refusal(say, lang.VoiceNotInVoice, nil)
 	case errors.Is(err, voiceapi.ErrNoSession):
-		return interaction.UserErrorf("There is no voice session in this server.")
+		return refusal(say, lang.VoiceNoSession, nil)
 	case errors.Is(err, voiceapi.ErrNotInSessionChannel):
-		return interaction.UserErrorf("You can manage your consent only from the voice channel the session is in.")
+		return refusal(say, lang.VoiceNotInSessionChannel, nil)
 	case errors.Is(err, voiceapi.ErrSessionEnded):
-		return interaction.UserErrorf("That voice session has ended, so its buttons do nothing now; use the current session's message or `/voice consent`.")
+		return refusal(say, lang.VoiceSessionEnded, nil)
 	case errors.Is(err, voiceapi.ErrOtherChannel):
-		return interaction.UserErrorf("Clankie is already in another voice channel here; end that session with `/voice leave` first.")
+		return refusal(say, lang.VoiceOtherChannel, nil)
 	}
 	var je *voiceapi.JoinError
 	if errors.As(err, &je) {
 		if je.Why == voiceapi.EndJoinTimeout {
-			return interaction.UserErrorf("I could not join <#%s>: it may be full, or I may lack Connect/Speak there.", je.ChannelID)
+			return refusal(say, lang.VoiceJoinTimedOut, lang.Args{"Channel": je.ChannelID})
 		}
-		return interaction.UserErrorf("I could not join <#%s>: %s.", je.ChannelID, endedWhy(voiceapi.Status{Ended: je.Why}))
+		return refusal(say, lang.VoiceJoinFailed, lang.Args{"Channel": je.ChannelID, "Why": endedWhy(say, voiceapi.Status{Ended: je.Why})})
 	}
 	var be *voiceapi.BudgetSpentError
 	if errors.As(err, &be) {
-		return interaction.UserErrorf("This server's voice time for today (%s) is used up. It resets at 00:00 UTC (<t:%d:R>).",
-			voiceapi.Human(be.Budget), be.ResetsAt.Unix())
+		return refusal(say, lang.VoiceBudgetSpent, lang.Args{"Budget": voiceapi.Human(be.Budget), "Reset": be.ResetsAt.Unix()})
 	}
 	return err
 }

@@ -74,6 +74,13 @@ type Invocation struct {
 	TargetID      string
 	TargetUser    *User
 	TargetMessage *Message
+	// Locale is the invoker's Discord locale ("de", "en-US", "pt-BR"),
+	// which every ephemeral reply is written in; GuildLocale is the
+	// server's ("" in a DM), for a message everyone in a channel reads.
+	// Both are as Discord sent them: a handler picks its printer with
+	// them and trusts them for nothing else.
+	Locale      string
+	GuildLocale string
 	// Defer, when not nil, acknowledges the interaction now and promises
 	// the reply later (Discord drops an interaction not acknowledged within
 	// 3 s). It is safe to call from any goroutine, more than once, and after

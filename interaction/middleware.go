@@ -63,12 +63,13 @@ func AllowGuilds(ids []string) Middleware {
 }
 
 // GuildOnly refuses an invocation outside a server (a DM, should Discord
-// deliver one) with sentence, before the handler reads anything.
-func GuildOnly(sentence string) Middleware {
+// deliver one) with the sentence for the invoker's locale, before the
+// handler reads anything.
+func GuildOnly(sentence func(locale string) string) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, inv Invocation) (Reply, error) {
 			if inv.GuildID == "" {
-				return Reply{}, &UserError{Sentence: sentence}
+				return Reply{}, &UserError{Sentence: sentence(inv.Locale)}
 			}
 			return next(ctx, inv)
 		}

@@ -54,6 +54,13 @@ func TestMiddleware(t *testing.T) {
 		return Reply{Content: "deadline in " + time.Until(d).Round(time.Second).String()}, nil
 	}
 	guild, dm, other := Invocation{ID: "1", GuildID: "g"}, Invocation{ID: "2"}, Invocation{ID: "3", GuildID: "other"}
+	germanDM := Invocation{ID: "4", Locale: "de"}
+	notInDMs := GuildOnly(func(locale string) string {
+		if locale == "de" {
+			return "Nicht in DMs."
+		}
+		return "Not in DMs."
+	})
 	for _, tc := range []struct {
 		name     string
 		mw       []Middleware
@@ -74,8 +81,9 @@ func TestMiddleware(t *testing.T) {
 		{"allow-list lets a DM through", []Middleware{AllowGuilds([]string{"g"})}, reply("ok"), dm, "ok", nil, ""},
 		{"allow-list refuses before a panicking handler runs", []Middleware{Recover(zap.NewNop()), AllowGuilds([]string{"g"})},
 			panicking, other, "", ErrNotServed, NotServedSentence},
-		{"guild-only refuses a DM", []Middleware{GuildOnly("Not in DMs.")}, reply("ok"), dm, "", nil, "Not in DMs."},
-		{"guild-only serves a server", []Middleware{GuildOnly("Not in DMs.")}, reply("ok"), guild, "ok", nil, ""},
+		{"guild-only refuses a DM", []Middleware{notInDMs}, reply("ok"), dm, "", nil, "Not in DMs."},
+		{"guild-only refuses in the invoker's language", []Middleware{notInDMs}, reply("ok"), germanDM, "", nil, "Nicht in DMs."},
+		{"guild-only serves a server", []Middleware{notInDMs}, reply("ok"), guild, "ok", nil, ""},
 		{"timeout sets a deadline", []Middleware{Timeout(10 * time.Second)}, deadline, guild, "deadline in 10s", nil, ""},
 		{"the inner timeout wins", []Middleware{Timeout(10 * time.Second), Timeout(3 * time.Second)}, deadline, guild, "deadline in 3s", nil, ""},
 	} {

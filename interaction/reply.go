@@ -3,7 +3,6 @@ package interaction
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/bwmarrin/discordgo"
 )
@@ -133,12 +132,6 @@ type UserError struct{ Sentence string }
 
 func (e *UserError) Error() string { return e.Sentence }
 
-// UserErrorf returns a UserError whose sentence is formatted as fmt.Sprintf
-// does.
-func UserErrorf(format string, args ...any) error {
-	return &UserError{Sentence: fmt.Sprintf(format, args...)}
-}
-
 // AsUserError returns the UserError in err, and whether there is one.
 func AsUserError(err error) (*UserError, bool) {
 	var ue *UserError
@@ -146,7 +139,9 @@ func AsUserError(err error) (*UserError, bool) {
 	return ue, ok
 }
 
-// Sentences of the middleware and the mux.
+// Sentences of the middleware and the mux, in English. The transport
+// recognises ErrStale and ErrNotServed and shows the catalog's sentence
+// in the invoker's language instead (lang.Stale, lang.NotServed).
 const (
 	// StaleSentence: the command or its options are not what this process
 	// registered (Discord may still hold an older registration).

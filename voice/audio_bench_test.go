@@ -62,7 +62,7 @@ func BenchmarkSessionAudioLatency(b *testing.B) {
 	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
 	const silence = 200 * time.Millisecond // the shortest CLANKIE_VOICE_UTTERANCE_SILENCE
 	m := startManager(b, Config{Model: opener, Audio: audioCfg, Group: config.VoiceGroup{UtteranceSilence: silence}}, answeredBy(srv), gid, voiceStates(lounge, ana)...)
-	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
+	if _, err := m.Join(ctx, gid, ana, "", ""); err != nil {
 		b.Fatal(err)
 	}
 	<-opened

@@ -139,7 +139,7 @@ func testSessionAudioBothWays(t *testing.T, e2ee bool) {
 	}
 	// The gateway answers the bot's move with the voice server's session.
 	m := startManager(t, Config{Model: opener, Audio: audioCfg}, answeredBy(srv), gid, voiceStates(lounge, ana, cal)...)
-	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
+	if _, err := m.Join(ctx, gid, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	<-opened
@@ -336,7 +336,7 @@ func TestSessionAudioFollowsTheVoiceServer(t *testing.T) {
 	tlsCfg.RootCAs.AppendCertsFromPEM(mustRead(t, second.CAFile()))
 	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: tlsCfg}
 	m := startManager(t, Config{Model: opener, Audio: audioCfg}, answeredBy(first), gid, voiceStates(lounge, ana)...)
-	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
+	if _, err := m.Join(ctx, gid, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the bot on the first voice server", func() bool { return first.Connected(botUser) })
@@ -413,7 +413,7 @@ func TestSessionAudioNeverLeavesInTheClearUnderDAVE(t *testing.T) {
 	}
 	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS(), DAVE: NewDAVE}
 	m := startManager(t, Config{Model: opener, Audio: audioCfg}, answeredBy(srv), gid, voiceStates(lounge, ana)...)
-	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
+	if _, err := m.Join(ctx, gid, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	<-opened
@@ -464,7 +464,7 @@ func TestSessionAudioRejoinsWhenTheVoiceSessionIsInvalid(t *testing.T) {
 	gw := answeredBy(srv)
 	audioCfg := &AudioConfig{Codec: func(context.Context) (*opus.Runtime, error) { return rt, nil }, TLS: srv.ClientTLS()}
 	m := startManager(t, Config{Model: opener, Audio: audioCfg, RejoinBackoff: 10 * time.Millisecond}, gw, gid, voiceStates(lounge, ana)...)
-	if _, err := m.Join(ctx, gid, ana, ""); err != nil {
+	if _, err := m.Join(ctx, gid, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the bot connected", func() bool { return srv.Connected(botUser) && m.AudioCounters(gid, ana).Connected })

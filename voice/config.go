@@ -9,6 +9,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
@@ -73,6 +74,10 @@ type Config struct {
 	Notices Poster
 	// Model opens each session's model connection; nil: no model.
 	Model ModelOpener
+	// Catalog words what a session posts to its channel (the disclosure,
+	// its buttons, why Clankie left) in the server's locale, which every
+	// reader of the channel shares; the embedded catalog when nil.
+	Catalog *lang.Catalog
 	// ModelHost names who hears consented speakers in the disclosure: the
 	// host of CLANKIE_REALTIME_URL.
 	ModelHost string

@@ -25,7 +25,7 @@ func (nopSignal) SendBinary(media.Opcode, []byte) error { return nil }
 // at protocol 0) is refused and status keeps saying encrypted.
 func TestStatusSaysWhenTheCallWasDowngraded(t *testing.T) {
 	m := startManager(t, Config{}, nil, guild, voiceStates(lounge, ana)...)
-	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	d, err := davemedia.New(davemedia.Config{UserID: botUser, ChannelID: lounge})
@@ -43,7 +43,7 @@ func TestStatusSaysWhenTheCallWasDowngraded(t *testing.T) {
 		if !ok {
 			t.Fatal("no session")
 		}
-		return st.Encryption
+		return m.cfg.Catalog.English().Render(st.Encryption) // as /voice status words it in English
 	}
 	if got := status(); got != "End-to-end encrypted (DAVE)." {
 		t.Fatalf("encrypted call: status says %q", got)

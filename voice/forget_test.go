@@ -137,7 +137,7 @@ func TestConsentShrinkTakesThePersonOutOfTheModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, f, h, _ := forgetRig(t, &factBriefer{})
-			if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+			if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Consent(context.Background(), guild, ben, true); err != nil {
@@ -190,7 +190,7 @@ func TestConsentShrinkTakesThePersonOutOfTheModel(t *testing.T) {
 func TestBriefingInFlightAtAnOptOutIsNeverSent(t *testing.T) {
 	b := &factBriefer{held: make(chan struct{}), release: make(chan struct{})}
 	m, f, h, logs := forgetRig(t, b)
-	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	realtimetest.Eventually(t, "ana briefed", func() bool { return strings.Contains(lastItem(f), "sourdough") })

@@ -28,7 +28,7 @@ func BenchmarkGroupTranscriptToResponse(b *testing.B) {
 			Instructions: "You are Clankie.", ManualTurns: true, TranscribeModel: "gpt-4o-mini-transcribe", Listener: out}, nil)
 	}
 	m := startManager(b, Config{Model: opener}, nil, guild, voiceStates(lounge, ana, ben)...)
-	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 		b.Fatal(err)
 	}
 	s := m.Session(guild)

@@ -2,6 +2,7 @@ package voice
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"go.uber.org/zap"
 
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/voiceapi"
 )
@@ -44,6 +46,14 @@ type Manager struct {
 // NewManager builds the session manager from its settings.
 func NewManager(cfg Config) *Manager {
 	cfg = cfg.withDefaults()
+	if cfg.Catalog == nil {
+		cat, err := lang.Load()
+		if err != nil {
+			// The catalog is embedded: a broken one is a broken build.
+			panic(fmt.Sprintf("voice: %v", err))
+		}
+		cfg.Catalog = cat
+	}
 	return &Manager{cfg: cfg, log: cfg.Log, roster: newRoster(), budget: newBudget(cfg.Bounds.DailyBudget),
 		sessions: map[string]*Session{}, echoes: map[string]*echoes{}, last: map[string]voiceapi.Status{},
 		links: map[*audioLink]struct{}{}, ended: ended{endedBy: map[voiceapi.EndReason]uint64{}}}
@@ -152,8 +162,10 @@ func (m *Manager) Session(guildID string) *Session {
 // as consented, and waits until Discord has put the bot there: it returns
 // the channel, or a *voiceapi.JoinError when Discord never answered within
 // the join timeout (the bot's voice state is then left clean). textChannelID
-// is where /voice join ran: where Clankie says why he left, later.
-func (m *Manager) Join(ctx context.Context, guildID, userID, textChannelID string) (string, error) {
+// is where /voice join ran: where Clankie says why he left, later;
+// guildLocale is the server's locale, which what the session posts there
+// is written in (English when it is not one the catalog translates).
+func (m *Manager) Join(ctx context.Context, guildID, userID, textChannelID, guildLocale string) (string, error) {
 	channelID := m.roster.channelOf(guildID, userID)
 	if channelID == "" {
 		return "", voiceapi.ErrNotInVoice
@@ -171,7 +183,7 @@ func (m *Manager) Join(ctx context.Context, guildID, userID, textChannelID strin
 			st := m.budget.status(guildID, now)
 			return "", &voiceapi.BudgetSpentError{Budget: st.Limit, ResetsAt: st.ResetsAt}
 		}
-		s = m.startLocked(guildID, channelID, textChannelID, false)
+		s = m.startLocked(guildID, channelID, textChannelID, guildLocale, false)
 	}
 	m.mu.Unlock()
 	s.optIn(userID)
@@ -182,8 +194,8 @@ func (m *Manager) Join(ctx context.Context, guildID, userID, textChannelID strin
 // startLocked makes and starts a session; fresh makes its first move a
 // leave and a join (the bot is in a channel already: moved there by
 // someone). m.mu is held.
-func (m *Manager) startLocked(guildID, channelID, textChannelID string, fresh bool) *Session {
-	s := newSession(m, guildID, channelID, textChannelID)
+func (m *Manager) startLocked(guildID, channelID, textChannelID, guildLocale string, fresh bool) *Session {
+	s := newSession(m, guildID, channelID, textChannelID, guildLocale)
 	m.sessions[guildID] = s
 	delete(m.last, guildID)
 	m.wg.Add(1)
@@ -201,7 +213,7 @@ func (m *Manager) follow(from *Session, channelID string) bool {
 	if m.closing || m.sessions[from.guildID] != nil || m.budget.left(from.guildID, m.cfg.Now()) <= 0 {
 		return false
 	}
-	m.startLocked(from.guildID, channelID, from.textChannelID, true)
+	m.startLocked(from.guildID, channelID, from.textChannelID, from.locale, true)
 	return true
 }
 

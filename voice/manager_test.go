@@ -191,7 +191,7 @@ func TestConsentDroppedOnEveryWayOfLeaving(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, b, _ := newTestManager(t, config.ConsentExplicit, voiceStates(lounge, ana, ben)...)
-			if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+			if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 				t.Fatal(err)
 			}
 			if err := m.Consent(context.Background(), guild, ben, true); err != nil {
@@ -212,7 +212,7 @@ func TestConsentDroppedOnEveryWayOfLeaving(t *testing.T) {
 // their consent: a reconnect alone is not a leave.
 func TestRosterRebuiltWithThemKeepsConsent(t *testing.T) {
 	m, b, _ := newTestManager(t, config.ConsentExplicit, voiceStates(lounge, ana, ben)...)
-	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Consent(context.Background(), guild, ben, true); err != nil {
@@ -231,7 +231,7 @@ func TestRosterRebuiltWithThemKeepsConsent(t *testing.T) {
 // session ended.
 func TestConsentedChangesAtOnceForTheAudioPath(t *testing.T) {
 	m, _, _ := newTestManager(t, config.ConsentPresence, voiceStates(lounge, ana, ben, botUser)...)
-	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	s := m.Session(guild)
@@ -280,7 +280,7 @@ func TestConsentedCapsAt25(t *testing.T) {
 		users = append(users, fmt.Sprintf("2000000000000001%02d", i))
 	}
 	m, _, _ := newTestManager(t, config.ConsentPresence, voiceStates(lounge, users...)...)
-	if _, err := m.Join(context.Background(), guild, users[0], ""); err != nil {
+	if _, err := m.Join(context.Background(), guild, users[0], "", ""); err != nil {
 		t.Fatal(err)
 	}
 	s := m.Session(guild)

@@ -3,7 +3,6 @@ package voice
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/voiceapi"
@@ -100,8 +100,8 @@ func (s *Session) post(what, content string, buttons []discordgo.MessageComponen
 // is an AI voice, which provider hears consented speakers, whether the
 // call is end-to-end encrypted, and how to opt in and out. It goes to the
 // voice channel's own text chat, or where /voice join ran when the bot may
-// not post there. Posted in the background: Discord's answer never holds
-// up the session.
+// not post there, in the server's locale (everyone there reads it).
+// Posted in the background: Discord's answer never holds up the session.
 func (s *Session) disclose(link *audioLink) {
 	s.mu.Lock()
 	first := !s.disclosed
@@ -110,7 +110,7 @@ func (s *Session) disclose(link *audioLink) {
 	if !first {
 		return
 	}
-	text := disclosure(s.m.cfg.Policy, s.m.cfg.ModelHost, s.m.cfg.Model != nil, daveActive(link))
+	text := disclosure(s.say, s.m.cfg.Policy, s.m.cfg.ModelHost, s.m.cfg.Model != nil, daveActive(link))
 	s.m.wg.Add(1)
 	go func() {
 		defer s.m.wg.Done()
@@ -128,71 +128,70 @@ func daveActive(link *audioLink) bool {
 
 // consentButtons are the disclosure's Opt in and Opt out: a click works as
 // /voice consent for whoever clicked, in this session only. The custom_id
-// carries the session's id and nothing else.
+// carries the session's id and nothing else; the labels are in the
+// server's locale, as the disclosure is.
 func (s *Session) consentButtons() []discordgo.MessageComponent {
 	id := voiceapi.ConsentButtonPrefix + ":" + s.id + ":"
 	return []discordgo.MessageComponent{
-		discordgo.Button{Label: "Opt in", Style: discordgo.SuccessButton, CustomID: id + "in"},
-		discordgo.Button{Label: "Opt out", Style: discordgo.SecondaryButton, CustomID: id + "out"},
+		discordgo.Button{Label: s.say.Say(lang.ButtonOptIn, nil), Style: discordgo.SuccessButton, CustomID: id + "in"},
+		discordgo.Button{Label: s.say.Say(lang.ButtonOptOut, nil), Style: discordgo.SecondaryButton, CustomID: id + "out"},
 	}
 }
 
 // disclosure is the message that opens a session.
-func disclosure(policy config.ConsentPolicy, host string, model, e2ee bool) string {
-	var b strings.Builder
-	b.WriteString("**Clankie, an AI voice assistant, is in this voice channel.**\n")
+func disclosure(say *lang.Printer, policy config.ConsentPolicy, host string, model, e2ee bool) string {
+	lines := []string{say.Say(lang.DisclosureTitle, nil)}
 	switch {
 	case !model:
-		b.WriteString("No voice model is configured: nobody's voice leaves the bridge, and Clankie only prepares what he knows about consented speakers.\n")
+		lines = append(lines, say.Say(lang.DisclosureNoModel, nil))
 	case policy == config.ConsentPresence:
-		fmt.Fprintf(&b, "Everyone here is heard unless they opt out: what consented speakers say goes to the voice model at %s.\n", host)
+		lines = append(lines, say.Say(lang.DisclosurePresence, lang.Args{"Host": host}))
 	default:
-		fmt.Fprintf(&b, "Only people who opt in are heard: what they say goes to the voice model at %s. Nobody else's audio is decrypted or sent.\n", host)
+		lines = append(lines, say.Say(lang.DisclosureExplicit, lang.Args{"Host": host}))
 	}
 	if e2ee {
-		b.WriteString("This call is end-to-end encrypted (DAVE).\n")
+		lines = append(lines, say.Say(lang.DisclosureE2EE, nil))
 	} else {
-		b.WriteString("This call is not end-to-end encrypted.\n")
+		lines = append(lines, say.Say(lang.DisclosureNotE2EE, nil))
 	}
-	b.WriteString("Opt in or out with the buttons below (for yourself, in this session only), or `/voice consent action:opt-in` / `action:opt-out`; end the session: `/voice leave`.")
-	return b.String()
+	lines = append(lines, say.Say(lang.DisclosureHowTo, nil))
+	return strings.Join(lines, "\n")
 }
 
-// sayEnded posts why Clankie left, in the channel /voice join ran in, when
-// he left on his own; a /voice leave, and a join that failed, are answered
-// in their own reply.
+// sayEnded posts why Clankie left, in the channel /voice join ran in and
+// the server's locale, when he left on his own; a /voice leave, and a
+// join that failed, are answered in their own reply.
 func (s *Session) sayEnded(why voiceapi.EndReason, code int, followed bool, to string) {
-	var text string
-	ch := "<#" + s.channelID + ">"
+	var id lang.ID
+	args := lang.Args{"Channel": s.channelID}
 	b := s.m.cfg.Bounds
 	switch why {
 	case voiceapi.EndLeave, voiceapi.EndJoinTimeout:
 		return
 	case voiceapi.EndEmpty:
-		text = "I left " + ch + ": nobody is there any more."
+		id = lang.LeftEmpty
 	case voiceapi.EndIdle:
-		text = fmt.Sprintf("I left %s: nobody who consented has been there for %s.", ch, voiceapi.Human(b.IdleLeave))
+		id, args["Idle"] = lang.LeftIdle, voiceapi.Human(b.IdleLeave)
 	case voiceapi.EndMaxSession:
-		text = fmt.Sprintf("I left %s: a voice session lasts at most %s. Run `/voice join` to start a new one.", ch, voiceapi.Human(b.MaxSession))
+		id, args["Max"] = lang.LeftMaxSession, voiceapi.Human(b.MaxSession)
 	case voiceapi.EndBudget:
 		reset := s.m.budget.status(s.guildID, s.m.cfg.Now()).ResetsAt
-		text = fmt.Sprintf("I left %s: this server's voice time for today (%s) is used up. It resets at 00:00 UTC (<t:%d:R>).", ch, voiceapi.Human(b.DailyBudget), reset.Unix())
+		id, args["Budget"], args["Reset"] = lang.LeftBudget, voiceapi.Human(b.DailyBudget), reset.Unix()
 	case voiceapi.EndRejoinFailed:
-		text = fmt.Sprintf("I lost my voice connection in %s and could not get it back after %d tries, so the session ended. Run `/voice join` to try again.", ch, maxRejoins)
+		id, args["Tries"] = lang.LeftRejoinFailed, maxRejoins
 	case voiceapi.EndDisconnected:
-		text = "I was disconnected from " + ch + ", so the session ended."
+		id = lang.LeftDisconnected
 	case voiceapi.EndMoved:
+		id, args["To"] = lang.LeftMoved, to
 		if followed {
-			text = fmt.Sprintf("I was moved from %s to <#%s>. A new session starts there; nobody's consent carries over.", ch, to)
-		} else {
-			text = fmt.Sprintf("I was moved from %s to <#%s> and left: a new session could not start there.", ch, to)
+			id = lang.LeftMovedFollowed
 		}
 	case voiceapi.EndProtocol:
-		text = fmt.Sprintf("My voice connection in %s was refused (voice server code %d), so I left.", ch, code)
+		id, args["Code"] = lang.LeftProtocol, code
 	case voiceapi.EndShutdown:
-		text = "I left " + ch + ": the voice bridge is shutting down."
+		id = lang.LeftShutdown
 	default:
 		return
 	}
-	s.post("ended_"+string(why), text, nil, s.textChannelID)
+	s.post("ended_"+string(why), s.say.Say(id, args), nil, s.textChannelID)
 }

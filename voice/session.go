@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/memoryclient"
 	"github.com/clankie/clankie/voice/realtime"
 	"github.com/clankie/clankie/voice/voiceapi"
@@ -32,8 +33,12 @@ import (
 type Session struct {
 	m                                 *Manager
 	guildID, channelID, textChannelID string
-	events                            chan event
-	kick                              chan struct{}
+	// locale is the server's, as /voice join's interaction gave it; say
+	// words what the session posts to the channel in it.
+	locale string
+	say    *lang.Printer
+	events chan event
+	kick   chan struct{}
 	// joined closes when Discord has put the bot in the channel; done when
 	// the session ends (every loop and connection stops then); finished
 	// once it has ended and left.
@@ -72,8 +77,9 @@ type Session struct {
 	id string
 }
 
-func newSession(m *Manager, guildID, channelID, textChannelID string) *Session {
+func newSession(m *Manager, guildID, channelID, textChannelID, locale string) *Session {
 	s := &Session{m: m, guildID: guildID, channelID: channelID, textChannelID: textChannelID,
+		locale: locale, say: m.cfg.Catalog.Printer(locale),
 		consent: newConsent(m.cfg.Policy), events: make(chan event, 64), kick: make(chan struct{}, 1),
 		joined: make(chan struct{}), done: make(chan struct{}), finished: make(chan struct{}), ready: make(chan struct{}),
 		state: voiceapi.StateJoining, id: randomID("vs-")}

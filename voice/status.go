@@ -1,63 +1,67 @@
 package voice
 
 import (
-	"fmt"
-
+	"github.com/clankie/clankie/lang"
 	"github.com/clankie/clankie/voice/davemedia"
 	"github.com/clankie/clankie/voice/realtime"
 )
 
 // encryptionSentence says whether the session's call is end-to-end
-// encrypted, for /voice status; "" when it has no voice connection.
-func encryptionSentence(link *audioLink) string {
+// encrypted, for /voice status; none (a zero Msg) when it has no voice
+// connection. It is a message, rendered in the reader's language by
+// /voice.
+func encryptionSentence(link *audioLink) lang.Msg {
 	if link == nil {
-		return ""
+		return lang.Msg{}
 	}
 	if d, ok := link.dave.(*davemedia.Session); ok {
 		switch ds := d.DAVE(); {
 		case ds.Downgraded():
-			return "Not end-to-end encrypted: the call was downgraded to transport encryption only (Discord's servers can hear it, Clankie included)."
+			return lang.Msg{ID: lang.EncryptionDowngraded}
 		case ds.ProtocolVersion() > 0:
-			return "End-to-end encrypted (DAVE)."
+			return lang.Msg{ID: lang.EncryptionE2EE}
 		}
 	}
 	if link.conn.Load() == nil {
-		return ""
+		return lang.Msg{}
 	}
-	return "Not end-to-end encrypted: the call uses transport encryption only."
+	return lang.Msg{ID: lang.EncryptionTransport}
 }
 
 // modelSentence says where a session's model connection stands, in one
 // sentence for /voice status: never content, only the phase, the attempt
 // and, for a refusal, why and the server's code (a checked protocol token).
-func modelSentence(configured bool, openFailed bool, st realtime.State) string {
-	const p = "Realtime voice model: "
+func modelSentence(configured bool, openFailed bool, st realtime.State) lang.Msg {
 	switch {
 	case !configured:
-		return p + "not configured (CLANKIE_REALTIME_URL is empty), so briefings are prepared but not sent."
+		return lang.Msg{ID: lang.ModelNotConfigured}
 	case openFailed:
-		return p + "refused: the realtime settings are invalid; check the CLANKIE_REALTIME_* variables, then start a new session."
+		return lang.Msg{ID: lang.ModelInvalidSettings}
 	}
 	switch st.Phase {
 	case realtime.Connecting:
-		return p + "connecting."
+		return lang.Msg{ID: lang.ModelConnecting}
 	case realtime.Ready:
-		return p + "ready."
+		return lang.Msg{ID: lang.ModelReady}
 	case realtime.Reconnecting:
-		return fmt.Sprintf(p+"reconnecting (attempt %d).", st.Attempt)
+		return lang.Msg{ID: lang.ModelReconnecting, Args: lang.Args{"Attempt": st.Attempt}}
 	case realtime.Closed:
-		return p + "closed."
+		return lang.Msg{ID: lang.ModelClosed}
 	}
-	why := map[realtime.Reason]string{
-		realtime.ReasonKey:         "the endpoint rejected the API key (%s); check CLANKIE_REALTIME_API_KEY and CLANKIE_REALTIME_AUTH",
-		realtime.ReasonModel:       "the endpoint does not offer the model (%s); check CLANKIE_REALTIME_MODEL",
-		realtime.ReasonNotFound:    "the endpoint answered not found (%s); check CLANKIE_REALTIME_URL and CLANKIE_REALTIME_MODEL",
-		realtime.ReasonShape:       "the endpoint rejected the session setup (%s); it may not speak the Realtime GA protocol",
-		realtime.ReasonNotRealtime: "CLANKIE_REALTIME_URL does not answer as a Realtime WebSocket (%s)",
-		realtime.ReasonQuota:       "the account has no quota left (%s)",
-	}[st.Reason]
-	if why == "" {
-		why = "the endpoint refused the session (%s)"
+	why := lang.RefusedOther
+	switch st.Reason {
+	case realtime.ReasonKey:
+		why = lang.RefusedKey
+	case realtime.ReasonModel:
+		why = lang.RefusedModel
+	case realtime.ReasonNotFound:
+		why = lang.RefusedNotFound
+	case realtime.ReasonShape:
+		why = lang.RefusedShape
+	case realtime.ReasonNotRealtime:
+		why = lang.RefusedNotRealtime
+	case realtime.ReasonQuota:
+		why = lang.RefusedQuota
 	}
-	return p + "refused: " + fmt.Sprintf(why, st.Code) + ". It will not retry; fix the setting, then start a new session."
+	return lang.Msg{ID: lang.ModelRefused, Args: lang.Args{"Why": lang.Msg{ID: why, Args: lang.Args{"Code": st.Code}}}}
 }

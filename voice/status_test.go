@@ -32,7 +32,7 @@ func managerWithModel(t *testing.T, f *realtimetest.Server, edit func(*realtime.
 		return realtime.Start(ctx, c, log.Named("realtime"))
 	}
 	m := startManager(t, Config{Model: opener, Log: log}, nil, guild, voiceStates(lounge, ana)...)
-	if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+	if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	return m, logs
@@ -44,7 +44,7 @@ func modelSays(t testing.TB, m *Manager) string {
 	if !ok {
 		t.Fatal("no session")
 	}
-	return st.Model
+	return m.cfg.Catalog.English().Render(st.Model) // as /voice status words it in English
 }
 
 // /voice status says, in one sentence, where the model connection stands:
@@ -53,7 +53,7 @@ func modelSays(t testing.TB, m *Manager) string {
 func TestStatusSaysWhereTheModelStands(t *testing.T) {
 	t.Run("not configured", func(t *testing.T) {
 		m, _, _ := newTestManager(t, config.ConsentExplicit, voiceStates(lounge, ana)...)
-		if _, err := m.Join(context.Background(), guild, ana, ""); err != nil {
+		if _, err := m.Join(context.Background(), guild, ana, "", ""); err != nil {
 			t.Fatal(err)
 		}
 		if got := modelSays(t, m); got != "Realtime voice model: not configured (CLANKIE_REALTIME_URL is empty), so briefings are prepared but not sent." {

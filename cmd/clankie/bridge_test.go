@@ -73,10 +73,10 @@ func TestBridgeSyncRemovesCommandsFromScopesNoLongerServed(t *testing.T) {
 	const other = "100000000000000002"
 	for _, bridge := range []struct {
 		name     string
-		commands int // /person-memory, and /voice for the voice bridge
+		commands int // /person-memory, the text bridge's three context menus, /voice for the voice bridge
 		env      map[string]string
 	}{
-		{"text", 1, nil},
+		{"text", 4, nil},
 		{"voice", 2, map[string]string{"DISCORD_TEXT_BOT_TOKEN": "", "CLANKIE_TEXT_BRIDGE_TOKEN": ""}},
 	} {
 		t.Run(bridge.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/commands"
 	"github.com/clankie/clankie/interaction"
+	"github.com/clankie/clankie/lang"
 )
 
 // The service's page of people: its default and its ceiling.
@@ -305,7 +306,11 @@ removed; --json prints the service's answer with their ids.`,
 // and the slash command accept the same forms and bounds; its refusal
 // sentence (with examples) becomes a usage error.
 func parseExpires(text string, now time.Time) (*time.Time, error) {
-	t, err := commands.ParseExpires(text, now)
+	cat, err := lang.Load()
+	if err != nil {
+		return nil, err
+	}
+	t, err := commands.ParseExpires(cat.English(), text, now)
 	if ue, ok := interaction.AsUserError(err); ok {
 		if rest, ok := strings.CutPrefix(ue.Sentence, "I couldn't read that expiry. "); ok {
 			return nil, fmt.Errorf("--expires %q is not a duration or a date. %s", oneLine(text), rest)

@@ -13,8 +13,9 @@ import (
 // Discord delivers it: a MESSAGE_COMPONENT (type 3) interaction carrying
 // the button's custom_id and the message it is on.
 type ClickSpec struct {
-	// GuildID, ChannelID, UserID, Username, Roles, Permissions, Locale
-	// and Deadline are as in InteractionSpec; UserID is required.
+	// GuildID, ChannelID, UserID, Username, Roles, Permissions, Locale,
+	// GuildLocale and Deadline are as in InteractionSpec; UserID is
+	// required.
 	GuildID     string
 	ChannelID   string
 	UserID      string
@@ -22,6 +23,7 @@ type ClickSpec struct {
 	Roles       []string
 	Permissions *int64
 	Locale      discordgo.Locale
+	GuildLocale discordgo.Locale
 	Deadline    time.Duration
 	// MessageID names the message the button is on: one the bot posted
 	// (RouteCreateMessage) is sent as it was posted, in its channel. Any
@@ -60,7 +62,7 @@ func (f *Fake) newClick(spec ClickSpec) (*Interaction, error) {
 		return nil, errors.New("ClickSpec.UserID is required")
 	}
 	is := InteractionSpec{GuildID: spec.GuildID, ChannelID: spec.ChannelID, UserID: spec.UserID, Username: spec.Username,
-		Roles: spec.Roles, Permissions: spec.Permissions, Locale: spec.Locale, Deadline: spec.Deadline}
+		Roles: spec.Roles, Permissions: spec.Permissions, Locale: spec.Locale, GuildLocale: spec.GuildLocale, Deadline: spec.Deadline}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var msg *ChannelMessage

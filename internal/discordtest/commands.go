@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -100,11 +101,43 @@ func (f *Fake) getCommands(r *http.Request, _ []byte) reply {
 	if bad != nil {
 		return *bad
 	}
+	full := r.URL.Query().Get("with_localizations") == "true"
 	out := make([]map[string]any, 0, len(f.commands[scope]))
 	for _, c := range f.commands[scope] {
-		out = append(out, c.obj)
+		obj := c.obj
+		if !full {
+			obj = withoutLocalizations(obj)
+		}
+		out = append(out, obj)
 	}
 	return okJSON(out)
+}
+
+// withoutLocalizations is a stored command as Discord lists it without
+// ?with_localizations=true: no localization maps at any depth (a sync that
+// compares them must ask for them).
+func withoutLocalizations(obj map[string]any) map[string]any {
+	var strip func(v any) any
+	strip = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, e := range x {
+				if k != "name_localizations" && k != "description_localizations" {
+					out[k] = strip(e)
+				}
+			}
+			return out
+		case []any:
+			out := make([]any, len(x))
+			for i, e := range x {
+				out[i] = strip(e)
+			}
+			return out
+		}
+		return v
+	}
+	return strip(obj).(map[string]any)
 }
 
 func (f *Fake) putCommands(r *http.Request, body []byte) reply {
@@ -150,7 +183,7 @@ func (f *Fake) overwriteLocked(scope string, body []byte, put *CommandPut) reply
 			return apiError(http.StatusBadRequest, CodeInvalidJSON, "The request body contains invalid JSON.")
 		}
 	}
-	if errs := validateCommands(ins); len(errs) > 0 {
+	if errs := validateCommands(ins, f.locales()); len(errs) > 0 {
 		return formError(errs)
 	}
 
@@ -244,12 +277,20 @@ type cmdIn struct {
 	Type        int     `json:"type"`
 	Description string  `json:"description"`
 	Options     []optIn `json:"options"`
+	localized
+}
+
+// localized are a command's or an option's localizations, by locale.
+type localized struct {
+	NameLocalizations        map[string]string `json:"name_localizations"`
+	DescriptionLocalizations map[string]string `json:"description_localizations"`
 }
 
 type optIn struct {
-	Type         int        `json:"type"`
-	Name         string     `json:"name"`
-	Description  string     `json:"description"`
+	Type        int    `json:"type"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	localized
 	Required     bool       `json:"required"`
 	Autocomplete bool       `json:"autocomplete"`
 	Choices      []choiceIn `json:"choices"`
@@ -259,8 +300,9 @@ type optIn struct {
 }
 
 type choiceIn struct {
-	Name  string `json:"name"`
-	Value any    `json:"value"`
+	Name              string            `json:"name"`
+	NameLocalizations map[string]string `json:"name_localizations"`
+	Value             any               `json:"value"`
 }
 
 // chatNameRE is Discord's rule for CHAT_INPUT command and option names.
@@ -292,14 +334,75 @@ func checkDescription(path []string, d string) []fieldError {
 	return nil
 }
 
+// checkLocales holds a localization map's keys to Discord's locales
+// (AvailableLocalesEnum) and each value to check: a name's rule, or a
+// description's or a choice's length.
+func checkLocales(path []string, m map[string]string, locales map[string]bool, check func([]string, string) []fieldError) []fieldError {
+	var errs []fieldError
+	for _, l := range slices.Sorted(maps.Keys(m)) {
+		p := sub(path, l)
+		if !locales[l] {
+			errs = append(errs, fieldError{p, "BASE_TYPE_CHOICES", "Value must be one of Discord's locales."})
+			continue
+		}
+		errs = append(errs, check(p, m[l])...)
+	}
+	return errs
+}
+
+// checkLocalized checks a command's or an option's name and description
+// localizations; chat is false for a context-menu command, whose names
+// only need 1–32 characters and which has no description.
+func checkLocalized(path []string, l localized, locales map[string]bool, chat bool) []fieldError {
+	name := checkChatName
+	if !chat {
+		name = func(p []string, n string) []fieldError {
+			if c := utf8.RuneCountInString(n); c < 1 || c > 32 {
+				return []fieldError{badLength(p, 1, 32)}
+			}
+			return nil
+		}
+	}
+	errs := checkLocales(sub(path, "name_localizations"), l.NameLocalizations, locales, name)
+	return append(errs, checkLocales(sub(path, "description_localizations"), l.DescriptionLocalizations, locales, checkDescription)...)
+}
+
+// localNames are the names of one level's commands or options in each
+// locale they are localized to, falling back to the default name, as a
+// client in that locale shows them; two equal names in one locale are
+// refused like two equal default names.
+type localNames map[string]map[string]bool
+
+// clash records name as shown in each of locales and reports the first
+// locale in which it is already taken, "" when none.
+func (ln localNames) clash(name string, l map[string]string, locales map[string]bool) string {
+	taken := ""
+	for _, loc := range slices.Sorted(maps.Keys(locales)) {
+		n := name
+		if v, ok := l[loc]; ok {
+			n = v
+		}
+		if ln[loc] == nil {
+			ln[loc] = map[string]bool{}
+		}
+		if ln[loc][n] && taken == "" {
+			taken = loc
+		}
+		ln[loc][n] = true
+	}
+	return taken
+}
+
 // validateCommands applies the rules Discord checks on a bulk overwrite that a
-// bot can plausibly break; a violation is a 400 in production too.
-func validateCommands(cmds []cmdIn) []fieldError {
+// bot can plausibly break; a violation is a 400 in production too. locales
+// are the keys a localization map may have.
+func validateCommands(cmds []cmdIn, locales map[string]bool) []fieldError {
 	var errs []fieldError
 	if len(cmds) > maxCommands {
 		errs = append(errs, fieldError{nil, "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", maxCommands)})
 	}
 	seen := map[string]bool{}
+	shown := map[int]localNames{}
 	for i, c := range cmds {
 		p := []string{strconv.Itoa(i)}
 		typ := c.Type
@@ -310,16 +413,25 @@ func validateCommands(cmds []cmdIn) []fieldError {
 		if seen[key] {
 			errs = append(errs, fieldError{sub(p, "name"), "APPLICATION_COMMANDS_DUPLICATE_NAME", "Application command names must be unique"})
 		}
+		dupDefault := seen[key]
 		seen[key] = true
+		if shown[typ] == nil {
+			shown[typ] = localNames{}
+		}
+		if loc := shown[typ].clash(c.Name, c.NameLocalizations, locales); loc != "" && !dupDefault {
+			errs = append(errs, fieldError{sub(p, "name_localizations", loc), "APPLICATION_COMMANDS_DUPLICATE_NAME", "Application command names must be unique"})
+		}
 		switch typ {
 		case int(discordgo.ChatApplicationCommand):
 			errs = append(errs, checkChatName(sub(p, "name"), c.Name)...)
 			errs = append(errs, checkDescription(sub(p, "description"), c.Description)...)
-			errs = append(errs, validateOptions(sub(p, "options"), c.Options, optLevelTop)...)
+			errs = append(errs, checkLocalized(p, c.localized, locales, true)...)
+			errs = append(errs, validateOptions(sub(p, "options"), c.Options, optLevelTop, locales)...)
 		case int(discordgo.UserApplicationCommand), int(discordgo.MessageApplicationCommand):
 			if n := utf8.RuneCountInString(c.Name); n < 1 || n > 32 {
 				errs = append(errs, badLength(sub(p, "name"), 1, 32))
 			}
+			errs = append(errs, checkLocalized(p, c.localized, locales, false)...)
 			if c.Description != "" {
 				errs = append(errs, fieldError{sub(p, "description"), "APPLICATION_COMMAND_CONTEXT_MENU_DESCRIPTION", "Context menu commands cannot have description"})
 			}
@@ -349,21 +461,26 @@ func isSub(t int) bool {
 	return t == int(discordgo.ApplicationCommandOptionSubCommand) || t == int(discordgo.ApplicationCommandOptionSubCommandGroup)
 }
 
-func validateOptions(path []string, opts []optIn, level optLevel) []fieldError {
+func validateOptions(path []string, opts []optIn, level optLevel, locales map[string]bool) []fieldError {
 	var errs []fieldError
 	if len(opts) > maxOptions {
 		errs = append(errs, fieldError{path, "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", maxOptions)})
 	}
 	names := map[string]bool{}
+	shown := localNames{}
 	hasSub, hasOther, sawOptional := false, false, false
 	for i, o := range opts {
 		p := sub(path, strconv.Itoa(i))
 		if names[o.Name] {
 			errs = append(errs, fieldError{sub(p, "name"), "APPLICATION_COMMAND_OPTION_NAME_ALREADY_EXISTS", "Option names must be unique"})
 		}
+		if loc := shown.clash(o.Name, o.NameLocalizations, locales); loc != "" && !names[o.Name] {
+			errs = append(errs, fieldError{sub(p, "name_localizations", loc), "APPLICATION_COMMAND_OPTION_NAME_ALREADY_EXISTS", "Option names must be unique"})
+		}
 		names[o.Name] = true
 		errs = append(errs, checkChatName(sub(p, "name"), o.Name)...)
 		errs = append(errs, checkDescription(sub(p, "description"), o.Description)...)
+		errs = append(errs, checkLocalized(p, o.localized, locales, true)...)
 		if o.Type < 1 || o.Type > 11 {
 			errs = append(errs, fieldError{sub(p, "type"), "BASE_TYPE_CHOICES", "Value must be one of {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}."})
 			continue
@@ -400,6 +517,12 @@ func validateOptions(path []string, opts []optIn, level optLevel) []fieldError {
 		}
 		for j, ch := range o.Choices {
 			errs = append(errs, checkChoice(sub(p, "choices", strconv.Itoa(j)), o.Type, ch)...)
+			errs = append(errs, checkLocales(sub(p, "choices", strconv.Itoa(j), "name_localizations"), ch.NameLocalizations, locales, func(q []string, n string) []fieldError {
+				if c := utf8.RuneCountInString(n); c < 1 || c > 100 {
+					return []fieldError{badLength(q, 1, 100)}
+				}
+				return nil
+			})...)
 		}
 		if (o.MinLength != nil || o.MaxLength != nil) && o.Type != int(discordgo.ApplicationCommandOptionString) {
 			errs = append(errs, fieldError{sub(p, "min_length"), "APPLICATION_COMMAND_OPTION_LENGTH_INVALID", "Length limits are only allowed on string options"})
@@ -411,9 +534,9 @@ func validateOptions(path []string, opts []optIn, level optLevel) []fieldError {
 		}
 		switch o.Type {
 		case int(discordgo.ApplicationCommandOptionSubCommandGroup):
-			errs = append(errs, validateOptions(sub(p, "options"), o.Options, optLevelGroup)...)
+			errs = append(errs, validateOptions(sub(p, "options"), o.Options, optLevelGroup, locales)...)
 		case int(discordgo.ApplicationCommandOptionSubCommand):
-			errs = append(errs, validateOptions(sub(p, "options"), o.Options, optLevelSub)...)
+			errs = append(errs, validateOptions(sub(p, "options"), o.Options, optLevelSub, locales)...)
 		default:
 			if len(o.Options) > 0 {
 				errs = append(errs, fieldError{sub(p, "options"), "APPLICATION_COMMAND_OPTIONS_TYPE_INVALID", "Only sub-commands and groups can have options"})

@@ -41,8 +41,11 @@ type InteractionSpec struct {
 	SubcommandGroup string
 	Subcommand      string
 	Options         []OptionValue
-	// Locale defaults to en-US.
-	Locale discordgo.Locale
+	// Locale is the invoker's (the interaction's locale); en-US when
+	// empty. GuildLocale is the server's (guild_locale, and the guild
+	// object's locale); the Guild's Locale when empty.
+	Locale      discordgo.Locale
+	GuildLocale discordgo.Locale
 	// Deadline overrides the fake's 3 s deadline for this interaction, so a
 	// test of a late answer need not slow every other interaction's test;
 	// negative disables it.
@@ -646,8 +649,12 @@ func (f *Fake) finishLocked(in *Interaction, spec InteractionSpec, data, message
 		p["guild_id"] = spec.GuildID
 		p["member"] = mw
 		p["app_permissions"] = strconv.FormatInt(appPerms, 10)
-		p["guild_locale"] = "en-US"
-		p["guild"] = map[string]any{"id": spec.GuildID, "locale": "en-US", "features": []any{}}
+		guildLocale := spec.GuildLocale
+		if guildLocale == "" {
+			guildLocale = gs.locale()
+		}
+		p["guild_locale"] = string(guildLocale)
+		p["guild"] = map[string]any{"id": spec.GuildID, "locale": string(guildLocale), "features": []any{}}
 		p["context"] = 0
 		p["authorizing_integration_owners"] = map[string]any{"0": spec.GuildID}
 		p["channel"] = map[string]any{"id": in.ChannelID, "type": int(discordgo.ChannelTypeGuildText), "guild_id": spec.GuildID}

@@ -24,6 +24,9 @@ type Guild struct {
 	Members     []Member
 	Channels    []Channel
 	VoiceStates []VoiceState
+	// Locale is the server's preferred locale: its preferred_locale, and
+	// the guild_locale of every interaction in it (en-US when empty).
+	Locale discordgo.Locale
 }
 
 // Role is a guild role; Permissions is the bit set of discordgo.Permission*.
@@ -71,6 +74,14 @@ type VoiceState struct {
 type guildState struct {
 	g        Guild
 	joinedAt time.Time
+}
+
+// locale is the server's preferred locale.
+func (gs *guildState) locale() discordgo.Locale {
+	if gs == nil || gs.g.Locale == "" {
+		return discordgo.EnglishUS
+	}
+	return gs.g.Locale
 }
 
 func cloneGuild(g Guild) Guild {
@@ -301,7 +312,7 @@ func (gs *guildState) guildObject() map[string]any {
 		"roles": roles, "emojis": []any{}, "stickers": []any{}, "features": []any{},
 		"mfa_level": 0, "application_id": nil, "system_channel_id": nil, "system_channel_flags": 0,
 		"rules_channel_id": nil, "vanity_url_code": nil, "description": nil, "banner": nil,
-		"premium_tier": 0, "preferred_locale": "en-US", "public_updates_channel_id": nil,
+		"premium_tier": 0, "preferred_locale": string(gs.locale()), "public_updates_channel_id": nil,
 		"nsfw_level": 0, "premium_progress_bar_enabled": false,
 	}
 }

@@ -210,7 +210,7 @@ func (f *Fake) checkRequest(r *http.Request, hdr http.Header, route, path string
 	if len(errs) > 0 && (route == RouteOverwriteGlobalCommands || route == RouteOverwriteGuildCommands) {
 		var ins []cmdIn
 		if json.Unmarshal(body, &ins) == nil {
-			errs = mergeFieldErrors(errs, validateCommands(ins))
+			errs = mergeFieldErrors(errs, validateCommands(ins, f.locales()))
 		}
 	}
 	return errs

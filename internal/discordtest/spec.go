@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -479,4 +480,42 @@ func redactPath(path string) string {
 		}
 	}
 	return strings.Join(segs, "/")
+}
+
+// locales are the locales Discord's description lists
+// (AvailableLocalesEnum): the keys a localization map may have. Nil when
+// the description has no such enum.
+func (s *Spec) locales() map[string]bool {
+	ref := s.doc.Components.Schemas["AvailableLocalesEnum"]
+	if ref == nil || ref.Value == nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, branch := range ref.Value.OneOf {
+		if c, ok := branch.Value.Const.(string); ok {
+			out[c] = true
+		}
+	}
+	for _, e := range ref.Value.Enum {
+		if c, ok := e.(string); ok {
+			out[c] = true
+		}
+	}
+	return out
+}
+
+// locales are the keys a command's localization map may have: Discord's
+// AvailableLocalesEnum from its description, or, when the fake runs
+// without it, discordgo's list of the same locales.
+func (f *Fake) locales() map[string]bool {
+	if f.cfg.spec != nil {
+		if l := f.cfg.spec.locales(); len(l) > 0 {
+			return l
+		}
+	}
+	out := map[string]bool{}
+	for l := range discordgo.Locales {
+		out[string(l)] = true
+	}
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/lang"
 )
 
 // Errors a session manager returns to /voice; package commands turns them
@@ -123,18 +124,20 @@ type Status struct {
 	Budget     Budget
 	Policy     config.ConsentPolicy
 	Consented  int
-	// Model is one plain sentence about the model connection.
-	Model string
+	// Model is one plain sentence about the model connection, as a
+	// message the reader's language renders.
+	Model lang.Msg
 	// BriefingsDelivered counts briefings the model's server acknowledged.
 	BriefingsDelivered int
 	// Turns counts this session's group-call turns, once the model is
 	// open: answered, and let pass (not addressed to Clankie). Nil before.
 	Turns *Turns
 	// Encryption is one sentence on whether the call is end-to-end
-	// encrypted, "" while the session has no voice connection. Above all
+	// encrypted (a message, as Model), none (a zero ID) while the session
+	// has no voice connection. Above all
 	// it says when a call that was end-to-end encrypted was downgraded,
 	// since Clankie's speech then goes out in the clear to Discord.
-	Encryption string
+	Encryption lang.Msg
 }
 
 // Human writes a duration as people read it: 90s, 2m, 1h30m.
