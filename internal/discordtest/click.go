@@ -3,7 +3,6 @@ package discordtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/bwmarrin/discordgo"
@@ -49,12 +48,7 @@ func (f *Fake) Click(ctx context.Context, spec ClickSpec) *Interaction {
 func (f *Fake) ClickHTTP(ctx context.Context, endpoint string, spec ClickSpec) *Interaction {
 	f.t.Helper()
 	in, err := f.newClick(spec)
-	if err != nil {
-		err = fmt.Errorf("discordtest: ClickHTTP: %w", err)
-		f.t.Errorf("%v", err)
-		return &Interaction{f: f, acked: -1, err: err}
-	}
-	return f.postInteraction(ctx, endpoint, in)
+	return f.postInteraction(ctx, "ClickHTTP", endpoint, in, err)
 }
 
 func (f *Fake) newClick(spec ClickSpec) (*Interaction, error) {

@@ -157,16 +157,19 @@ func (f *Fake) PingHTTP(ctx context.Context, endpoint string) error {
 func (f *Fake) InteractHTTP(ctx context.Context, endpoint string, spec InteractionSpec) *Interaction {
 	f.t.Helper()
 	in, err := f.newInteraction(spec)
+	return f.postInteraction(ctx, "InteractHTTP", endpoint, in, err)
+}
+
+// postInteraction delivers in to endpoint as InteractHTTP describes; err,
+// from building in, fails the test (caller names the call) and delivers
+// nothing.
+func (f *Fake) postInteraction(ctx context.Context, caller, endpoint string, in *Interaction, err error) *Interaction {
+	f.t.Helper()
 	if err != nil {
-		err = fmt.Errorf("discordtest: InteractHTTP: %w", err)
+		err = fmt.Errorf("discordtest: %s: %w", caller, err)
 		f.t.Errorf("%v", err)
 		return &Interaction{f: f, acked: -1, err: err}
 	}
-	return f.postInteraction(ctx, endpoint, in)
-}
-
-// postInteraction delivers in to endpoint as InteractHTTP describes.
-func (f *Fake) postInteraction(ctx context.Context, endpoint string, in *Interaction) *Interaction {
 	if f.probeDue(endpoint) {
 		f.probe(ctx, endpoint, in.payload)
 	}

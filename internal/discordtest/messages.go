@@ -117,16 +117,10 @@ func validateComponents(rows []component) []fieldError {
 			if utf8.RuneCountInString(b.Label) > maxButtonLabel {
 				errs = append(errs, tooLong(sub(bp, "label"), maxButtonLabel))
 			}
-			switch {
-			case b.Style == buttonStyleLink:
-			case b.CustomID == nil || *b.CustomID == "":
-				errs = append(errs, fieldError{sub(bp, "custom_id"), "BASE_TYPE_REQUIRED", "This field is required"})
-			case utf8.RuneCountInString(*b.CustomID) > maxCustomID:
-				errs = append(errs, tooLong(sub(bp, "custom_id"), maxCustomID))
-			case seen[*b.CustomID]:
-				errs = append(errs, fieldError{sub(bp, "custom_id"), "COMPONENT_CUSTOM_ID_DUPLICATED", "Component custom id cannot be duplicated"})
-			default:
-				seen[*b.CustomID] = true
+			if b.Style != buttonStyleLink {
+				if e, ok := checkCustomID(sub(bp, "custom_id"), b.CustomID, seen); !ok {
+					errs = append(errs, e)
+				}
 			}
 		}
 	}
@@ -200,4 +194,20 @@ func (f *Fake) messageWire(m ChannelMessage) map[string]any {
 		"tts": false, "mention_everyone": false, "mentions": []any{}, "mention_roles": []any{},
 		"attachments": []any{}, "embeds": []any{}, "pinned": false, "flags": 0, "components": components,
 	}
+}
+
+// checkCustomID checks a component's custom_id as Discord does: present,
+// at most maxCustomID characters, unique within its message or modal
+// (seen, which it records the id in). ok is false with the field's error.
+func checkCustomID(path []string, id *string, seen map[string]bool) (fieldError, bool) {
+	switch {
+	case id == nil || *id == "":
+		return fieldError{path, "BASE_TYPE_REQUIRED", "This field is required"}, false
+	case utf8.RuneCountInString(*id) > maxCustomID:
+		return tooLong(path, maxCustomID), false
+	case seen[*id]:
+		return fieldError{path, "COMPONENT_CUSTOM_ID_DUPLICATED", "Component custom id cannot be duplicated"}, false
+	}
+	seen[*id] = true
+	return fieldError{}, true
 }

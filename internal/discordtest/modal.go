@@ -71,12 +71,7 @@ func (f *Fake) Submit(ctx context.Context, spec ModalSpec) *Interaction {
 func (f *Fake) SubmitHTTP(ctx context.Context, endpoint string, spec ModalSpec) *Interaction {
 	f.t.Helper()
 	in, err := f.newSubmit(spec)
-	if err != nil {
-		err = fmt.Errorf("discordtest: SubmitHTTP: %w", err)
-		f.t.Errorf("%v", err)
-		return &Interaction{f: f, acked: -1, err: err}
-	}
-	return f.postInteraction(ctx, endpoint, in)
+	return f.postInteraction(ctx, "SubmitHTTP", endpoint, in, err)
 }
 
 // BuildSubmit makes a modal submit from spec without delivering it, for a
@@ -209,15 +204,9 @@ func validateModal(d *msgBody) (*Modal, []fieldError) {
 			continue
 		}
 		in := TextInput{Style: ti.Style, Required: ti.Required == nil || *ti.Required}
-		switch {
-		case ti.CustomID == nil || *ti.CustomID == "":
-			errs = append(errs, fieldError{sub(ip, "custom_id"), "BASE_TYPE_REQUIRED", "This field is required"})
-		case utf8.RuneCountInString(*ti.CustomID) > maxCustomID:
-			errs = append(errs, tooLong(sub(ip, "custom_id"), maxCustomID))
-		case seen[*ti.CustomID]:
-			errs = append(errs, fieldError{sub(ip, "custom_id"), "COMPONENT_CUSTOM_ID_DUPLICATED", "Component custom id cannot be duplicated"})
-		default:
-			seen[*ti.CustomID] = true
+		if e, ok := checkCustomID(sub(ip, "custom_id"), ti.CustomID, seen); !ok {
+			errs = append(errs, e)
+		} else {
 			in.CustomID = *ti.CustomID
 		}
 		if ti.Style != discordgo.TextInputShort && ti.Style != discordgo.TextInputParagraph {
