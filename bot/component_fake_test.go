@@ -69,30 +69,7 @@ func TestClicksOverTheGatewayAndHTTP(t *testing.T) {
 			}
 			return interaction.Reply{Content: "clicked " + inv.CustomID + " @everyone"}, nil
 		}))
-	t.Cleanup(router.Wait)
-
-	gw, err := NewSession(fake.Token(), fake.APIURL(), discordgo.IntentsGuilds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.AddHandler(router.Handle)
-	if err := gw.Open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = fake.WaitHeartbeat(ctx)
-		_ = gw.Close()
-	})
-	rest, err := NewSession(fake.Token(), fake.APIURL(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := hex.DecodeString(fake.PublicKey())
-	srv := httptest.NewServer(&Endpoint{Router: router, REST: rest, Key: ed25519.PublicKey(key),
-		Claims: &mapClaims{ok: map[string]bool{}}, Log: zap.NewNop()})
-	t.Cleanup(srv.Close)
+	endpoint := serveOnBoth(t, fake, router)
 
 	for _, transport := range []struct {
 		name  string
@@ -100,7 +77,7 @@ func TestClicksOverTheGatewayAndHTTP(t *testing.T) {
 	}{
 		{"gateway", fake.Click},
 		{"http", func(ctx context.Context, spec discordtest.ClickSpec) *discordtest.Interaction {
-			return fake.ClickHTTP(ctx, srv.URL, spec)
+			return fake.ClickHTTP(ctx, endpoint, spec)
 		}},
 	} {
 		for _, tc := range []struct {
@@ -178,11 +155,11 @@ func TestClicksOverTheGatewayAndHTTP(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		before := runs.Load()
-		in := fake.ClickHTTP(ctx, srv.URL, discordtest.ClickSpec{GuildID: servedGuild, UserID: "800000000000000009", CustomID: "demo:again"})
+		in := fake.ClickHTTP(ctx, endpoint, discordtest.ClickSpec{GuildID: servedGuild, UserID: "800000000000000009", CustomID: "demo:again"})
 		if _, err := in.WaitReply(ctx); err != nil {
 			t.Fatal(err)
 		}
-		res, err := fake.PostSigned(ctx, srv.URL, discordtest.SignedPost{Body: in.Payload()})
+		res, err := fake.PostSigned(ctx, endpoint, discordtest.SignedPost{Body: in.Payload()})
 		if err != nil || res.Status != http.StatusConflict {
 			t.Fatalf("the same click again answered %+v, %v; want 409", res, err)
 		}
@@ -190,4 +167,35 @@ func TestClicksOverTheGatewayAndHTTP(t *testing.T) {
 			t.Fatalf("handler ran %d times", n)
 		}
 	})
+}
+
+// serveOnBoth serves router to fake over the gateway (a session opened on
+// it) and over HTTP interactions (an Endpoint, whose URL it returns), as
+// a bridge does with one or the other, and stops both when the test ends.
+func serveOnBoth(t *testing.T, fake *discordtest.Fake, router *Router) (endpoint string) {
+	t.Helper()
+	t.Cleanup(router.Wait)
+	gw, err := NewSession(fake.Token(), fake.APIURL(), discordgo.IntentsGuilds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw.AddHandler(router.Handle)
+	if err := gw.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = fake.WaitHeartbeat(ctx)
+		_ = gw.Close()
+	})
+	rest, err := NewSession(fake.Token(), fake.APIURL(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := hex.DecodeString(fake.PublicKey())
+	srv := httptest.NewServer(&Endpoint{Router: router, REST: rest, Key: ed25519.PublicKey(key),
+		Claims: &mapClaims{ok: map[string]bool{}}, Log: zap.NewNop()})
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

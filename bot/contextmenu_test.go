@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net/http/httptest"
 	"strconv"
@@ -97,30 +96,7 @@ func startMenuServer(t *testing.T) *menuServer {
 		}},
 	}
 	router := NewRouter(zap.NewNop(), Config{Guilds: []string{servedGuild}, DeferAfter: 200 * time.Millisecond}, remember, knows)
-	t.Cleanup(router.Wait)
-	gw, err := NewSession(fake.Token(), fake.APIURL(), discordgo.IntentsGuilds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.AddHandler(router.Handle)
-	if err := gw.Open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = fake.WaitHeartbeat(ctx)
-		_ = gw.Close()
-	})
-	rest, err := NewSession(fake.Token(), fake.APIURL(), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, _ := hex.DecodeString(fake.PublicKey())
-	srv := httptest.NewServer(&Endpoint{Router: router, REST: rest, Key: ed25519.PublicKey(key),
-		Claims: &mapClaims{ok: map[string]bool{}}, Log: zap.NewNop()})
-	t.Cleanup(srv.Close)
-	s.endpoint = srv.URL
+	s.endpoint = serveOnBoth(t, fake, router)
 	return s
 }
 
