@@ -82,12 +82,12 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	if swept > 0 {
 		log.Info("swept leftover temp files", zap.String("store", "people"), zap.Int("count", swept))
 	}
-	if s.j, err = openJournal(root); err != nil {
+	if s.j, err = s.openJournal(); err != nil {
 		s.pdir.Close()
 		return nil, err
 	}
 	fail := func(err error) (*Store, error) {
-		s.j.close()
+		s.j.Close()
 		s.logs.closeAll()
 		s.pdir.Close()
 		return nil, err
@@ -107,21 +107,19 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		}
 		return s, nil
 	}
-	lines, skipped, high, err := s.j.read(s.gen, s.sealed)
+	lines, got, err := s.readJournal()
 	if err != nil {
-		return fail(err)
+		return fail(fmt.Errorf("replay the people journal: %w", err))
 	}
-	s.j.high = high
-	if skipped > 0 {
-		log.Warn("skipped corrupt people journal records; the records after them were replayed", zap.Int("count", skipped))
+	if got.Skipped > 0 {
+		log.Warn("skipped corrupt people journal records; the records after them were replayed", zap.Int("count", got.Skipped))
 	}
 	if len(lines) == 0 && s.sealed {
-		if high > 0 { // lines of an older generation: zero them
-			if err := s.j.reset(s.gen, true); err != nil {
-				return fail(err)
-			}
+		// Go on in the catalog's generation; lines of an older one are
+		// zeroed.
+		if err := s.j.Reset(s.gen, got.Used > 0); err != nil {
+			return fail(err)
 		}
-		s.j.gen = s.gen
 		return s, nil
 	}
 	if err := s.replay(lines); err != nil {
@@ -142,7 +140,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 // store makes from now on: its journal's group commits, a checkpoint's logs
 // and catalog, whole-file rewrites (the service's fsync histogram). Call it
 // before the store is shared: it is not synchronised with writes.
-func (s *Store) ObserveSyncs(fn durable.Syncs) { s.syncs, s.j.observe = fn, fn }
+func (s *Store) ObserveSyncs(fn durable.Syncs) { s.syncs = fn }
 
 // Close checkpoints, so the next start reads no journal, and closes the
 // journal.
@@ -150,7 +148,7 @@ func (s *Store) Close() error {
 	s.cp.Lock()
 	defer s.cp.Unlock()
 	err := s.checkpoint(true)
-	if cerr := s.j.close(); err == nil {
+	if cerr := s.j.Close(); err == nil {
 		err = cerr
 	}
 	if cerr := s.logs.closeAll(); err == nil {
@@ -322,7 +320,7 @@ func (s *Store) checkpoint(zero bool) error {
 	if err := s.writeCatalog(next); err != nil {
 		return fmt.Errorf("write the people catalog: %w", err)
 	}
-	if err := s.j.reset(next, zero); err != nil {
+	if err := s.j.Reset(next, zero); err != nil {
 		return err
 	}
 	s.gen, s.sealed = next, true
@@ -338,13 +336,13 @@ func (s *Store) checkpoint(zero bool) error {
 // nothing left to do: with 64 writers that queue stalled them for 300 ms.
 // The caller holds no lock.
 func (s *Store) checkpointIfFull() error {
-	if s.j.used() < journalCheckpoint || !s.checkpointing.CompareAndSwap(false, true) {
+	if s.j.Used() < journalCheckpoint || !s.checkpointing.CompareAndSwap(false, true) {
 		return nil
 	}
 	defer s.checkpointing.Store(false)
 	s.cp.Lock()
 	defer s.cp.Unlock()
-	if s.j.used() < journalCheckpoint {
+	if s.j.Used() < journalCheckpoint {
 		return nil
 	}
 	return s.checkpointLocked()
@@ -412,9 +410,6 @@ func (s *Store) replay(lines []journalLine) error {
 	byPerson := map[string][]journalLine{}
 	var order []string
 	for _, l := range lines {
-		if FileName(l.Subject) != l.Person {
-			return fmt.Errorf("a journal line names %s for another subject", l.Person)
-		}
 		if byPerson[l.Person] == nil {
 			order = append(order, l.Person)
 		}
@@ -623,15 +618,6 @@ func (s *Store) removeCorruptCopies(names ...string) error {
 			return fmt.Errorf("list the people directory: %w", err)
 		}
 	}
-}
-
-// encodeJournal renders one sealed journal record with its newline.
-func encodeJournal(l journalLine) ([]byte, error) {
-	b, err := json.Marshal(l)
-	if err != nil {
-		return nil, err
-	}
-	return sealRecord(b[:len(b)-1]), nil
 }
 
 // legacyFile is the schema-1 person file: one JSON document.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/journal"
 )
 
 // personFile is one person's state: what replaying their log gives.
@@ -123,7 +124,7 @@ type Store struct {
 	now   func() time.Time
 	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
 	cp    sync.RWMutex
-	j     *journal
+	j     *journal.Log
 
 	mu      sync.Mutex
 	idx     peopleIndex            // file name → fact count, people with facts only
@@ -131,7 +132,7 @@ type Store struct {
 	facts   int
 	dirty   map[string]bool // person logs written since the last checkpoint
 	created bool            // a person log was created since the last checkpoint
-	gen     uint64          // the catalog's generation; journal lines carry it
+	gen     uint64          // the catalog's generation, the journal's
 	sealed  bool            // the catalog says its generation's journal records are sealed
 
 	cache *fileCache
@@ -353,13 +354,11 @@ func (s *Store) readOwned(name string, subject api.Subject, take bool) (*personF
 // log line (ending in '\n'), encoded once for both files. The caller holds
 // cp.
 func (s *Store) commit(name string, after *personFile, change []byte) error {
-	// The same fields as journalLine, in its order, around the change's
-	// bytes: names are ASCII letters, digits and "%_.-", quoted as they
-	// are; the subject as json.Marshal writes it (appendSubject).
-	line := make([]byte, 0, len(change)+len(name)+len(after.Subject.GuildID)+len(after.Subject.UserID)+96+sealLen)
-	line = append(line, `{"g":`...)
-	line = strconv.AppendUint(line, s.gen, 10)
-	line = append(line, `,"person":"`...)
+	// journalLine as json.Marshal writes it, around the change's bytes:
+	// names are ASCII letters, digits and "%_.-", quoted as they are; the
+	// subject as json.Marshal writes it (appendSubject).
+	line := make([]byte, 0, len(change)+len(name)+len(after.Subject.GuildID)+len(after.Subject.UserID)+96)
+	line = append(line, `{"person":"`...)
 	line = append(line, name...)
 	line = append(line, `","subject":`...)
 	line = appendSubject(line, after.Subject)
@@ -367,7 +366,8 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 	line = strconv.AppendInt(line, int64(len(after.Facts)), 10)
 	line = append(line, `,"change":`...)
 	line = append(line, change[:len(change)-1]...)
-	return s.j.commit(sealRecord(line))
+	line = append(line, '}')
+	return s.j.Append(line)
 }
 
 // change applies ch to pf, the caller's copy of a person's state, which the
@@ -599,10 +599,10 @@ type Metrics struct {
 
 // Metrics returns the store's counters without touching the disk.
 func (s *Store) Metrics() Metrics {
-	st := s.Stats()
+	st, js := s.Stats(), s.j.Stats()
 	return Metrics{
 		People: st.People, Facts: st.Facts,
-		JournalSyncs: s.j.syncs.Load(), JournalChanges: s.j.synced.Load(), JournalSyncTime: time.Duration(s.j.syncNanos.Load()),
+		JournalSyncs: js.Syncs, JournalChanges: js.Records, JournalSyncTime: js.SyncTime,
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
 		Compactions: s.compactions.Load(), Checkpoints: s.checkpoints.Load(),
 	}

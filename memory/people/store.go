@@ -610,11 +610,16 @@ func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 	return s.redact(name)
 }
 
-// redact blanks a person's journal records but the newest (see
-// journal.blank), once their log is durable without the content those
-// records hold. The caller holds cp (write) and the person's lock.
+// redact blanks a person's journal records but the newest, and what an
+// older generation left where the current one ends (see journal.Blank),
+// once their log is durable without the content those records hold. The
+// newest record stays: it holds no forgotten content, and it brings the
+// catalog's count level at a replay. Blanking rather than checkpointing
+// leaves nothing of a forgotten body in the journal without a catalog
+// write (which grows with the number of people). The caller holds cp
+// (write) and the person's lock.
 func (s *Store) redact(name string) error {
-	_, err := s.j.blank(name, true)
+	_, err := s.j.Blank(personRecords(name), true)
 	return err
 }
 
@@ -756,11 +761,11 @@ func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
 	// The journal line comes first, so a crash before the files are gone
 	// finishes the forgetting at the next start; once they are gone, every
 	// older journal record of the person is blanked.
-	line, err := encodeJournal(journalLine{Gen: s.gen, Person: name, Subject: subject, ForgetPerson: true})
+	line, err := encodeJournal(journalLine{Person: name, Subject: subject, ForgetPerson: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.j.commit(line); err != nil {
+	if err := s.j.Append(line); err != nil {
 		return nil, err
 	}
 	if err := s.removePersonFiles(name, subject); err != nil {
