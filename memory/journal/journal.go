@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -189,21 +190,25 @@ func unseal(line []byte) ([]byte, bool) {
 
 // lineGen reads the generation a line begins with ({"g":n followed by ','
 // or the line's end) and returns where the record's fields begin (the
-// comma, or len(line)).
+// comma, or len(line)). Blank calls it on every line of the file, so it
+// parses the digits itself rather than allocate a string for strconv.
 func lineGen(line []byte) (gen uint64, fields int, ok bool) {
 	rest, found := bytes.CutPrefix(line, []byte(frameOpen))
 	if !found {
 		return 0, 0, false
 	}
 	i := 0
-	for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-		i++
+	for ; i < len(rest) && rest[i] >= '0' && rest[i] <= '9'; i++ {
+		d := uint64(rest[i] - '0')
+		if gen > (math.MaxUint64-d)/10 {
+			return 0, 0, false
+		}
+		gen = gen*10 + d
 	}
 	if i == 0 || (i < len(rest) && rest[i] != ',') {
 		return 0, 0, false
 	}
-	g, err := strconv.ParseUint(string(rest[:i]), 10, 64)
-	return g, len(frameOpen) + i, err == nil
+	return gen, len(frameOpen) + i, true
 }
 
 // record turns body, the part of a line a record was framed into (before
@@ -543,14 +548,21 @@ func (l *Log) Blank(match func(rec []byte) bool, keepNewest bool) (int, error) {
 // its frame, rebuilt in place (line is scratch). A line that does not
 // begin with a frame is no record; a damaged one is offered whole after
 // its frame's opening, its seal cut off when it still looks like one.
+// Blank calls it on every line of the file: it compares bytes directly.
 func matches(line []byte, match func([]byte) bool) bool {
-	_, fields, ok := lineGen(line)
-	if !ok {
+	i := len(frameOpen)
+	if len(line) <= i || string(line[:i]) != frameOpen {
+		return false
+	}
+	for i < len(line) && line[i] >= '0' && line[i] <= '9' {
+		i++
+	}
+	if i == len(frameOpen) || (i < len(line) && line[i] != ',') {
 		return false
 	}
 	body, sealed := line, false
-	if n := len(line) - sealLen; n >= fields && bytes.HasPrefix(line[n:], []byte(sealField)) && bytes.HasSuffix(line, []byte(sealClose)) {
+	if n := len(line) - sealLen; n >= i && string(line[n:n+len(sealField)]) == sealField && string(line[len(line)-len(sealClose):]) == sealClose {
 		body, sealed = line[:n], true
 	}
-	return match(record(body, fields, sealed))
+	return match(record(body, i, sealed))
 }
