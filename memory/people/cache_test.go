@@ -79,3 +79,25 @@ func TestCachedReadsSeeEveryWrite(t *testing.T) {
 		t.Fatalf("after forget-person: %d", r.Total)
 	}
 }
+
+// BenchmarkFileCache is the cache's own cost: a reader's copy of a hit, a
+// take and put back, and a put of a new person that evicts the oldest, over
+// more people than fit.
+func BenchmarkFileCache(b *testing.B) {
+	const people, size = 4096, cacheBytes / 1024 // a quarter of them fit
+	names := make([]string, people)
+	for i := range names {
+		names[i] = fmt.Sprintf("p-%d.jsonl", i)
+	}
+	facts := make([]api.Fact, 16)
+	c := newFileCache()
+	for i := 0; b.Loop(); i++ {
+		name := names[i%people]
+		pf, ok := c.get(name, i%2 == 0)
+		if !ok {
+			pf = &personFile{Facts: facts}
+		}
+		c.put(name, pf, size)
+		c.get(names[(i+people-1)%people], false)
+	}
+}
