@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // metrics are the service's Prometheus figures, in a registry the Service
@@ -65,7 +66,19 @@ func newMetrics(s *Service) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if c, ok := s.people.(personCache); ok {
+		reg.MustRegister(
+			gauge("clankie_memory_people_cache_bytes", "Bytes of person logs whose decoded state the person cache holds (bounded at 8 MiB).", func() float64 { return float64(c.CacheMetrics().Bytes) }),
+			counter("clankie_memory_people_cache_evictions_total", "People dropped from the person cache, least recently used first, to stay within its bound.", func() float64 { return float64(c.CacheMetrics().Evictions) }),
+		)
+	}
 	return m
+}
+
+// personCache is the file store's decoded-person cache; PostgreSQL keeps
+// none, so it reports no such figures.
+type personCache interface {
+	CacheMetrics() people.CacheMetrics
 }
 
 // reqLabels is filled in while a request is answered: the route wrapper

@@ -187,6 +187,8 @@ func TestMetricsScrapeIsContentFree(t *testing.T) {
 		{"clankie_memory_person_files_corrupt", dto.MetricType_GAUGE, nil, 0},
 		{"clankie_memory_people_cache_hits_total", dto.MetricType_COUNTER, nil, 1},
 		{"clankie_memory_people_cache_misses_total", dto.MetricType_COUNTER, nil, 0},
+		{"clankie_memory_people_cache_bytes", dto.MetricType_GAUGE, nil, 1},
+		{"clankie_memory_people_cache_evictions_total", dto.MetricType_COUNTER, nil, 0},
 		{"go_goroutines", dto.MetricType_GAUGE, nil, 1},
 	}
 	bridge := []want{

@@ -1,15 +1,22 @@
 package people
 
 import (
-	"container/list"
+	"math"
 	"slices"
 	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// cacheBytes bounds the decoded person files kept in memory, counted by the
-// size of their files: a few hundred busy people, while the store's memory
-// stays flat however many people it knows.
+// cacheBytes bounds the decoded person files kept in memory, counted by
+// entryBytes: a few hundred busy people, while the store's memory stays flat
+// however many people it knows.
 const cacheBytes = 8 << 20
+
+// entryBytes is what one cached person counts against cacheBytes: the size
+// of their file (the log's bytes, as the callers pass it), not the decoded
+// state's. Counting the decoded size instead is a change of this one line.
+func entryBytes(_ *personFile, fileBytes int) int { return fileBytes }
 
 // fileCache keeps recently used person files decoded, so a proposal or a
 // recall of a busy person skips re-reading and re-decoding a file this
@@ -17,21 +24,42 @@ const cacheBytes = 8 << 20
 // written or read, and the store is the only writer of its root (the LOCK
 // file), so the cache cannot disagree with the disk. Entries are never
 // handed out: get returns a copy the caller may change.
+//
+// The recency order is hashicorp's simplelru; the bound is ours, in bytes:
+// the library bounds a count, and a person's log runs from a few hundred
+// bytes to a megabyte, so no count bounds the memory. The LRU gets no
+// practical count cap (math.MaxInt); its eviction callback, which it calls
+// on every removal, keeps the byte total; put removes the oldest while over
+// cacheBytes. simplelru rather than lru.Cache: fileCache's own mutex already
+// makes get-and-take and put-and-trim single steps, so lru.Cache's lock
+// would only be taken twice.
 type fileCache struct {
-	mu    sync.Mutex
-	size  int
-	order *list.List // most recently used at the front; values are *cached
-	items map[string]*list.Element
+	mu        sync.Mutex
+	lru       *simplelru.LRU[string, cached]
+	bytes     int   // the entries' entryBytes, summed
+	evictions int64 // entries removed to stay within cacheBytes
 }
 
 type cached struct {
-	name string
-	pf   *personFile
-	size int
+	pf    *personFile
+	bytes int
+}
+
+// CacheMetrics is the decoded-person cache's state for the metrics.
+type CacheMetrics struct {
+	// Bytes is what the cache holds, as counted against its bound;
+	// Evictions counts entries dropped to stay within it.
+	Bytes, Evictions int64
 }
 
 func newFileCache() *fileCache {
-	return &fileCache{order: list.New(), items: map[string]*list.Element{}}
+	c := &fileCache{}
+	lru, err := simplelru.NewLRU(math.MaxInt, func(_ string, e cached) { c.bytes -= e.bytes })
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	c.lru = lru
+	return c
 }
 
 // get returns a copy of the cached file, or false. With take it returns
@@ -40,17 +68,18 @@ func newFileCache() *fileCache {
 func (c *fileCache) get(name string, take bool) (*personFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[name]
+	if take {
+		e, ok := c.lru.Peek(name)
+		if ok {
+			c.lru.Remove(name)
+		}
+		return e.pf, ok
+	}
+	e, ok := c.lru.Get(name)
 	if !ok {
 		return nil, false
 	}
-	if take {
-		pf := el.Value.(*cached).pf
-		c.dropLocked(name)
-		return pf, true
-	}
-	c.order.MoveToFront(el)
-	pf := *el.Value.(*cached).pf
+	pf := *e.pf
 	pf.Facts = slices.Clone(pf.Facts)
 	pf.Proposals = slices.Clone(pf.Proposals)
 	return &pf, true
@@ -62,30 +91,33 @@ func (c *fileCache) get(name string, take bool) (*personFile, bool) {
 func (c *fileCache) borrow(name string) (*personFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	el, ok := c.items[name]
-	if !ok {
-		return nil, false
-	}
-	c.order.MoveToFront(el)
-	return el.Value.(*cached).pf, true
+	e, ok := c.lru.Get(name)
+	return e.pf, ok
 }
 
-// put keeps pf as the current contents of name; the caller must not change
-// pf afterwards.
+// put keeps pf as the current contents of name, most recently used, and
+// drops the least recently used entries while the cache holds more than
+// cacheBytes. A file of more than a quarter of the bound is not kept: it
+// would push out many people to save one read. size is the file's size; the
+// caller must not change pf afterwards.
 func (c *fileCache) put(name string, pf *personFile, size int) {
+	n := entryBytes(pf, size)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.dropLocked(name)
-	if size > cacheBytes/4 {
+	c.lru.Remove(name)
+	if n > cacheBytes/4 {
 		return
 	}
 	if pf.enc == nil {
 		pf.enc = &factJSON{m: map[string][]byte{}} // shared by the copies get returns
 	}
-	c.items[name] = c.order.PushFront(&cached{name: name, pf: pf, size: size})
-	c.size += size
-	for c.size > cacheBytes {
-		c.dropLocked(c.order.Back().Value.(*cached).name)
+	c.lru.Add(name, cached{pf: pf, bytes: n})
+	c.bytes += n
+	for c.bytes > cacheBytes {
+		if _, _, ok := c.lru.RemoveOldest(); !ok {
+			break // nothing left: only a broken byte count gets here
+		}
+		c.evictions++
 	}
 }
 
@@ -93,13 +125,15 @@ func (c *fileCache) put(name string, pf *personFile, size int) {
 func (c *fileCache) drop(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.dropLocked(name)
+	c.lru.Remove(name)
 }
 
-func (c *fileCache) dropLocked(name string) {
-	if el, ok := c.items[name]; ok {
-		c.size -= el.Value.(*cached).size
-		c.order.Remove(el)
-		delete(c.items, name)
-	}
+func (c *fileCache) metrics() CacheMetrics {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return CacheMetrics{Bytes: int64(c.bytes), Evictions: c.evictions}
 }
+
+// CacheMetrics returns the decoded-person cache's bytes and evictions (the
+// hits and misses are in Metrics).
+func (s *Store) CacheMetrics() CacheMetrics { return s.cache.metrics() }

@@ -2,6 +2,7 @@ package people
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/clankie/clankie/api"
@@ -25,8 +26,8 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	if taken, ok := c.get("p-1_2.json", true); !ok || taken != pf {
 		t.Fatalf("take: %v %v", taken, ok)
 	}
-	if _, ok := c.get("p-1_2.json", false); ok || c.size != 0 {
-		t.Fatalf("a taken entry is still cached (%d bytes)", c.size)
+	if _, ok := c.get("p-1_2.json", false); ok || c.bytes != 0 {
+		t.Fatalf("a taken entry is still cached (%d bytes)", c.bytes)
 	}
 	c.put("p-1_2.json", pf, 100)
 	c.drop("p-1_2.json")
@@ -36,14 +37,76 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	for i := range 100 {
 		c.put(fmt.Sprintf("p-%d.json", i), &personFile{}, cacheBytes/10)
 	}
-	if c.size > cacheBytes || len(c.items) != 10 {
-		t.Fatalf("cache holds %d bytes in %d entries", c.size, len(c.items))
+	if c.bytes > cacheBytes || c.lru.Len() != 10 {
+		t.Fatalf("cache holds %d bytes in %d entries", c.bytes, c.lru.Len())
 	}
 	if _, ok := c.get("p-99.json", false); !ok {
 		t.Fatal("the most recent entry was evicted")
 	}
 	if _, ok := c.get("p-0.json", false); ok {
 		t.Fatal("the oldest entry was kept past the bound")
+	}
+}
+
+// TestFileCacheBoundsBytesInRecencyOrder holds the cache to its byte bound
+// after every step of a sequence of puts, gets, takes and drops of people of
+// different sizes, and to evicting the least recently used first: the bound
+// is ours, not the library's, so a missed subtraction or a count-bounded LRU
+// fails here.
+func TestFileCacheBoundsBytesInRecencyOrder(t *testing.T) {
+	const q = cacheBytes / 8
+	type step struct {
+		op   string // put, get, take, drop
+		name string
+		size int
+		// after the step: who is cached, least recently used first, and
+		// how many evictions so far
+		held      []string
+		evictions int64
+	}
+	steps := []step{
+		{"put", "a", 2 * q, []string{"a"}, 0},
+		{"put", "b", 2 * q, []string{"a", "b"}, 0},
+		{"put", "c", 2 * q, []string{"a", "b", "c"}, 0},
+		{"put", "d", q, []string{"a", "b", "c", "d"}, 0},
+		{"get", "a", 0, []string{"b", "c", "d", "a"}, 0},      // a is used: b is now the oldest
+		{"put", "e", q, []string{"b", "c", "d", "a", "e"}, 0}, // exactly at the bound
+		{"put", "f", 1, []string{"c", "d", "a", "e", "f"}, 1}, // one byte over: b goes
+		{"put", "c", q, []string{"d", "a", "e", "f", "c"}, 1}, // c shrinks: counted once, at its new size
+		{"take", "a", 0, []string{"d", "e", "f", "c"}, 1},
+		{"put", "g", 2 * q, []string{"d", "e", "f", "c", "g"}, 1},
+		{"put", "h", 2 * q, []string{"d", "e", "f", "c", "g", "h"}, 1},
+		{"put", "i", 2 * q, []string{"f", "c", "g", "h", "i"}, 3}, // d and e go, oldest first
+		{"drop", "c", 0, []string{"f", "g", "h", "i"}, 3},
+		{"put", "g", cacheBytes/4 + 1, []string{"f", "h", "i"}, 3}, // too big to keep: the old g goes too
+	}
+	sizes := map[string]int{}
+	c := newFileCache()
+	for i, s := range steps {
+		switch s.op {
+		case "put":
+			c.put(s.name, &personFile{}, s.size)
+			sizes[s.name] = s.size
+		case "get":
+			if _, ok := c.get(s.name, false); !ok {
+				t.Fatalf("step %d: %s not cached", i, s.name)
+			}
+		case "take":
+			if _, ok := c.get(s.name, true); !ok {
+				t.Fatalf("step %d: %s not cached", i, s.name)
+			}
+		case "drop":
+			c.drop(s.name)
+		}
+		want := 0
+		for _, n := range s.held {
+			want += sizes[n]
+		}
+		m := c.metrics()
+		if got := c.lru.Keys(); !slices.Equal(got, s.held) || m.Bytes != int64(want) || m.Bytes > cacheBytes || m.Evictions != s.evictions {
+			t.Fatalf("step %d (%s %s): holds %v in %d bytes after %d evictions; want %v in %d bytes after %d (bound %d)",
+				i, s.op, s.name, got, m.Bytes, m.Evictions, s.held, want, s.evictions, cacheBytes)
+		}
 	}
 }
 
