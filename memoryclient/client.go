@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/go-resty/resty/v2"
 	"go.uber.org/zap"
 
@@ -43,7 +44,8 @@ const (
 
 const (
 	// backoffBase is the first pause between attempts; each further pause is
-	// three times the last (50 ms, 150 ms, 450 ms, …), capped at backoffMax.
+	// three times the last (50 ms, 150 ms, 450 ms, …), capped at backoffMax
+	// (newBackoff).
 	backoffBase = 50 * time.Millisecond
 	backoffMax  = time.Second
 	// minRetryWindow is the least time that must remain before the deadline,
@@ -243,6 +245,7 @@ func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 	if c.retry {
 		maxAttempts += cl.retries
 	}
+	pauses := newBackoff()
 	for attempt := 1; ; attempt++ {
 		status, err := cl.attempt(callCtx, c, body, out)
 		if err == nil {
@@ -257,7 +260,7 @@ func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 			cl.logFailure(c, err, start)
 			return status, err
 		}
-		wait := backoff(attempt)
+		wait := pauses.NextBackOff()
 		if deadline, ok := callCtx.Deadline(); ok && time.Until(deadline) < wait+minRetryWindow {
 			cl.logFailure(c, err, start)
 			return status, err
@@ -279,13 +282,15 @@ func (cl *Client) do(ctx context.Context, c call, out any) (int, error) {
 	}
 }
 
-// backoff returns the pause after the given failed attempt.
-func backoff(attempt int) time.Duration {
-	d := backoffBase
-	for i := 1; i < attempt && d < backoffMax; i++ {
-		d *= 3
-	}
-	return min(d, backoffMax)
+// newBackoff is one call's pauses between attempts: backoffBase, then three
+// times the last, capped at backoffMax, without jitter (a call retries at
+// most a few times within its budget). It is cenkalti/backoff's policy, the
+// one the realtime client and the voice reconnects use too; the loop in do
+// stays ours, for backoff.Retry measures its deadline from its own start,
+// answers an expired context with the context's error where do returns the
+// last real failure, and cannot give each attempt its own timeout.
+func newBackoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: backoffBase, Multiplier: 3, MaxInterval: backoffMax}
 }
 
 // attempt sends one request. The returned *Error is nil on a 2xx.

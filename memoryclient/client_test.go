@@ -480,9 +480,10 @@ func TestHelpers(t *testing.T) {
 	if got := Kind(99).String(); got != "kind(99)" {
 		t.Errorf("Kind(99) = %q", got)
 	}
+	pauses := newBackoff()
 	for i, want := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 450 * time.Millisecond, time.Second, time.Second} {
-		if got := backoff(i + 1); got != want {
-			t.Errorf("backoff(%d) = %v, want %v", i+1, got, want)
+		if got := pauses.NextBackOff(); got != want {
+			t.Errorf("pause %d = %v, want %v", i+1, got, want)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
 )
@@ -44,7 +44,7 @@ func (s *Session) run() {
 			failures++
 			s.noteDialFailure(failures, resp, err)
 			s.setPhase(Reconnecting, failures+1)
-			if !s.sleep(s.backoff(failures)) {
+			if !s.sleep(s.backoff()) {
 				return
 			}
 			continue
@@ -60,6 +60,7 @@ func (s *Session) run() {
 		}
 		if out.replaced {
 			failures = 0 // a fresh conversation, at once: nothing failed
+			s.pauses.Reset()
 			continue
 		}
 		// A connection that was ready for a while resets the backoff. One
@@ -67,10 +68,11 @@ func (s *Session) run() {
 		// then hangs up is not hammered at the minimum pause.
 		if out.ready && time.Since(started) >= s.cfg.MaxBackoff {
 			failures = 0
+			s.pauses.Reset()
 		}
 		failures++
 		s.setPhase(Reconnecting, failures+1)
-		if !s.sleep(s.backoff(failures)) {
+		if !s.sleep(s.backoff()) {
 			return
 		}
 	}
@@ -269,21 +271,32 @@ func (s *Session) dial() (*websocket.Conn, *http.Response, error) {
 	return conn, resp, err
 }
 
-// backoff is the pause after n consecutive failures (n ≥ 1). Its ceiling
-// doubles from 2×MinBackoff up to MaxBackoff, and the pause is drawn from the
-// upper half of [MinBackoff, ceiling], so it always lies within
-// [MinBackoff, MaxBackoff] and is jittered at every step, the first and the
-// capped ones included: bridges that lost the endpoint together do not all
-// retry in step.
-func (s *Session) backoff(n int) time.Duration {
-	lo, hi := s.cfg.MinBackoff, s.cfg.MaxBackoff
-	upper := lo
-	for i := 0; i < n && upper < hi; i++ {
-		upper *= 2
+// newBackoff is the pause policy between connection attempts, bounded by
+// [lo, hi]: the pause after n consecutive failures is drawn from
+// [ceiling/2, ceiling], where the ceiling doubles from 2×lo up to hi, so it
+// is jittered at every step, the first and the capped ones included:
+// bridges that lost the endpoint together do not all retry in step.
+//
+// It is cenkalti/backoff's exponential policy (the one the memory client
+// and the voice reconnects use): a factor of 1/3 draws from [2c/3, 4c/3]
+// around the interval c, which is the upper half of [0, 4c/3]; so c starts
+// at 1.5×lo and stops at 0.75×hi. When hi < 2×lo the ceiling is hi at
+// once and every pause is drawn from [lo, hi] itself.
+func newBackoff(lo, hi time.Duration) *backoff.ExponentialBackOff {
+	if hi < 2*lo {
+		mid := (lo + hi) / 2
+		return &backoff.ExponentialBackOff{InitialInterval: mid, MaxInterval: mid, Multiplier: 2,
+			RandomizationFactor: float64(hi-lo) / float64(hi+lo)}
 	}
-	upper = min(upper, hi)
-	floor := max(lo, upper/2)
-	return floor + rand.N(upper-floor+1)
+	return &backoff.ExponentialBackOff{InitialInterval: lo * 3 / 2, MaxInterval: hi * 3 / 4, Multiplier: 2,
+		RandomizationFactor: 1.0 / 3}
+}
+
+// backoff is the next pause (run's alone: the policy is not safe for
+// concurrent use), held within [MinBackoff, MaxBackoff] against the
+// library's float arithmetic straying by a nanosecond.
+func (s *Session) backoff() time.Duration {
+	return min(max(s.pauses.NextBackOff(), s.cfg.MinBackoff), s.cfg.MaxBackoff)
 }
 
 // sleep pauses for d unless the session ends first; it reports whether the

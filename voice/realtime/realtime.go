@@ -53,6 +53,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gorilla/websocket"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -463,6 +464,9 @@ type Session struct {
 	host    string // the only part of the URL that is logged
 	dialer  *websocket.Dialer
 	log     *zap.Logger
+	// pauses is the policy between connection attempts (newBackoff); only
+	// run touches it.
+	pauses *backoff.ExponentialBackOff
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -587,6 +591,7 @@ func Start(ctx context.Context, cfg Config, log *zap.Logger) (*Session, error) {
 		host:      u.Host,
 		dialer:    dialer,
 		log:       log,
+		pauses:    newBackoff(cfg.MinBackoff, cfg.MaxBackoff),
 		done:      make(chan struct{}),
 		kick:      make(chan struct{}, 1),
 		audio:     make(chan chunk, audioQueue),

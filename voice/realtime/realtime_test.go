@@ -480,31 +480,68 @@ func TestConcurrentBriefsAcrossADropDeliverTheLatest(t *testing.T) {
 
 func TestBackoffStaysWithinBoundsAndGrows(t *testing.T) {
 	lo, hi := 10*time.Millisecond, 200*time.Millisecond
-	s := &Session{cfg: Config{MinBackoff: lo, MaxBackoff: hi}}
-	for n := 1; n <= 40; n++ {
-		for range 200 {
-			d := s.backoff(n)
+	newSession := func(lo, hi time.Duration) *Session {
+		return &Session{cfg: Config{MinBackoff: lo, MaxBackoff: hi}, pauses: newBackoff(lo, hi)}
+	}
+	firsts := map[time.Duration]bool{}
+	for range 200 {
+		s := newSession(lo, hi)
+		for n := 1; n <= 40; n++ {
+			d := s.backoff()
 			if d < lo || d > hi {
-				t.Fatalf("backoff(%d) = %v, outside [%v, %v]", n, d, lo, hi)
+				t.Fatalf("pause %d = %v, outside [%v, %v]", n, d, lo, hi)
 			}
 			if n == 1 && d > 2*lo {
-				t.Fatalf("backoff(1) = %v, want at most 2×MinBackoff", d)
+				t.Fatalf("pause 1 = %v, want at most 2×MinBackoff", d)
 			}
 			if n >= 6 && d < hi/2 {
-				t.Fatalf("backoff(%d) = %v, want near the maximum", n, d)
+				t.Fatalf("pause %d = %v, want near the maximum", n, d)
+			}
+			if n == 1 {
+				firsts[d] = true
+			}
+		}
+		// A reset (a connection that stayed ready) starts again from the
+		// first pause.
+		s.pauses.Reset()
+		if d := s.backoff(); d < lo || d > 2*lo {
+			t.Fatalf("pause after a reset = %v, want within [%v, %v]", d, lo, 2*lo)
+		}
+	}
+	if len(firsts) < 2 {
+		t.Error("the first pause is not jittered")
+	}
+	// Ceilings 20, 40, 80, 160, 200 ms: each pause within the upper half
+	// of its ceiling, and the capped ones spread over [hi/2, hi].
+	capped := map[time.Duration]bool{}
+	for range 50 {
+		s := newSession(lo, hi)
+		for n, ceiling := range []time.Duration{20, 40, 80, 160, 200, 200, 200} {
+			ceiling *= time.Millisecond
+			d := s.backoff()
+			if d < max(lo, ceiling/2) || d > ceiling {
+				t.Fatalf("pause %d = %v, want within [%v, %v]", n+1, d, max(lo, ceiling/2), ceiling)
+			}
+			if n >= 5 {
+				capped[d] = true
 			}
 		}
 	}
-	distinct := map[time.Duration]bool{}
-	for range 50 {
-		distinct[s.backoff(1)] = true
+	if len(capped) < 2 {
+		t.Error("the capped pause is not jittered")
 	}
-	if len(distinct) < 2 {
-		t.Error("the first pause is not jittered")
+	same := newSession(lo, lo)
+	for range 5 {
+		if d := same.backoff(); d != lo {
+			t.Errorf("backoff with equal bounds = %v, want %v", d, lo)
+		}
 	}
-	same := &Session{cfg: Config{MinBackoff: lo, MaxBackoff: lo}}
-	if d := same.backoff(5); d != lo {
-		t.Errorf("backoff with equal bounds = %v, want %v", d, lo)
+	// Bounds closer than a doubling: every pause is drawn from them.
+	narrow := newSession(lo, lo*3/2)
+	for range 200 {
+		if d := narrow.backoff(); d < lo || d > lo*3/2 {
+			t.Fatalf("pause %v outside [%v, %v]", d, lo, lo*3/2)
+		}
 	}
 }
 
