@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.uber.org/zap"
 )
 
@@ -294,18 +295,19 @@ func (g *gateway) readLoop(s *socket) error {
 	}
 }
 
-// resume reconnects and sends op 7, retrying with backoff while the failure
-// itself says resume.
+// resume reconnects and sends op 7, retrying while the failure itself says
+// resume: five attempts, each after a pause of resumeBackoff's.
 func (g *gateway) resume() (*socket, chan struct{}, error) {
-	backoff := 100 * time.Millisecond
+	pauses := resumeBackoff()
 	var last error
 	for attempt := 0; attempt < 5; attempt++ {
+		t := time.NewTimer(pauses.NextBackOff())
 		select {
 		case <-g.ctx.Done():
+			t.Stop()
 			return nil, nil, ErrClosed
-		case <-time.After(backoff):
+		case <-t.C:
 		}
-		backoff = min(backoff*2, 5*time.Second)
 		s, stop, err := g.resumeOnce()
 		if err == nil {
 			g.resumes.Add(1)
@@ -319,6 +321,14 @@ func (g *gateway) resume() (*socket, chan struct{}, error) {
 		}
 	}
 	return nil, nil, fmt.Errorf("%w: %w", &CloseError{Code: 1006, Action: Rejoin}, last)
+}
+
+// resumeBackoff is the pauses before resume's attempts: 100 ms, doubled
+// every time up to 5 s. It is cenkalti/backoff's policy, the one the
+// realtime client and the memory client use; without jitter, for it paces
+// one bot's connection, not a herd.
+func resumeBackoff() *backoff.ExponentialBackOff {
+	return &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 5 * time.Second}
 }
 
 func (g *gateway) resumeOnce() (*socket, chan struct{}, error) {
