@@ -61,7 +61,7 @@ const compactClaimsAt = 4096
 type fileClaims struct {
 	root  *os.Root
 	now   func() time.Time
-	syncs durable.Syncs
+	files durable.Disk
 
 	// compactAt is compactClaimsAt (smaller in tests).
 	compactAt int
@@ -83,11 +83,11 @@ type claimAt struct {
 // openFileClaims loads the claims file from root (a missing file is none),
 // keeps the claims younger than api.InteractionClaimTTL and rewrites the
 // file with only those, which also drops a line torn by a crash.
-func openFileClaims(root *os.Root, now func() time.Time) (*fileClaims, error) {
+func openFileClaims(root *os.Root, now func() time.Time, files durable.Disk) (*fileClaims, error) {
 	if now == nil {
 		now = time.Now
 	}
-	c := &fileClaims{root: root, now: now, compactAt: compactClaimsAt, live: map[string]time.Time{}}
+	c := &fileClaims{root: root, now: now, files: files, compactAt: compactClaimsAt, live: map[string]time.Time{}}
 	data, err := root.ReadFile(claimsFile)
 	if err != nil && !durable.IsNotExist(err) {
 		return nil, fmt.Errorf("read %s: %w", claimsFile, err)
@@ -119,13 +119,6 @@ func openFileClaims(root *os.Root, now func() time.Time) (*fileClaims, error) {
 	return c, nil
 }
 
-// ObserveSyncs times the store's syncs in the service's fsync histogram.
-func (c *fileClaims) ObserveSyncs(s durable.Syncs) {
-	c.mu.Lock()
-	c.syncs = s
-	c.mu.Unlock()
-}
-
 // Claim claims id unless it was claimed within the TTL; a true answer is on
 // disk.
 func (c *fileClaims) Claim(_ context.Context, id string) (bool, error) {
@@ -146,7 +139,7 @@ func (c *fileClaims) Claim(_ context.Context, id string) (bool, error) {
 	if _, err := c.f.Write(line); err != nil {
 		return false, c.brokenLocked("write", err)
 	}
-	if err := c.syncs.Datasync(c.f); err != nil {
+	if err := c.files.Datasync(c.f); err != nil {
 		return false, c.brokenLocked("fdatasync", err)
 	}
 	c.lines++
@@ -197,7 +190,7 @@ func (c *fileClaims) rewriteLocked() error {
 		buf = append(append(append(buf, ' '), e.id...), '\n')
 		n++
 	}
-	if err := c.syncs.WriteFile(c.root, claimsFile, buf); err != nil {
+	if err := c.files.WriteFile(c.root, claimsFile, buf); err != nil {
 		return fmt.Errorf("rewrite %s: %w", claimsFile, err)
 	}
 	f, err := c.root.OpenFile(claimsFile, os.O_WRONLY|os.O_APPEND, durable.FileMode)

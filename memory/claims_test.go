@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 )
 
 // claimClock is a service clock the test moves.
@@ -163,7 +164,7 @@ func TestFileClaimsDropExpiredAndTornLines(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, claimsFile), []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := openFileClaims(root, clock.now)
+	c, err := openFileClaims(root, clock.now, durable.Disk{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestFileClaimsDropExpiredAndTornLines(t *testing.T) {
 	if !claim(c, "100") || claim(c, "200") || !claim(c, "555") {
 		t.Fatal("expired 100 or torn 555 still claimed, or live 200 not")
 	}
-	reopened, err := openFileClaims(root, clock.now)
+	reopened, err := openFileClaims(root, clock.now, durable.Disk{})
 	if err != nil {
 		t.Fatal(err)
 	}

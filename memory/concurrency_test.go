@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
 )
@@ -357,7 +358,7 @@ func concurrentEpisodes(t *testing.T, services int) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	fresh, err := episodes.Open(root, nil, nil)
+	fresh, err := episodes.Open(root, nil, nil, durable.Disk{})
 	if err != nil {
 		t.Fatal(err)
 	}

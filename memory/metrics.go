@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/people"
 )
 
@@ -25,7 +26,23 @@ type metrics struct {
 	fsync    prometheus.Histogram
 }
 
-func newMetrics(s *Service) *metrics {
+// newFsyncMetric is the histogram of the memory root's syncs. It is made
+// before the stores are opened, so each is given a Disk that times its
+// syncs in it (fsyncDisk) at construction.
+func newFsyncMetric() prometheus.Histogram {
+	return prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "clankie_memory_fsync_duration_seconds",
+		Help:    "Duration of each fsync or fdatasync in the memory root: the person journal's group commits (one can acknowledge many proposals), a checkpoint's person logs and catalog, and every whole-file write's file and directory.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+	})
+}
+
+// fsyncDisk makes the file stores' writes durable, timing each sync in h.
+func fsyncDisk(h prometheus.Histogram) durable.Disk {
+	return durable.NewDisk(func(d time.Duration) { h.Observe(d.Seconds()) })
+}
+
+func newMetrics(s *Service, fsync prometheus.Histogram) *metrics {
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		reg: reg,
@@ -38,11 +55,7 @@ func newMetrics(s *Service) *metrics {
 			Help:    "Time to answer a request, by route pattern.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
-		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "clankie_memory_fsync_duration_seconds",
-			Help:    "Duration of each fsync or fdatasync in the memory root: the person journal's group commits (one can acknowledge many proposals), a checkpoint's person logs and catalog, and every whole-file write's file and directory.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
-		}),
+		fsync: fsync,
 	}
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
@@ -164,8 +177,8 @@ func (s *Service) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A shared store's counts are as of its last refresh: take one per
 		// scrape (an outage leaves the last figures; /readyz tells it).
-		_ = refresh(s.people)
-		_ = refresh(s.episodes)
+		_ = s.people.Refresh()
+		_ = s.episodes.Refresh()
 		h.ServeHTTP(w, r)
 	})
 }

@@ -140,11 +140,11 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 		root.Close()
 		return nil, err
 	}
-	ps, err := people.Open(root, log, time.Now)
+	ps, err := people.Open(root, log, time.Now, durable.Disk{})
 	if err != nil {
 		return fail(fmt.Errorf("load person facts from %s: %w", flag, err))
 	}
-	es, err := episodes.Open(root, log, time.Now)
+	es, err := episodes.Open(root, log, time.Now, durable.Disk{})
 	if err != nil {
 		ps.Close()
 		return fail(fmt.Errorf("load episodes from %s: %w", flag, err))

@@ -177,7 +177,7 @@ func TestDatabaseDownAnswers503(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewService(root, dir, bearers, db.People(), db.Episodes(), db.Claims(), log, nil).Handler())
+	srv := httptest.NewServer(NewService(root, dir, bearers, db.People(), db.Episodes(), db.Claims(), log, nil, nil).Handler())
 	t.Cleanup(srv.Close)
 	h := &harness{t: t, url: srv.URL, dir: dir, logs: logs, allow503: true}
 
@@ -278,7 +278,7 @@ func TestCommitWithoutAnswerIsReportedUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewService(root, dir, bearers, db.People(), db.Episodes(), db.Claims(), zap.NewNop(), nil).Handler())
+	srv := httptest.NewServer(NewService(root, dir, bearers, db.People(), db.Episodes(), db.Claims(), zap.NewNop(), nil, nil).Handler())
 	t.Cleanup(srv.Close)
 	h := &harness{t: t, url: srv.URL, dir: dir, allow503: true}
 

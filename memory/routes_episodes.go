@@ -24,7 +24,7 @@ func (s *Service) episodeCard(r *request) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	if err := refresh(s.episodes); err != nil {
+	if err := s.episodes.Refresh(); err != nil {
 		return reply{}, err
 	}
 	var card api.Card

@@ -55,10 +55,10 @@ func newRouteFixture(tb testing.TB, dir string) *routeFixture {
 // as of a refresh).
 func (fx *routeFixture) stats(tb testing.TB) (people.Stats, episodes.Stats) {
 	tb.Helper()
-	if err := refresh(fx.people); err != nil {
+	if err := fx.people.Refresh(); err != nil {
 		tb.Fatal(err)
 	}
-	if err := refresh(fx.episodes); err != nil {
+	if err := fx.episodes.Refresh(); err != nil {
 		tb.Fatal(err)
 	}
 	return fx.people.Stats(), fx.episodes.Stats()

@@ -13,10 +13,10 @@ import (
 )
 
 func (s *Service) catalog(*request) (reply, error) {
-	if err := refresh(s.people); err != nil {
+	if err := s.people.Refresh(); err != nil {
 		return reply{}, err
 	}
-	if err := refresh(s.episodes); err != nil {
+	if err := s.episodes.Refresh(); err != nil {
 		return reply{}, err
 	}
 	ps := s.people.Stats()
@@ -168,7 +168,7 @@ func (s *Service) briefing(r *request) (reply, error) {
 	if req.CorrelationID != "" && isToken(req.CorrelationID) {
 		r.correlationID = req.CorrelationID
 	}
-	if err := refresh(s.episodes); err != nil {
+	if err := s.episodes.Refresh(); err != nil {
 		return reply{}, err // the table's wrapper writes the receipt
 	}
 	text, counts, err := s.people.Briefing(req, s.episodes.VoiceNotes())

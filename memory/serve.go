@@ -116,17 +116,19 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	if err != nil {
 		return fail(err)
 	}
+	fsync := newFsyncMetric()
 	if !cfg.Postgres() {
-		fps, err := people.Open(root, log, time.Now)
+		files := fsyncDisk(fsync)
+		fps, err := people.Open(root, log, time.Now, files)
 		if err != nil {
 			return fail(fmt.Errorf("load person facts: %w", err))
 		}
-		fes, err := episodes.Open(root, log, time.Now)
+		fes, err := episodes.Open(root, log, time.Now, files)
 		if err != nil {
 			fps.Close()
 			return fail(fmt.Errorf("load episodes: %w", err))
 		}
-		fcs, err := openFileClaims(root, time.Now)
+		fcs, err := openFileClaims(root, time.Now, files)
 		if err != nil {
 			fps.Close()
 			return fail(fmt.Errorf("load interaction claims: %w", err))
@@ -134,7 +136,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		ps, es, cs = fps, fes, fcs
 		closeDB = func() error { return errors.Join(fps.Close(), fcs.Close()) }
 	}
-	svc := NewService(root, cfg.Dir, bearers, ps, es, cs, log, time.Now)
+	svc := NewService(root, cfg.Dir, bearers, ps, es, cs, log, time.Now, fsync)
 	srv := &http.Server{
 		Handler:           svc.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,

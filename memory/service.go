@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
@@ -37,6 +38,11 @@ type PeopleStore interface {
 	Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error)
 	ForgetPerson(subject api.Subject) ([]string, error)
 	Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error)
+	// Refresh brings a store whose state is shared with other processes
+	// (PostgreSQL) up to date before reads that answer from its copy
+	// (Stats), and fails when it cannot; the file store, the only writer
+	// of its files, is always current.
+	Refresh() error
 }
 
 // EpisodeStore is what the routes need of the episode store: the files
@@ -50,19 +56,8 @@ type EpisodeStore interface {
 	Patch(id string, p api.EpisodePatch) (api.Episode, error)
 	Forget(id string) error
 	VoiceNotes() []api.Episode
-}
-
-// refresher is a store whose state is shared with other processes (the
-// PostgreSQL store): Refresh brings its copy up to date before reads that
-// answer from it (Stats, Card, VoiceNotes), and fails when it cannot.
-type refresher interface{ Refresh() error }
-
-// refresh readies st's reads; the file stores are always current.
-func refresh(st any) error {
-	if r, ok := st.(refresher); ok {
-		return r.Refresh()
-	}
-	return nil
+	// Refresh is PeopleStore's: before Stats, Card and VoiceNotes.
+	Refresh() error
 }
 
 // Service is the HTTP face of the stores.
@@ -78,25 +73,20 @@ type Service struct {
 	metrics  *metrics
 }
 
-// syncObserved is a store that reports its syncs (the file stores; the
-// PostgreSQL one makes none of its own).
-type syncObserved interface {
-	ObserveSyncs(durable.Syncs)
-}
-
-// NewService wires the stores behind the routes.
-func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e EpisodeStore, c ClaimStore, log *zap.Logger, now func() time.Time) *Service {
+// NewService wires the stores behind the routes. fsync is the histogram
+// the file stores' Disk times its syncs in (newFsyncMetric, made before
+// they were opened), exported with the service's other metrics; nil makes
+// an empty one (PostgreSQL makes no syncs of its own).
+func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e EpisodeStore, c ClaimStore, log *zap.Logger,
+	now func() time.Time, fsync prometheus.Histogram) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, claims: c, log: log, now: now}
-	s.metrics = newMetrics(s)
-	fsync := durable.Syncs(func(d time.Duration) { s.metrics.fsync.Observe(d.Seconds()) })
-	for _, st := range []any{p, e, c} {
-		if o, ok := st.(syncObserved); ok {
-			o.ObserveSyncs(fsync)
-		}
+	if fsync == nil {
+		fsync = newFsyncMetric()
 	}
+	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, claims: c, log: log, now: now}
+	s.metrics = newMetrics(s, fsync)
 	return s
 }
 

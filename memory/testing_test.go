@@ -87,23 +87,23 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 			}
 			return m
 		}
-		svc := NewService(root, dir, bearers, ps, es, db.Claims(), log, now)
+		svc := NewService(root, dir, bearers, ps, es, db.Claims(), log, now, nil)
 		return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es, dump: dump}
 	}
-	ps, err := people.Open(root, log, now)
+	ps, err := people.Open(root, log, now, durable.Disk{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	es, err := episodes.Open(root, log, now)
+	es, err := episodes.Open(root, log, now, durable.Disk{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cs, err := openFileClaims(root, now)
+	cs, err := openFileClaims(root, now, durable.Disk{})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { cs.Close() })
-	svc := NewService(root, dir, bearers, ps, es, cs, log, now)
+	svc := NewService(root, dir, bearers, ps, es, cs, log, now, nil)
 	return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es}
 }
 

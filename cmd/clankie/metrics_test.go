@@ -325,7 +325,7 @@ func TestVoiceBridgeAloneServesItsMetrics(t *testing.T) {
 	url := "http://" + metricsAddr + "/metrics"
 	var text string
 	var fams map[string]*dto.MetricFamily
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second) // a loaded CI machine: the briefing follows the join, not the reply
 	for {
 		_, text, fams = scrape(t, url, "")
 		s, _ := metricValue(fams["clankie_voice_sessions"], map[string]string{"bridge": "voice"})

@@ -29,14 +29,14 @@ const (
 
 // WriteFile replaces name (a slash path relative to root) with data durably.
 // When it returns nil the new contents are on disk under name. It times
-// nothing; a store's writes go through its Syncs.
+// nothing; a store's writes go through its Disk.
 func WriteFile(root *os.Root, name string, data []byte) error {
-	return Syncs(nil).WriteFile(root, name, data)
+	return Disk{}.WriteFile(root, name, data)
 }
 
 // SyncDir fsyncs a directory so that renames and creations in it are
-// durable, timing nothing (Syncs.SyncDir times it).
-func SyncDir(root *os.Root, dir string) error { return Syncs(nil).SyncDir(root, dir) }
+// durable, timing nothing (Disk.SyncDir times it).
+func SyncDir(root *os.Root, dir string) error { return Disk{}.SyncDir(root, dir) }
 
 // MkdirAll creates dir (relative to root) with DirMode and tightens an
 // existing one that is wider.

@@ -50,7 +50,7 @@ func seedFullStore(b *testing.B) *os.Root {
 // ring and rewrites the gameplay file (384 notes) durably.
 func BenchmarkRecordFullStore(b *testing.B) {
 	root := seedFullStore(b)
-	s, err := Open(root, zap.NewNop(), time.Now)
+	s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func BenchmarkRewriteLaneFiles(b *testing.B) {
 // everything) with two terms and the largest limit.
 func BenchmarkSearchFullStore(b *testing.B) {
 	root := seedFullStore(b)
-	s, err := Open(root, zap.NewNop(), time.Now)
+	s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{})
 	if err != nil {
 		b.Fatal(err)
 	}

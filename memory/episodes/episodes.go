@@ -97,7 +97,7 @@ type Store struct {
 	root  *os.Root
 	log   *zap.Logger
 	now   func() time.Time
-	syncs durable.Syncs // told each sync's duration (ObserveSyncs); nil until then
+	files durable.Disk // makes its writes durable, timing each sync
 
 	mu    sync.RWMutex
 	list  []*rec          // every present episode, compareRec order (oldest first)
@@ -108,10 +108,10 @@ type Store struct {
 	stats Stats
 }
 
-// ObserveSyncs has fn told the duration of every fsync the store makes
-// from now on (the service's fsync histogram). Call it before the store
-// is shared: it is not synchronised with writes.
-func (s *Store) ObserveSyncs(fn durable.Syncs) { s.syncs = fn }
+// Refresh does nothing: the store is the only writer of its files, so what
+// it holds is always current (PostgreSQL's store, shared by processes,
+// reloads here).
+func (s *Store) Refresh() error { return nil }
 
 // Open loads <root>/captain-episodes/<lane>.jsonl for the four lanes. It
 // creates the directory 0700 (tightening a wider one) and sweeps temporary
@@ -121,8 +121,9 @@ func (s *Store) ObserveSyncs(fn durable.Syncs) { s.syncs = fn }
 // unretained, and if more than 128 unretained notes are on disk (a crash
 // between two lane writes) only the newest 128 are presented. The next write
 // re-derives any such file. now is the clock for correctedAt; nil means
-// time.Now. log may be nil.
-func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) {
+// time.Now. log may be nil. files makes the store's writes durable and
+// times their syncs (the service's fsync histogram).
+func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Disk) (*Store, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -140,6 +141,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 		root:  root,
 		log:   log,
 		now:   now,
+		files: files,
 		byID:  make(map[string]*rec),
 		asked: make(map[string]bool),
 		disk:  make(map[api.Lane][]byte),
@@ -674,7 +676,7 @@ func (s *Store) commit(next []*rec, put *rec, drop string) (evicted []*rec, err 
 		if !ok || bytes.Equal(data, s.disk[lane]) {
 			continue
 		}
-		if err := s.syncs.WriteFile(s.root, FileName(lane), data); err != nil {
+		if err := s.files.WriteFile(s.root, FileName(lane), data); err != nil {
 			for l := range dirty {
 				s.stale[l] = true
 			}

@@ -68,7 +68,7 @@ func openEnv(t testing.TB, root *os.Root) *env {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	c := &clock{t: base.Add(1000 * time.Hour)}
-	s, err := Open(root, zap.New(core), c.Now)
+	s, err := Open(root, zap.New(core), c.Now, durable.Disk{})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -59,7 +59,7 @@ func FuzzLoadLaneFile(f *testing.F) {
 		}
 		now := func() time.Time { return base.Add(1000 * time.Hour) }
 
-		s, err := Open(root, zap.NewNop(), now)
+		s, err := Open(root, zap.NewNop(), now, durable.Disk{})
 		if err != nil {
 			t.Fatalf("Open failed on file content: %v", err)
 		}
@@ -112,7 +112,7 @@ func FuzzLoadLaneFile(f *testing.F) {
 			}
 		}
 
-		again, err := Open(root, zap.NewNop(), now)
+		again, err := Open(root, zap.NewNop(), now, durable.Disk{})
 		if err != nil {
 			t.Fatalf("reopen after Record: %v", err)
 		}

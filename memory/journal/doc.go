@@ -9,7 +9,7 @@
 //
 // # Usage
 //
-//	l, err := journal.Open(root, "wal/journal", journal.Options{Size: 16 << 20, Syncs: observe})
+//	l, err := journal.Open(root, "wal/journal", journal.Options{Size: 16 << 20, Disk: durable.NewDisk(observe)})
 //
 //	// At start, with the generation the caller's last checkpoint named:
 //	got, err := l.Replay(gen, func(rec []byte) error {

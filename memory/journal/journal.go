@@ -26,8 +26,9 @@ type Options struct {
 	// does not stop at it: the caller starts a new generation (Reset) once
 	// Used nears it, so appends stay in preallocated blocks.
 	Size int64
-	// Syncs is told the duration of each fdatasync; nil times nothing.
-	Syncs durable.Syncs
+	// Disk makes the fdatasyncs and tells its observer each one's
+	// duration; the zero Disk times nothing.
+	Disk durable.Disk
 }
 
 // Stats are a log's running totals since Open: plain numbers, never
@@ -73,9 +74,9 @@ var ErrRecord = errors.New("a journal record must be a JSON object on one line")
 
 // Log is one journal file. It is safe for concurrent use.
 type Log struct {
-	f     *os.File
-	path  string
-	syncs durable.Syncs
+	f    *os.File
+	path string
+	disk durable.Disk
 
 	// excl is held (read) by each Append for its whole run, and (write)
 	// by Reset and Blank, which rewrite what appends write.
@@ -114,7 +115,7 @@ func (b *batch) passTurn() { b.once.Do(func() { close(b.turn) }) }
 func Open(root *os.Root, name string, opts Options) (*Log, error) {
 	f, err := root.OpenFile(name, os.O_RDWR, durable.FileMode)
 	if durable.IsNotExist(err) {
-		if err := opts.Syncs.WriteFile(root, name, make([]byte, opts.Size)); err != nil {
+		if err := opts.Disk.WriteFile(root, name, make([]byte, opts.Size)); err != nil {
 			return nil, fmt.Errorf("create journal %s: %w", name, err)
 		}
 		f, err = root.OpenFile(name, os.O_RDWR, durable.FileMode)
@@ -122,7 +123,7 @@ func Open(root *os.Root, name string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open journal %s: %w", name, err)
 	}
-	return &Log{f: f, path: name, syncs: opts.Syncs, open: newBatch()}, nil
+	return &Log{f: f, path: name, disk: opts.Disk, open: newBatch()}, nil
 }
 
 // Close closes the file. It does not sync: every append already did.
@@ -318,7 +319,7 @@ func (l *Log) write(buf []byte, off int64) error {
 		return fmt.Errorf("append to journal %s: %w", l.path, err)
 	}
 	start := time.Now()
-	err := l.syncs.Datasync(l.f)
+	err := l.disk.Datasync(l.f)
 	l.syncNanos.Add(int64(time.Since(start)))
 	l.nsyncs.Add(1)
 	if err != nil {
@@ -457,7 +458,7 @@ func (l *Log) Reset(gen uint64, zero bool) error {
 				return fmt.Errorf("zero journal %s: %w", l.path, err)
 			}
 		}
-		if err := l.syncs.Datasync(l.f); err != nil {
+		if err := l.disk.Datasync(l.f); err != nil {
 			return fmt.Errorf("fdatasync journal %s: %w", l.path, err)
 		}
 	}
@@ -537,7 +538,7 @@ func (l *Log) Blank(match func(rec []byte) bool, keepNewest bool) (int, error) {
 		blanked++
 	}
 	if blanked > 0 {
-		if err := l.syncs.Datasync(l.f); err != nil {
+		if err := l.disk.Datasync(l.f); err != nil {
 			return blanked, fmt.Errorf("fdatasync journal %s: %w", l.path, err)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/clankie/clankie/memory/durable"
 )
 
 const testName = "j"
@@ -160,7 +162,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	t.Cleanup(func() { root.Close() })
 	var observed atomic.Int64
-	l := openTest(t, root, Options{Syncs: func(time.Duration) { observed.Add(1) }})
+	l := openTest(t, root, Options{Disk: durable.NewDisk(func(time.Duration) { observed.Add(1) })})
 	if err := l.Reset(1, false); err != nil {
 		t.Fatal(err)
 	}

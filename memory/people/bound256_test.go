@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 )
 
 // The hardening issue's item 8 on the file store: with operator-only notes
@@ -55,7 +56,7 @@ func TestFileStoreHolds256FactsAcrossRestartAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := Open(root, zap.NewNop(), c.now)
+	s2, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
 	if err != nil {
 		t.Fatalf("reopen with a person of 256 facts: %v", err)
 	}
@@ -68,7 +69,7 @@ func TestFileStoreHolds256FactsAcrossRestartAndReplay(t *testing.T) {
 		}
 		c.t = c.t.Add(1e9)
 	}
-	s3, err := Open(root, zap.NewNop(), c.now)
+	s3, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
 	if err != nil {
 		t.Fatalf("replay with a person of 256 facts: %v", err)
 	}

@@ -58,11 +58,11 @@ const journalSeal = "crc32c"
 // root of schema-1 files) it scans the directory once, migrating schema-1
 // files to logs and moving unreadable files aside. Either way it ends with
 // a checkpoint, so the answer's counters match the disk.
-func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) {
+func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Disk) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{root: root, log: log, now: now, hashed: map[string]api.Subject{},
+	s := &Store{root: root, log: log, now: now, files: files, hashed: map[string]api.Subject{},
 		dirty: map[string]bool{}, cache: newFileCache(), logs: newLogFiles()}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
@@ -136,11 +136,10 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time) (*Store, error) 
 	return s, nil
 }
 
-// ObserveSyncs has fn told the duration of every fsync and fdatasync the
-// store makes from now on: its journal's group commits, a checkpoint's logs
-// and catalog, whole-file rewrites (the service's fsync histogram). Call it
-// before the store is shared: it is not synchronised with writes.
-func (s *Store) ObserveSyncs(fn durable.Syncs) { s.syncs = fn }
+// Refresh does nothing: the store is the only writer of its files, so what
+// it holds is always current (PostgreSQL's store, shared by processes,
+// reloads here).
+func (s *Store) Refresh() error { return nil }
 
 // Close checkpoints, so the next start reads no journal, and closes the
 // journal.
@@ -312,7 +311,7 @@ func (s *Store) checkpoint(zero bool) error {
 		return err
 	}
 	if s.created {
-		if err := s.syncs.SyncDir(s.root, Dir); err != nil {
+		if err := s.files.SyncDir(s.root, Dir); err != nil {
 			return err
 		}
 	}
@@ -363,7 +362,7 @@ func (s *Store) syncLogs(names []string) error {
 			return fmt.Errorf("open a person log to sync it: %w", err)
 		}
 		defer release()
-		if err := s.syncs.Datasync(f); err != nil {
+		if err := s.files.Datasync(f); err != nil {
 			return fmt.Errorf("fdatasync a person log: %w", err)
 		}
 		return nil
@@ -547,7 +546,7 @@ func (s *Store) scanNames(d *os.File, names []string, st *scanStats) error {
 	if err := syncfs(d); err != nil {
 		return fmt.Errorf("sync the migrated person logs: %w", err)
 	}
-	if err := s.syncs.SyncDir(s.root, Dir); err != nil {
+	if err := s.files.SyncDir(s.root, Dir); err != nil {
 		return err
 	}
 	for _, legacy := range done {
@@ -555,7 +554,7 @@ func (s *Store) scanNames(d *os.File, names []string, st *scanStats) error {
 			return fmt.Errorf("remove the migrated person file: %w", err)
 		}
 	}
-	return s.syncs.SyncDir(s.root, Dir)
+	return s.files.SyncDir(s.root, Dir)
 }
 
 // syncfs makes every file written on d's file system durable: one call
@@ -582,7 +581,7 @@ func (s *Store) removePersonFiles(name string, subject api.Subject) error {
 	if err := s.removeCorruptCopies(name, LegacyFileName(subject)); err != nil {
 		return err
 	}
-	return s.syncs.SyncDir(s.root, Dir)
+	return s.files.SyncDir(s.root, Dir)
 }
 
 // corruptSuffix follows a person file's name when load moves an unreadable
@@ -667,7 +666,7 @@ func (s *Store) writeFileVia(tmp, name string, write func(*os.File) error) error
 		_ = root.Remove(t)
 		return fmt.Errorf("write temp file: %w", err)
 	}
-	if err := s.syncs.Datasync(f); err != nil {
+	if err := s.files.Datasync(f); err != nil {
 		f.Close()
 		_ = root.Remove(t)
 		return fmt.Errorf("fdatasync temp file: %w", err)
@@ -680,7 +679,7 @@ func (s *Store) writeFileVia(tmp, name string, write func(*os.File) error) error
 		_ = root.Remove(t)
 		return fmt.Errorf("rename into place: %w", err)
 	}
-	return s.syncs.SyncDir(root, path.Dir(name))
+	return s.files.SyncDir(root, path.Dir(name))
 }
 
 func randomName() string {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 )
 
 // TestIndexMatchesAMap drives the front-coded index and a plain map with
@@ -215,7 +216,7 @@ func TestUpgradeMigratesManyPeopleInBatches(t *testing.T) {
 	}
 	core, logs := observer.New(zap.InfoLevel)
 	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	s, err := Open(root, zap.New(core), c.now)
+	s, err := Open(root, zap.New(core), c.now, durable.Disk{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"time"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/journal"
@@ -57,17 +56,10 @@ type journalLine struct {
 	Change       *logLine `json:"change,omitempty"`
 }
 
-// openJournal opens (creating and preallocating when missing) the journal.
-// Its syncs are told to the store's observer (ObserveSyncs).
+// openJournal opens (creating and preallocating when missing) the journal,
+// whose syncs the store's Disk makes and times.
 func (s *Store) openJournal() (*journal.Log, error) {
-	return journal.Open(s.root, path.Join(Dir, JournalName), journal.Options{Size: journalSize, Syncs: s.observeSync})
-}
-
-// observeSync hands a sync's duration to the observer ObserveSyncs set.
-func (s *Store) observeSync(d time.Duration) {
-	if s.syncs != nil {
-		s.syncs(d)
-	}
+	return journal.Open(s.root, path.Join(Dir, JournalName), journal.Options{Size: journalSize, Disk: s.files})
 }
 
 // errUndecodable and errNoChange are a whole journal record that is no

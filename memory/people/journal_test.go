@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 )
 
 // lostAppends undoes what a power cut may undo after the last checkpoint:
@@ -78,7 +79,7 @@ func TestCorruptJournalRecordCostsOnlyItself(t *testing.T) {
 			}
 
 			core, logs := observer.New(zap.InfoLevel)
-			s2, err := Open(root, zap.New(core), c.now)
+			s2, err := Open(root, zap.New(core), c.now, durable.Disk{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -117,9 +117,9 @@ const TmpDir = Dir + "/tmp"
 // between changes, never inside one.
 type Store struct {
 	root  *os.Root
-	syncs durable.Syncs // told each sync's duration (ObserveSyncs); nil until then
-	pdir  *os.Root      // Dir, so a person's file is one openat away
-	logs  *logFiles     // person logs kept open between changes
+	files durable.Disk // makes its writes durable, timing each sync
+	pdir  *os.Root     // Dir, so a person's file is one openat away
+	logs  *logFiles    // person logs kept open between changes
 	log   *zap.Logger
 	now   func() time.Time
 	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
@@ -245,7 +245,7 @@ func readAll(f *os.File) ([]byte, error) {
 func (s *Store) moveAside(name string) error {
 	s.logs.drop(name)
 	aside := name + corruptSuffix + strconv.FormatInt(s.now().Unix(), 10)
-	if err := s.syncs.Rename(s.root, path.Join(Dir, name), path.Join(Dir, aside)); err != nil {
+	if err := s.files.Rename(s.root, path.Join(Dir, name), path.Join(Dir, aside)); err != nil {
 		return fmt.Errorf("move unreadable person file aside: %w", err)
 	}
 	_ = s.root.Chmod(path.Join(Dir, aside), durable.FileMode)
@@ -276,7 +276,7 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 	if err := s.rewrite(name, pf); err != nil {
 		return nil, err
 	}
-	if err := s.syncs.Remove(s.root, path.Join(Dir, legacy)); err != nil && !durable.IsNotExist(err) {
+	if err := s.files.Remove(s.root, path.Join(Dir, legacy)); err != nil && !durable.IsNotExist(err) {
 		return nil, fmt.Errorf("remove the migrated person file: %w", err)
 	}
 	return pf, nil
@@ -502,7 +502,7 @@ func (s *Store) compact(name string, pf *personFile, snap []byte) error {
 func (s *Store) rewrite(name string, pf *personFile) error {
 	if len(pf.Facts) == 0 && len(pf.Proposals) == 0 {
 		s.logs.drop(name)
-		if err := s.syncs.Remove(s.root, path.Join(Dir, name)); err != nil && !durable.IsNotExist(err) {
+		if err := s.files.Remove(s.root, path.Join(Dir, name)); err != nil && !durable.IsNotExist(err) {
 			return err
 		}
 		pf.size, pf.live = 0, 0

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/fault"
 )
 
@@ -22,7 +23,7 @@ import (
 // abandoned without Close, as a kill -9 leaves it, unless the test closed it).
 func reopen(t *testing.T, root *os.Root, c *clock) *Store {
 	t.Helper()
-	s, err := Open(root, zap.NewNop(), c.now)
+	s, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
 	if err != nil {
 		t.Fatal(err)
 	}

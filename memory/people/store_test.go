@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/fault"
 )
 
@@ -27,7 +28,7 @@ func newStore(t *testing.T) (*Store, *os.Root, *clock) {
 	}
 	t.Cleanup(func() { root.Close() })
 	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	s, err := Open(root, zap.NewNop(), c.now)
+	s, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestCorruptFileIsMovedAsideNotOverwritten(t *testing.T) {
 	if err := root.WriteFile(path.Join(Dir, FileName(subj)), garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(root, zap.New(core), time.Now)
+	s, err := Open(root, zap.New(core), time.Now, durable.Disk{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,21 +8,26 @@ import (
 	"time"
 )
 
-// Syncs is told how long each fsync or fdatasync took, for the service's
-// fsync histogram; a nil Syncs times nothing. A store keeps one (the
-// service hands it over with the store's ObserveSyncs) and makes its
-// durable writes through it, so the histogram sees exactly the syncs of
-// the stores that serve requests, without a process-wide hook.
-type Syncs func(time.Duration)
+// Disk makes changes to files durable: a sync, a whole-file replace, a
+// rename or a removal, each followed by the syncs that make it survive a
+// power cut. Every fsync and fdatasync it makes is timed and told to the
+// observer it was built with (the service's fsync histogram), so the
+// histogram sees exactly the syncs of the stores that serve requests,
+// without a process-wide hook. A store is given its Disk when it is
+// opened; the zero Disk times nothing.
+type Disk struct{ observe func(time.Duration) }
+
+// NewDisk returns a Disk that tells observe each sync's duration.
+func NewDisk(observe func(time.Duration)) Disk { return Disk{observe: observe} }
 
 // Sync runs sync, an fsync or fdatasync, and reports its duration.
-func (o Syncs) Sync(sync func() error) error {
-	if o == nil {
+func (o Disk) Sync(sync func() error) error {
+	if o.observe == nil {
 		return sync()
 	}
 	start := time.Now()
 	err := sync()
-	o(time.Since(start))
+	o.observe(time.Since(start))
 	return err
 }
 
@@ -30,7 +35,7 @@ func (o Syncs) Sync(sync func() error) error {
 // duration: it flushes the file's data and only the metadata needed to
 // read it back, so an append into preallocated blocks commits no inode
 // change.
-func (o Syncs) Datasync(f *os.File) error {
+func (o Disk) Datasync(f *os.File) error {
 	return o.Sync(func() error {
 		for {
 			if err := syscall.Fdatasync(int(f.Fd())); err != syscall.EINTR {
@@ -43,7 +48,7 @@ func (o Syncs) Datasync(f *os.File) error {
 // WriteFile replaces name (a slash path relative to root) with data
 // durably, reporting the file's fsync and its directory's: when it returns
 // nil the new contents are on disk under name.
-func (o Syncs) WriteFile(root *os.Root, name string, data []byte) error {
+func (o Disk) WriteFile(root *os.Root, name string, data []byte) error {
 	dir := path.Dir(name)
 	tmp := path.Join(dir, TempPrefix+randomSuffix())
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, FileMode)
@@ -74,7 +79,7 @@ func (o Syncs) WriteFile(root *os.Root, name string, data []byte) error {
 
 // SyncDir fsyncs a directory so that renames and creations in it are
 // durable, reporting the sync.
-func (o Syncs) SyncDir(root *os.Root, dir string) error {
+func (o Disk) SyncDir(root *os.Root, dir string) error {
 	d, err := root.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open directory for fsync: %w", err)
@@ -88,7 +93,7 @@ func (o Syncs) SyncDir(root *os.Root, dir string) error {
 
 // Remove deletes name and makes the removal durable, reporting the
 // directory's sync.
-func (o Syncs) Remove(root *os.Root, name string) error {
+func (o Disk) Remove(root *os.Root, name string) error {
 	if err := root.Remove(name); err != nil {
 		return err
 	}
@@ -97,7 +102,7 @@ func (o Syncs) Remove(root *os.Root, name string) error {
 
 // Rename moves a file within root and makes the move durable, reporting
 // the syncs of the directories involved.
-func (o Syncs) Rename(root *os.Root, from, to string) error {
+func (o Disk) Rename(root *os.Root, from, to string) error {
 	if err := root.Rename(from, to); err != nil {
 		return err
 	}
