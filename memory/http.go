@@ -2,7 +2,6 @@ package memory
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
@@ -115,8 +117,18 @@ func (s *Service) serve(b binding) http.Handler {
 			w.WriteHeader(status)
 			return
 		}
-		writeJSON(w, status, rep.body)
+		b, err := s.encode(rep.body)
+		writeBody(w, status, b, err)
 	})
+}
+
+// encode returns an answer's JSON: a recall's through the fact memo,
+// anything else by encodeAnswer.
+func (s *Service) encode(v any) ([]byte, error) {
+	if r, ok := v.(recallAnswer); ok {
+		return s.facts.encodeRecall(r.RecallResponse)
+	}
+	return encodeAnswer(v)
 }
 
 func (s *Service) writeErr(w http.ResponseWriter, r *http.Request, err error) {
@@ -163,21 +175,35 @@ func faultStatus(k fault.Kind) int {
 	return http.StatusBadRequest
 }
 
-// rawJSON is an answer a store encoded already (people.Store.RecallJSON).
-type rawJSON []byte
+// The service's one JSON codec: go-json-experiment/json (encoding/json/v2,
+// which Go 1.26 ships only behind GOEXPERIMENT=jsonv2) with encoding/json's
+// semantics (jsonv1.DefaultOptionsV1: the same field names, omitempty, nil
+// slices as null, sorted map keys, case-insensitive names, duplicates
+// merged), so every answer and every request means what it meant under
+// encoding/json. Two settings differ: answers do not escape HTML (<, > and
+// & are written as they are; the API is not HTML and every JSON reader
+// reads both the same), and a request member the contract does not name is
+// refused. Measured on a proposal body (internal figures, 2 shared cores):
+// encoding/json's Decoder 10–16 µs and 26 allocations, this 4–5 µs and one,
+// about what the hand-written parser it replaces took (2–3 µs); a recall
+// answer of 128 facts encodes in about the time encoding/json takes.
+
+// encodeAnswer returns the JSON of an answer.
+func encodeAnswer(v any) ([]byte, error) {
+	return json.Marshal(v, jsonv1.DefaultOptionsV1(), jsontext.EscapeForHTML(false))
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b []byte
-	var err error
-	if raw, ok := v.(rawJSON); ok {
-		b = raw
-	} else {
-		b, err = json.Marshal(v)
-	}
+	b, err := encodeAnswer(v)
+	writeBody(w, status, b, err)
+}
+
+// writeBody writes an encoded answer, or the codec's failure to encode it.
+func writeBody(w http.ResponseWriter, status int, b []byte, err error) {
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"The answer could not be encoded."}`)
 	}
-	b = append(unescapeHTML(b), '\n')
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// Said up front, a long answer (a recall of 128 facts) goes out in
@@ -187,64 +213,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// unescapeHTML undoes encoding/json's HTML escaping (<, > and & written as
-// \u003c, \u003e and \u0026) in an answer. The stores encode with
-// json.Marshal's exact bytes (stored digests depend on them), so a fact
-// like "<@123> likes tea" reached clients as "\u003c@123\u003e likes tea";
-// the API is not HTML, and every JSON reader reads both the same. Only an
-// escape itself is rewritten: a backslash that is escaped (an even run of
-// them) is text, left alone. The answer is unchanged when it holds no
-// such escape, so the common case costs one scan.
-func unescapeHTML(b []byte) []byte {
-	if !bytes.Contains(b, []byte(`\u00`)) {
-		return b
-	}
-	out := make([]byte, 0, len(b))
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c != '\\' {
-			out = append(out, c)
-			continue
-		}
-		if i+5 < len(b) && b[i+1] == 'u' && b[i+2] == '0' && b[i+3] == '0' {
-			switch string(b[i+4 : i+6]) {
-			case "3c":
-				out, i = append(out, '<'), i+5
-				continue
-			case "3e":
-				out, i = append(out, '>'), i+5
-				continue
-			case "26":
-				out, i = append(out, '&'), i+5
-				continue
-			}
-		}
-		// Any other escape: copy the backslash and the character it
-		// escapes, so an escaped backslash never starts a match.
-		out = append(out, c)
-		if i+1 < len(b) {
-			i++
-			out = append(out, b[i])
-		}
-	}
-	return out
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, api.Error{Code: code, Message: msg})
 }
 
 // decode reads one JSON value: at most 64 KiB, no unknown fields, no
-// trailing data. Every failure is a client error with a sentence. A
-// proposal written as clients write one is read by parseProposal, which
-// means the same and takes a tenth of the time.
+// trailing data. Every failure is a client error with a sentence.
 func decode(r *request, v any) error {
 	body, err := readBody(r)
 	if err != nil {
 		return err
-	}
-	if p, ok := v.(*api.ProposalRequest); ok && parseProposal(body, p) {
-		return nil
 	}
 	return decodeBytes(body, v)
 }
@@ -268,32 +246,42 @@ func readBody(r *request) ([]byte, error) {
 
 // decodeBytes is decode's rules on a body already read.
 func decodeBytes(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fault.New(fault.Invalid, "invalid_json", "%s", jsonSentence(err))
-	}
-	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 {
-		return fault.New(fault.Invalid, "invalid_json", "The request body must hold exactly one JSON object.")
+	err := json.Unmarshal(body, v, jsonv1.DefaultOptionsV1(), jsonv1.ReportErrorsWithLegacySemantics(false), json.RejectUnknownMembers(true))
+	if err != nil {
+		return fault.New(fault.Invalid, "invalid_json", "%s", jsonSentence(body, err))
 	}
 	return nil
 }
 
-// jsonSentence explains a decode error without echoing the input.
-func jsonSentence(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
+// jsonSentence explains a decode error without echoing the input (a
+// SemanticError carries the offending value: it is never read here).
+func jsonSentence(body []byte, err error) string {
+	var syn *jsontext.SyntacticError
+	var sem *json.SemanticError
 	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("The request body is not valid JSON (at byte %d).", se.Offset)
-	case errors.As(err, &te):
-		return fmt.Sprintf("Field %q must be %s.", te.Field, te.Type.String())
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return "The request body is empty or cut short."
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "Unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ") + "; this service accepts only the fields of its contract."
+	case errors.As(err, &syn) && trailing(body):
+		return "The request body must hold exactly one JSON object."
+	case errors.As(err, &syn):
+		return fmt.Sprintf("The request body is not valid JSON (at byte %d).", syn.ByteOffset)
+	case errors.As(err, &sem) && errors.Is(sem.Err, json.ErrUnknownName):
+		return fmt.Sprintf("Unknown field %q; this service accepts only the fields of its contract.", sem.JSONPointer.LastToken())
+	case errors.As(err, &sem) && sem.Err == nil && sem.GoType != nil && sem.JSONPointer != "":
+		field := strings.ReplaceAll(strings.TrimPrefix(string(sem.JSONPointer), "/"), "/", ".")
+		return fmt.Sprintf("Field %q must be %s.", field, sem.GoType.String())
 	}
 	return "The request body is not valid JSON for this route."
+}
+
+// trailing reports whether body is one JSON value followed by more than
+// white space; only a refused body is asked.
+func trailing(body []byte) bool {
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if _, err := dec.ReadValue(); err != nil {
+		return false
+	}
+	return len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0
 }
 
 // jsonErrors makes the mux's own 404 and 405 answers JSON like every other.

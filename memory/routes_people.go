@@ -1,8 +1,6 @@
 package memory
 
 import (
-	"encoding/json"
-	"strconv"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -61,35 +59,7 @@ func (s *Service) propose(r *request) (reply, error) {
 	if resp.Fact != nil {
 		fields = append(fields, zap.String("factId", resp.Fact.FactID))
 	}
-	var body any = resp
-	if info.FactJSON != nil {
-		body = rawJSON(proposalJSON(resp, info.FactJSON))
-	}
-	return reply{body: body, replayed: resp.Replayed, receipt: fields}, err
-}
-
-// proposalJSON returns json.Marshal(resp), byte for byte, with resp.Fact's
-// JSON given as fact: the store keeps each fact encoded, so an answer
-// encodes only its envelope.
-func proposalJSON(resp api.ProposalResponse, fact []byte) []byte {
-	b := make([]byte, 0, len(fact)+160)
-	b = append(b, `{"schemaVersion":`...)
-	b = strconv.AppendInt(b, int64(resp.SchemaVersion), 10)
-	b = append(b, `,"fact":`...)
-	b = append(b, fact...)
-	b = append(b, `,"superseded":`...)
-	b = strconv.AppendBool(b, resp.Superseded)
-	if resp.Reason != "" {
-		reason, _ := json.Marshal(resp.Reason) // a string always marshals
-		b = append(b, `,"reason":`...)
-		b = append(b, reason...)
-	}
-	b = append(b, `,"evicted":`...)
-	b = strconv.AppendInt(b, int64(resp.Evicted), 10)
-	if resp.Replayed {
-		b = append(b, `,"replayed":true`...)
-	}
-	return append(b, '}')
+	return reply{body: resp, replayed: resp.Replayed, receipt: fields}, err
 }
 
 func (s *Service) recall(r *request) (reply, error) {
@@ -110,8 +80,8 @@ func (s *Service) recall(r *request) (reply, error) {
 	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
 		return reply{}, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
-	resp, err := s.people.RecallJSON(subjectOf(r), people.RecallQuery{Who: r.who, RecallQuery: api.RecallQuery{ChannelID: channelID, Query: q.Get("query"), Limit: limit}})
-	return reply{body: rawJSON(resp)}, err
+	resp, err := s.people.Recall(subjectOf(r), people.RecallQuery{Who: r.who, RecallQuery: api.RecallQuery{ChannelID: channelID, Query: q.Get("query"), Limit: limit}})
+	return reply{body: recallAnswer{resp}}, err
 }
 
 func (s *Service) mine(r *request) (reply, error) {
@@ -130,12 +100,14 @@ func (s *Service) editFact(r *request) (reply, error) {
 		return reply{}, err
 	}
 	f, err := s.people.Edit(subjectOf(r), r.PathValue("factId"), p)
+	s.facts.forget(subjectOf(r)) // the old body leaves the memo with the store
 	return reply{body: api.FactResponse{SchemaVersion: api.SchemaVersion, Fact: f},
 		receipt: []zap.Field{factIDField(r.PathValue("factId"), err)}}, err
 }
 
 func (s *Service) forgetFact(r *request) (reply, error) {
 	_, err := s.people.Forget(r.who, subjectOf(r), r.PathValue("factId"), r.URL.Query().Get("requesterUserId"))
+	s.facts.forget(subjectOf(r))
 	return reply{receipt: []zap.Field{factIDField(r.PathValue("factId"), err)}}, err
 }
 
@@ -156,6 +128,7 @@ func factIDField(id string, err error) zap.Field {
 
 func (s *Service) forgetPerson(r *request) (reply, error) {
 	ids, err := s.people.ForgetPerson(subjectOf(r))
+	s.facts.forget(subjectOf(r))
 	return reply{body: api.ForgetPersonResponse{SchemaVersion: api.SchemaVersion, Subject: subjectOf(r), Removed: ids},
 		receipt: []zap.Field{zap.Int("factsRemoved", len(ids))}}, err
 }

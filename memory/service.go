@@ -31,7 +31,7 @@ type PeopleStore interface {
 	Metrics() people.Metrics
 	List(cursor string, limit int) (api.PeopleResponse, error)
 	Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error)
-	RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, error)
+	Recall(subject api.Subject, q people.RecallQuery) (api.RecallResponse, error)
 	Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error)
 	Export(subject api.Subject) (api.RecallResponse, error)
 	Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error)
@@ -71,7 +71,12 @@ type Service struct {
 	log      *zap.Logger
 	now      func() time.Time
 	metrics  *metrics
+	facts    *factMemo
 }
+
+// recallMemoBytes bounds the JSON the fact memo keeps: a few hundred
+// people's recall answers.
+const recallMemoBytes = 4 << 20
 
 // NewService wires the stores behind the routes. fsync is the histogram
 // the file stores' Disk times its syncs in (newFsyncMetric, made before
@@ -85,7 +90,8 @@ func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e Epi
 	if fsync == nil {
 		fsync = newFsyncMetric()
 	}
-	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, claims: c, log: log, now: now}
+	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, claims: c, log: log, now: now,
+		facts: newFactMemo(recallMemoBytes)}
 	s.metrics = newMetrics(s, fsync)
 	return s
 }

@@ -620,34 +620,6 @@ func TestBodyHoldsExactlyOneObject(t *testing.T) {
 	}
 }
 
-// TestProposalAnswerIsItsJSON: the answer the service assembles around the
-// store's encoding of the fact is json.Marshal of the answer, byte for
-// byte, whatever the answer holds.
-func TestProposalAnswerIsItsJSON(t *testing.T) {
-	at := time.Date(2026, 12, 1, 10, 0, 0, 5, time.UTC)
-	f := api.Fact{FactID: "fabc2345", Subject: api.Subject{GuildID: "10", UserID: "20"}, Kind: api.KindPersonFact,
-		Body: `plays "bass" <&> é`, Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.75, CreatedAt: at, UpdatedAt: at,
-		Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: "1", ProposerUserID: "20"}}
-	for _, resp := range []api.ProposalResponse{
-		{SchemaVersion: api.SchemaVersion, Fact: &f},
-		{SchemaVersion: api.SchemaVersion, Fact: &f, Superseded: true, Evicted: 2},
-		{SchemaVersion: api.SchemaVersion, Fact: &f, Reason: `no fact "f1" <here> & there`},
-		{SchemaVersion: api.SchemaVersion, Fact: &f, Replayed: true, Reason: "é\u2028"},
-	} {
-		fact, err := json.Marshal(resp.Fact)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := json.Marshal(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := proposalJSON(resp, fact); !bytes.Equal(got, want) {
-			t.Fatalf("\n got %s\nwant %s", got, want)
-		}
-	}
-}
-
 // TestCatalogNamesTheStore: GET /v1/memory says where memory lives, so
 // `clankie memory status` names the store (and shows the corrupt-file count
 // only where there are person files).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -488,7 +489,10 @@ func TestLogsAreCompactedAtTwiceTheirLiveSize(t *testing.T) {
 	}
 }
 
-func TestRecallJSONIsRecallEncoded(t *testing.T) {
+// TestRecallReadsTheCacheInPlace: a recall reads the cached state without
+// copying it, so it must answer what a recall over a copy answers and leave
+// the state's order as it was, before and after changes.
+func TestRecallReadsTheCacheInPlace(t *testing.T) {
 	s, _, c := newStore(t)
 	u := api.Subject{GuildID: "g", UserID: "u"}
 	soon := c.t.Add(time.Hour)
@@ -514,11 +518,18 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 			{Who: operator, RecallQuery: api.RecallQuery{Limit: 128}},
 			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "absent"}},
 		} {
-			want, err1 := s.Recall(u, q)
-			got, err2 := s.RecallJSON(u, q)
-			wantJSON, _ := json.Marshal(want)
-			if err1 != nil || err2 != nil || string(got) != string(wantJSON) {
-				t.Fatalf("%s, %+v:\n got %s\nwant %s (%v %v)", when, q, got, wantJSON, err1, err2)
+			stored, err1 := s.snapshot(u) // a copy, in stored order
+			order := factIDs(stored)
+			got, err2 := s.Recall(u, q)
+			want := q
+			if want.Limit == 0 {
+				want.Limit = api.DefaultRecallLimit
+			}
+			if err1 != nil || err2 != nil || !reflect.DeepEqual(got, RecallView(u, stored, want, c.t)) {
+				t.Fatalf("%s, %+v: got %+v (%v %v)", when, q, got, err1, err2)
+			}
+			if after, _ := s.snapshot(u); !slices.Equal(factIDs(after), order) {
+				t.Fatalf("%s, %+v: the recall reordered the stored facts: %v, was %v", when, q, factIDs(after), order)
 			}
 		}
 	}
@@ -534,9 +545,17 @@ func TestRecallJSONIsRecallEncoded(t *testing.T) {
 	}
 	c.t = c.t.Add(2 * time.Hour) // the expiring facts have expired
 	check("after a forget and expiry")
-	if got, err := s.RecallJSON(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c"}}); err != nil || !strings.Contains(string(got), `"facts":[]`) {
-		t.Fatalf("nobody: %s %v", got, err)
+	if got, err := s.Recall(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c"}}); err != nil || got.Facts == nil || got.Total != 0 {
+		t.Fatalf("nobody: %+v %v", got, err)
 	}
+}
+
+func factIDs(facts []api.Fact) []string {
+	ids := make([]string, len(facts))
+	for i, f := range facts {
+		ids[i] = f.FactID
+	}
+	return ids
 }
 
 func TestCompactionIsCoveredByTheJournal(t *testing.T) {

@@ -18,8 +18,6 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
-	"encoding/json"
-	"strconv"
 	"time"
 
 	"github.com/clankie/clankie/api"
@@ -39,12 +37,9 @@ const maxGoneRecords = 64
 
 // ProposeInfo is what a proposal's receipt needs beyond its answer (which
 // says whether it was replayed, superseded or evicted): the length of the
-// body as stored, once cleaned; and, when the store holds it encoded, the
-// answer's fact as JSON (json.Marshal of it), so the answer need not
-// encode it again. FactJSON is shared: never change it.
+// body as stored, once cleaned.
 type ProposeInfo struct {
 	BodyLength int
-	FactJSON   []byte
 }
 
 // Propose applies a proposal on arrival.
@@ -67,7 +62,6 @@ func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.Proposa
 	}
 	resp, info, ch, err := proposeOn(pf, who, req, digest, now)
 	if err != nil || ch == nil {
-		info.FactJSON = encodedFact(pf, resp.Fact)
 		if pf.size > 0 {
 			s.cache.put(name, pf, int(pf.size)) // unchanged
 		}
@@ -76,14 +70,12 @@ func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.Proposa
 	if err := s.change(name, pf, ch); err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
-	info.FactJSON = encodedFact(pf, resp.Fact)
 	return resp, info, nil
 }
 
 // encodedFact returns f's JSON from pf's memo when f is pf's fact as it
-// stands (encodeChange just encoded a new one), else nil. The caller holds
-// the person's lock; the bytes are never changed afterwards (the memo only
-// replaces or forgets an encoding), so they may be written out after it.
+// stands, else nil (encodeChange then encodes the line by json.Marshal).
+// The caller holds the person's lock.
 func encodedFact(pf *personFile, f *api.Fact) []byte {
 	if f == nil {
 		return nil
@@ -345,17 +337,28 @@ type RecallQuery struct {
 	api.RecallQuery
 }
 
-// Recall returns the facts visible in the read's room, newest first.
+// Recall returns the facts visible in the read's room, newest first. It
+// reads the cached state in place (under the person's lock) and copies out
+// only the facts it answers.
 func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, error) {
 	if err := PrepareRecall(subject, &q); err != nil {
 		return api.RecallResponse{}, err
 	}
 	now := s.now()
-	facts, err := s.snapshot(subject)
-	if err != nil {
-		return api.RecallResponse{}, err
+	name := FileName(subject)
+	s.cp.RLock()
+	defer s.cp.RUnlock()
+	defer s.lock(name)()
+	pf, ok := s.cache.borrow(name)
+	if ok {
+		s.cacheHits.Add(1)
+	} else {
+		var err error
+		if pf, err = s.read(name, subject); err != nil {
+			return api.RecallResponse{}, err
+		}
 	}
-	return RecallView(subject, facts, q, now), nil
+	return RecallView(subject, pf.Facts, q, now), nil
 }
 
 // PrepareRecall validates a recall and fills the default limit.
@@ -372,79 +375,22 @@ func PrepareRecall(subject api.Subject, q *RecallQuery) error {
 	return nil
 }
 
-// RecallView is a prepared recall over a person's facts (which it may
-// reorder): the facts visible in the read's room that match its query,
-// newest first, at most its limit, and how many there were.
+// RecallView is a prepared recall over a person's facts (which it leaves
+// as they are): the facts visible in the read's room that match its query,
+// newest first, at most its limit (copies), and how many there were.
 func RecallView(subject api.Subject, facts []api.Fact, q RecallQuery, now time.Time) api.RecallResponse {
-	out := facts[:0]
-	for _, f := range facts {
-		if Visible(&f, q.Who, q.ChannelID, now) && api.MatchesQuery(&f, q.Query) {
-			out = append(out, f)
+	match := make([]*api.Fact, 0, len(facts))
+	for i := range facts {
+		if f := &facts[i]; Visible(f, q.Who, q.ChannelID, now) && api.MatchesQuery(f, q.Query) {
+			match = append(match, f)
 		}
 	}
-	NewestFirst(out)
-	resp := api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Total: len(out), Facts: out}
-	if len(out) > q.Limit {
-		resp.Facts = out[:q.Limit]
-	}
-	return resp
-}
-
-// RecallJSON is Recall returning the JSON of its response, exactly as
-// json.Marshal(Recall(…)) would, from each fact's memoised encoding: a busy
-// person's recall encodes nothing but the envelope.
-func (s *Store) RecallJSON(subject api.Subject, q RecallQuery) ([]byte, error) {
-	if err := PrepareRecall(subject, &q); err != nil {
-		return nil, err
-	}
-	now := s.now()
-	name := FileName(subject)
-	s.cp.RLock()
-	defer s.cp.RUnlock()
-	defer s.lock(name)()
-	var err error
-	pf, ok := s.cache.borrow(name)
-	if ok {
-		s.cacheHits.Add(1)
-	} else if pf, err = s.read(name, subject); err != nil {
-		return nil, err
-	}
-	out := make([]*api.Fact, 0, len(pf.Facts))
-	for i := range pf.Facts {
-		if f := &pf.Facts[i]; Visible(f, q.Who, q.ChannelID, now) && api.MatchesQuery(f, q.Query) {
-			out = append(out, f)
-		}
-	}
-	newestFirst(out)
-	total := len(out)
-	out = out[:min(len(out), q.Limit)]
-	head, err := json.Marshal(struct {
-		SchemaVersion int         `json:"schemaVersion"`
-		Subject       api.Subject `json:"subject"`
-	}{api.SchemaVersion, subject})
-	if err != nil {
-		return nil, err
-	}
-	size := len(head) + 32
-	encs := make([][]byte, len(out))
+	newestFirst(match)
+	out := make([]api.Fact, min(len(match), q.Limit))
 	for i := range out {
-		if encs[i], err = pf.encoded(out[i]); err != nil {
-			return nil, err
-		}
-		size += len(encs[i]) + 1
+		out[i] = *match[i]
 	}
-	b := make([]byte, 0, size)
-	b = append(b, head[:len(head)-1]...)
-	b = append(b, `,"facts":[`...)
-	for i, e := range encs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, e...)
-	}
-	b = append(b, `],"total":`...)
-	b = strconv.AppendInt(b, int64(total), 10)
-	return append(b, '}'), nil
+	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Total: len(match), Facts: out}
 }
 
 // snapshot reads a person's facts under its lock.

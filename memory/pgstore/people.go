@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"sync"
 	"time"
@@ -139,10 +138,11 @@ func (s *People) Propose(who api.Principal, req api.ProposalRequest) (api.Propos
 	return resp, info, nil
 }
 
-// RecallJSON returns json.Marshal of the recall (see people.Store.Recall).
-func (s *People) RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, error) {
+// Recall returns the facts visible in the read's room (see
+// people.Store.Recall).
+func (s *People) Recall(subject api.Subject, q people.RecallQuery) (api.RecallResponse, error) {
 	if err := people.PrepareRecall(subject, &q); err != nil {
-		return nil, err
+		return api.RecallResponse{}, err
 	}
 	var p *people.Person
 	var now time.Time
@@ -151,9 +151,9 @@ func (s *People) RecallJSON(subject api.Subject, q people.RecallQuery) ([]byte, 
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return api.RecallResponse{}, err
 	}
-	return json.Marshal(people.RecallView(subject, p.Facts(), q, now))
+	return people.RecallView(subject, p.Facts(), q, now), nil
 }
 
 // Mine is the subject's own view (see people.Store.Mine).
