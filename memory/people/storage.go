@@ -33,9 +33,10 @@ type personFile struct {
 	seq  uint64 // the last change applied
 	size int64  // bytes of the log on disk (0: no log)
 	live int64  // bytes of the compacted log when last measured
-	// enc memoises each fact's JSON for recall answers. Copies of the
-	// state share it; it is only used under the person's lock, and a
-	// change that replaces or removes a fact drops that fact's entry.
+	// enc memoises each fact's JSON for change lines and compactions.
+	// Copies of the state share it; it is only used under the person's
+	// lock, and a change that replaces or removes a fact drops that
+	// fact's entry.
 	enc *factJSON
 }
 
