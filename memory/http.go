@@ -117,18 +117,14 @@ func (s *Service) serve(b binding) http.Handler {
 			w.WriteHeader(status)
 			return
 		}
-		b, err := s.encode(rep.body)
-		writeBody(w, status, b, err)
+		if r, ok := rep.body.(recallAnswer); ok {
+			b, err := s.facts.encodeRecall(r.RecallResponse)
+			writeBody(w, status, b, err)
+			s.facts.release(b)
+			return
+		}
+		writeJSON(w, status, rep.body)
 	})
-}
-
-// encode returns an answer's JSON: a recall's through the fact memo,
-// anything else by encodeAnswer.
-func (s *Service) encode(v any) ([]byte, error) {
-	if r, ok := v.(recallAnswer); ok {
-		return s.facts.encodeRecall(r.RecallResponse)
-	}
-	return encodeAnswer(v)
 }
 
 func (s *Service) writeErr(w http.ResponseWriter, r *http.Request, err error) {
