@@ -22,7 +22,10 @@ import (
 // It holds fact bodies in memory only, like the stores' own caches: a
 // person's entries are replaced by each recall of them, dropped when the
 // service forgets or edits their facts, and all of them when they pass
-// the byte bound.
+// the byte bound. A recall that read the store before a forget dropped
+// the person's entries does not put them back (its epoch is older than
+// the forget), so a forgotten fact's body does not stay behind in the
+// memo of the service that forgot it.
 type factMemo struct {
 	limit int // bytes of JSON kept, over all people
 
@@ -34,6 +37,9 @@ type factMemo struct {
 	mu     sync.Mutex
 	size   int
 	people map[api.Subject][]memoFact
+	// forgets counts forget calls: the epoch a recall reads before it
+	// asks the store, and keep refuses entries read before a forget.
+	forgets uint64
 }
 
 type memoFact struct {
@@ -50,13 +56,25 @@ func newFactMemo(limit int) *factMemo {
 // so the pattern cannot start inside one).
 const factsNull = `,"facts":null`
 
-// recallAnswer is a recall's answer, encoded through the memo.
-type recallAnswer struct{ api.RecallResponse }
+// recallAnswer is a recall's answer, encoded through the memo; epoch is
+// the memo's (epoch) from before the store was read.
+type recallAnswer struct {
+	api.RecallResponse
+	epoch uint64
+}
+
+// epoch is read before a recall asks the store: entries encoded from what
+// it read are kept only if no forget came in between.
+func (m *factMemo) epoch() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.forgets
+}
 
 // encodeRecall returns encodeAnswer(resp)'s bytes: the envelope and each
 // fact encoded by the codec, a fact from the memo when it is the fact the
 // memo encoded.
-func (m *factMemo) encodeRecall(resp api.RecallResponse) ([]byte, error) {
+func (m *factMemo) encodeRecall(resp api.RecallResponse, epoch uint64) ([]byte, error) {
 	if resp.Facts == nil {
 		return encodeAnswer(resp)
 	}
@@ -81,7 +99,7 @@ func (m *factMemo) encodeRecall(resp api.RecallResponse) ([]byte, error) {
 		size += len(encs[i])
 	}
 	if !same {
-		m.keep(resp.Subject, resp.Facts, encs)
+		m.keep(resp.Subject, resp.Facts, encs, epoch)
 	}
 	b := m.buffer(size + 1) // +1: writeBody's newline
 	b = append(b, env[:at]...)
@@ -149,8 +167,9 @@ func indexOfFact(kept []memoFact, id string) int {
 	return -1
 }
 
-// keep makes facts (with their JSON) the person's entries.
-func (m *factMemo) keep(subject api.Subject, facts []api.Fact, encs [][]byte) {
+// keep makes facts (with their JSON) the person's entries, unless a
+// forget came after epoch (what the recall read may hold what it forgot).
+func (m *factMemo) keep(subject api.Subject, facts []api.Fact, encs [][]byte, epoch uint64) {
 	entries := make([]memoFact, len(facts))
 	size := 0
 	for i := range facts {
@@ -159,6 +178,9 @@ func (m *factMemo) keep(subject api.Subject, facts []api.Fact, encs [][]byte) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.forgets != epoch {
+		return
+	}
 	m.dropLocked(subject)
 	if m.size+size > m.limit {
 		clear(m.people)
@@ -176,6 +198,7 @@ func (m *factMemo) keep(subject api.Subject, facts []api.Fact, encs [][]byte) {
 func (m *factMemo) forget(subject api.Subject) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.forgets++
 	m.dropLocked(subject)
 }
 

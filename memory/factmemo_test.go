@@ -49,7 +49,7 @@ func TestFactMemoAnswersWhatTheCodecWrites(t *testing.T) {
 		{"no list", api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject}},
 		{"back", answer(base...)},
 	} {
-		got, err := m.encodeRecall(c.resp)
+		got, err := m.encodeRecall(c.resp, m.epoch())
 		want, err2 := encodeAnswer(c.resp)
 		if err != nil || err2 != nil || !bytes.Equal(got, want) {
 			t.Fatalf("%s:\n got %s (%v)\nwant %s (%v)", c.name, got, err, want, err2)
@@ -67,7 +67,32 @@ func TestFactMemoAnswersWhatTheCodecWrites(t *testing.T) {
 	// The bound: past it everything goes, and an answer larger than it is
 	// not kept at all.
 	small := newFactMemo(1)
-	if _, err := small.encodeRecall(answer(base...)); err != nil || small.size != 0 || len(small.people) != 0 {
+	if _, err := small.encodeRecall(answer(base...), small.epoch()); err != nil || small.size != 0 || len(small.people) != 0 {
 		t.Fatalf("an answer over the bound was kept: %d bytes, %v", small.size, err)
+	}
+}
+
+// TestFactMemoKeepsNothingReadBeforeAForget: a recall that read the store
+// before a forget of the same person finishes after it; what it read may
+// hold the forgotten fact, so the memo must not keep it, while its answer
+// is still what the codec writes.
+func TestFactMemoKeepsNothingReadBeforeAForget(t *testing.T) {
+	subject := api.Subject{GuildID: "10", UserID: "20"}
+	secret := answerFact("a fact forgotten meanwhile")
+	secret.FactID = "fs"
+	resp := api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: []api.Fact{secret}, Total: 1}
+	m := newFactMemo(1 << 20)
+	epoch := m.epoch() // the recall reads the store now...
+	m.forget(subject)  // ...a forget of this person lands...
+	got, err := m.encodeRecall(resp, epoch)
+	want, _ := encodeAnswer(resp)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("answer %s, %v", got, err)
+	}
+	if m.size != 0 || len(m.people) != 0 {
+		t.Fatalf("the memo kept %d people, %d bytes read before the forget", len(m.people), m.size)
+	}
+	if _, err := m.encodeRecall(resp, m.epoch()); err != nil || len(m.people) != 1 {
+		t.Fatalf("a recall after the forget is kept as usual: %d people, %v", len(m.people), err)
 	}
 }

@@ -118,7 +118,7 @@ func (s *Service) serve(b binding) http.Handler {
 			return
 		}
 		if r, ok := rep.body.(recallAnswer); ok {
-			b, err := s.facts.encodeRecall(r.RecallResponse)
+			b, err := s.facts.encodeRecall(r.RecallResponse, r.epoch)
 			writeBody(w, status, b, err)
 			s.facts.release(b)
 			return

@@ -80,8 +80,9 @@ func (s *Service) recall(r *request) (reply, error) {
 	if query := q.Get("query"); !utf8.ValidString(query) || utf8.RuneCountInString(query) > api.MaxRecallQuery {
 		return reply{}, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
+	epoch := s.facts.epoch()
 	resp, err := s.people.Recall(subjectOf(r), people.RecallQuery{Who: r.who, RecallQuery: api.RecallQuery{ChannelID: channelID, Query: q.Get("query"), Limit: limit}})
-	return reply{body: recallAnswer{resp}}, err
+	return reply{body: recallAnswer{resp, epoch}}, err
 }
 
 func (s *Service) mine(r *request) (reply, error) {
