@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/fault"
 	"github.com/clankie/clankie/memory/people"
@@ -43,6 +42,10 @@ type PeopleStore interface {
 	// (Stats), and fails when it cannot; the file store, the only writer
 	// of its files, is always current.
 	Refresh() error
+	// Ready reports whether the store can serve, for /readyz: the database
+	// answers, or the memory root takes a new file. Its error is a
+	// fault.Unavailable whose sentence says which.
+	Ready(ctx context.Context) error
 }
 
 // EpisodeStore is what the routes need of the episode store: the files
@@ -134,28 +137,10 @@ func limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// readyz proves the root writable by creating and removing a temp file. Each
-// probe uses a name of its own, so concurrent probes never remove each
-// other's file; a killed probe's file is swept at the next start.
+// readyz answers whether the person store can serve (PeopleStore.Ready).
 func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
-	if p, ok := s.people.(interface{ Ping(context.Context) error }); ok {
-		if p.Ping(r.Context()) != nil {
-			writeError(w, http.StatusServiceUnavailable, "not_ready", "The memory database does not answer.")
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
-		return
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := durable.TempPrefix + "readyz-" + hex.EncodeToString(b[:])
-	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
-	if err == nil {
-		f.Close()
-		err = s.root.Remove(name)
-	}
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "not_ready", "The memory root is not writable.")
+	if err := s.people.Ready(r.Context()); err != nil {
+		s.writeErr(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/fault"
 )
 
 // CatalogName (<root>/discord-people/catalog) is the checkpoint of every
@@ -140,6 +142,25 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Di
 // it holds is always current (PostgreSQL's store, shared by processes,
 // reloads here).
 func (s *Store) Refresh() error { return nil }
+
+// Ready proves the memory root writable by creating and removing a temp
+// file, for /readyz. Each probe uses a name of its own, so concurrent
+// probes never remove each other's file; a killed probe's file is swept
+// at the next start.
+func (s *Store) Ready(context.Context) error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := durable.TempPrefix + "readyz-" + hex.EncodeToString(b[:])
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
+	if err == nil {
+		f.Close()
+		err = s.root.Remove(name)
+	}
+	if err != nil {
+		return fault.New(fault.Unavailable, "not_ready", "The memory root is not writable.")
+	}
+	return nil
+}
 
 // Close checkpoints, so the next start reads no journal, and closes the
 // journal.

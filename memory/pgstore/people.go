@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/fault"
 	"github.com/clankie/clankie/memory/people"
 )
 
@@ -361,5 +362,10 @@ func (s *People) Metrics() people.Metrics {
 	return people.Metrics{People: st.People, Facts: st.Facts}
 }
 
-// Ping reports whether the database answers, for /readyz.
-func (s *People) Ping(ctx context.Context) error { return s.db.Ping(ctx) }
+// Ready reports whether the database answers, for /readyz.
+func (s *People) Ready(ctx context.Context) error {
+	if s.db.Ping(ctx) != nil {
+		return fault.New(fault.Unavailable, "not_ready", "The memory database does not answer.")
+	}
+	return nil
+}
