@@ -136,8 +136,9 @@ func TestAClickRedeliveredIsAnsweredOnce(t *testing.T) {
 	}
 }
 
-// TestComponentPrefixesAreCheckedAtConstruction: a prefix no custom_id can
-// route to, or one two commands claim, is a programming error.
+// TestComponentPrefixesAreCheckedAtConstruction: a button's or a modal's
+// prefix no custom_id can route to, a nil handler, a prefix two commands
+// claim, or a command declared twice is a programming error.
 func TestComponentPrefixesAreCheckedAtConstruction(t *testing.T) {
 	ok := func(context.Context, interaction.Invocation) (interaction.Reply, error) {
 		return interaction.Reply{}, nil
@@ -151,6 +152,11 @@ func TestComponentPrefixesAreCheckedAtConstruction(t *testing.T) {
 		{"an empty prefix", []interaction.Command{{Definition: echoDef, Components: map[string]interaction.Handler{"": ok}}}},
 		{"a nil handler", []interaction.Command{{Definition: echoDef, Components: map[string]interaction.Handler{"demo": nil}}}},
 		{"a prefix declared twice", []interaction.Command{demo(ok), {Definition: other, Components: map[string]interaction.Handler{"demo": ok}}}},
+		{"a modal prefix with a colon", []interaction.Command{{Definition: echoDef, Modals: map[string]interaction.Handler{"form:x": ok}}}},
+		{"a nil modal handler", []interaction.Command{{Definition: echoDef, Modals: map[string]interaction.Handler{"form": nil}}}},
+		{"a modal prefix declared twice", []interaction.Command{{Definition: echoDef, Modals: map[string]interaction.Handler{"form": ok}},
+			{Definition: other, Modals: map[string]interaction.Handler{"form": ok}}}},
+		{"a command declared twice", []interaction.Command{{Definition: echoDef}, {Definition: echoDef}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

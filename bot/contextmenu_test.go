@@ -247,33 +247,6 @@ func TestContextMenuTargetsAreChecked(t *testing.T) {
 	}
 }
 
-// TestModalPrefixesAreCheckedAtConstruction: as component prefixes are.
-func TestModalPrefixesAreCheckedAtConstruction(t *testing.T) {
-	ok := func(context.Context, interaction.Invocation) (interaction.Reply, error) {
-		return interaction.Reply{}, nil
-	}
-	other := &discordgo.ApplicationCommand{Name: "other", Description: "d"}
-	for _, tc := range []struct {
-		name     string
-		commands []interaction.Command
-	}{
-		{"a prefix with a colon", []interaction.Command{{Definition: echoDef, Modals: map[string]interaction.Handler{"form:x": ok}}}},
-		{"a nil handler", []interaction.Command{{Definition: echoDef, Modals: map[string]interaction.Handler{"form": nil}}}},
-		{"a prefix declared twice", []interaction.Command{{Definition: echoDef, Modals: map[string]interaction.Handler{"form": ok}},
-			{Definition: other, Modals: map[string]interaction.Handler{"form": ok}}}},
-		{"a command declared twice", []interaction.Command{{Definition: echoDef}, {Definition: echoDef}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("NewRouter accepted it")
-				}
-			}()
-			NewRouter(zap.NewNop(), Config{}, tc.commands...)
-		})
-	}
-}
-
 // TestAModalAfterADeferralIsTheFailureSentence: a command that did not
 // declare OpensModal may be deferred, and Discord takes no modal after a
 // deferral: the person reads the failure sentence, not silence.
