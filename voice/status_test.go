@@ -71,7 +71,10 @@ func TestStatusSaysWhereTheModelStands(t *testing.T) {
 	t.Run("ready, briefing acknowledged", func(t *testing.T) {
 		f := realtimetest.New(t)
 		m, _ := managerWithModel(t, f, nil)
-		eventually(t, "a briefing acknowledged", func() bool { st, _ := m.Status(guild); return st.BriefingsDelivered == 1 })
+		// The session briefs as it starts and again when ana's consent
+		// lands; depending on which reaches the model first, that is one
+		// briefing or two, each acknowledged.
+		eventually(t, "a briefing acknowledged", func() bool { st, _ := m.Status(guild); return st.BriefingsDelivered >= 1 })
 		if got := modelSays(t, m); got != "Realtime voice model: ready." {
 			t.Errorf("status %q", got)
 		}
