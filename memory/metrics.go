@@ -12,7 +12,6 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
-	"github.com/clankie/clankie/memory/people"
 )
 
 // metrics are the service's Prometheus figures, in a registry the Service
@@ -79,19 +78,13 @@ func newMetrics(s *Service, fsync prometheus.Histogram) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	if c, ok := s.people.(personCache); ok {
+	if s.people.Stats().Store == api.StoreFile { // PostgreSQL keeps no decoded-person cache
 		reg.MustRegister(
-			gauge("clankie_memory_people_cache_bytes", "Bytes of person logs whose decoded state the person cache holds (bounded at 8 MiB).", func() float64 { return float64(c.CacheMetrics().Bytes) }),
-			counter("clankie_memory_people_cache_evictions_total", "People dropped from the person cache, least recently used first, to stay within its bound.", func() float64 { return float64(c.CacheMetrics().Evictions) }),
+			gauge("clankie_memory_people_cache_bytes", "Bytes of person logs whose decoded state the person cache holds (bounded at 8 MiB).", func() float64 { return float64(s.people.Metrics().CacheBytes) }),
+			counter("clankie_memory_people_cache_evictions_total", "People dropped from the person cache, least recently used first, to stay within its bound.", func() float64 { return float64(s.people.Metrics().CacheEvictions) }),
 		)
 	}
 	return m
-}
-
-// personCache is the file store's decoded-person cache; PostgreSQL keeps
-// none, so it reports no such figures.
-type personCache interface {
-	CacheMetrics() people.CacheMetrics
 }
 
 // reqLabels is filled in while a request is answered: the route wrapper
@@ -177,7 +170,7 @@ func (s *Service) MetricsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A shared store's counts are as of its last refresh: take one per
 		// scrape (an outage leaves the last figures; /readyz tells it).
-		_ = s.people.Refresh()
+		_ = s.people.Refresh(r.Context())
 		_ = s.episodes.Refresh()
 		h.ServeHTTP(w, r)
 	})

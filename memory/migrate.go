@@ -39,8 +39,8 @@ func (c MigrateCounts) String() string {
 // so no service runs on it meanwhile) or a PostgreSQL database (which
 // running services may share: its row and clock locks serialise them).
 type migrationStore struct {
-	eachPerson  func(func(*people.Person) error) error
-	putPerson   func(*people.Person, bool) (bool, error)
+	eachPerson  func(context.Context, func(*people.Person) error) error
+	putPerson   func(context.Context, *people.Person, bool) (bool, error)
 	allEpisodes func() ([]api.Episode, error)
 	merge       func([]api.Episode, bool) (int, error)
 	close       func() error
@@ -68,8 +68,8 @@ func usage(format string, args ...any) error {
 // be written, and nothing is, not even the target itself.
 func emptyTarget() *migrationStore {
 	return &migrationStore{
-		eachPerson:  func(func(*people.Person) error) error { return nil },
-		putPerson:   func(*people.Person, bool) (bool, error) { return true, nil },
+		eachPerson:  func(context.Context, func(*people.Person) error) error { return nil },
+		putPerson:   func(context.Context, *people.Person, bool) (bool, error) { return true, nil },
 		allEpisodes: func() ([]api.Episode, error) { return nil, nil },
 		merge:       func(eps []api.Episode, _ bool) (int, error) { return len(eps), nil },
 		close:       func() error { return nil },
@@ -107,7 +107,7 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 			}
 		}
 		ps, es := db.People(), db.Episodes()
-		return &migrationStore{eachPerson: ps.Each, putPerson: ps.Put, allEpisodes: es.All, merge: es.Merge,
+		return &migrationStore{eachPerson: ps.Each, putPerson: people.New(ps).Put, allEpisodes: es.All, merge: es.Merge,
 			close: func() error { db.Close(); return nil }}, nil
 	}
 	if strings.Contains(where, "://") {
@@ -151,7 +151,7 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 	}
 	return &migrationStore{
 		eachPerson:  ps.Each,
-		putPerson:   ps.Put,
+		putPerson:   people.New(ps).Put,
 		allEpisodes: func() ([]api.Episode, error) { eps, _ := es.All(); return eps, nil },
 		merge:       es.Merge,
 		close: func() error {
@@ -197,10 +197,10 @@ func Migrate(ctx context.Context, from, to string, dryRun bool, log *zap.Logger)
 	if err != nil {
 		return c, err
 	}
-	err = src.eachPerson(func(p *people.Person) error {
+	err = src.eachPerson(ctx, func(p *people.Person) error {
 		c.People++
-		c.Facts += p.Len()
-		changed, err := dst.putPerson(p, dryRun)
+		c.Facts += len(p.Facts)
+		changed, err := dst.putPerson(ctx, p, dryRun)
 		if changed {
 			c.PeopleWritten++
 		}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -34,7 +35,7 @@ const fuzzEpisodeID = "ep-fuzz-target"
 // loops over inputs), and answered in process through httptest.Recorder.
 type routeFixture struct {
 	handler  http.Handler
-	people   PeopleStore
+	people   *people.Memory
 	episodes interface {
 		EpisodeStore
 		Get(id string) (api.Episode, bool)
@@ -55,7 +56,7 @@ func newRouteFixture(tb testing.TB, dir string) *routeFixture {
 // as of a refresh).
 func (fx *routeFixture) stats(tb testing.TB) (people.Stats, episodes.Stats) {
 	tb.Helper()
-	if err := fx.people.Refresh(); err != nil {
+	if err := fx.people.Refresh(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
 	if err := fx.episodes.Refresh(); err != nil {
@@ -69,7 +70,7 @@ func (fx *routeFixture) stats(tb testing.TB) (people.Stats, episodes.Stats) {
 // edit code rather than a 404.
 func (fx *routeFixture) reseed(tb testing.TB) {
 	tb.Helper()
-	exp, err := fx.people.Export(fuzzSubject)
+	exp, err := fx.people.Export(context.Background(), fuzzSubject)
 	if err != nil {
 		tb.Fatalf("export the fuzz subject: %v", err)
 	}
@@ -79,7 +80,7 @@ func (fx *routeFixture) reseed(tb testing.TB) {
 	}
 	if !found {
 		fx.reseeds++
-		resp, _, err := fx.people.Propose(api.Principal{Lane: api.LaneOperator}, api.ProposalRequest{
+		resp, _, err := fx.people.Propose(context.Background(), api.Principal{Lane: api.LaneOperator}, api.ProposalRequest{
 			SchemaVersion: api.SchemaVersion, ProposalID: fmt.Sprintf("fuzz-seed-%d", fx.reseeds),
 			Fact: api.FactInput{
 				Subject: fuzzSubject, Kind: api.KindPersonFact, Body: "likes green tea",

@@ -10,8 +10,8 @@ import (
 	"github.com/clankie/clankie/memory/people"
 )
 
-func (s *Service) catalog(*request) (reply, error) {
-	if err := s.people.Refresh(); err != nil {
+func (s *Service) catalog(r *request) (reply, error) {
+	if err := s.people.Refresh(r.Context()); err != nil {
 		return reply{}, err
 	}
 	if err := s.episodes.Refresh(); err != nil {
@@ -40,11 +40,7 @@ func (s *Service) listPeople(r *request) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	cursor := r.URL.Query().Get("cursor")
-	if err := people.ValidCursor(cursor); err != nil {
-		return reply{}, err
-	}
-	resp, err := s.people.List(cursor, limit)
+	resp, err := s.people.List(r.Context(), r.URL.Query().Get("cursor"), limit)
 	return reply{body: resp}, err
 }
 
@@ -53,7 +49,7 @@ func (s *Service) propose(r *request) (reply, error) {
 	if err := decode(r, &req); err != nil {
 		return reply{}, err
 	}
-	resp, info, err := s.people.Propose(r.who, req)
+	resp, info, err := s.people.Propose(r.Context(), r.who, req)
 	fields := []zap.Field{zap.Bool("replayed", resp.Replayed), zap.Bool("superseded", resp.Superseded),
 		zap.Int("evicted", resp.Evicted), zap.Int("bodyLength", info.BodyLength)}
 	if resp.Fact != nil {
@@ -81,17 +77,17 @@ func (s *Service) recall(r *request) (reply, error) {
 		return reply{}, fault.New(fault.Invalid, "invalid_parameter", "query must be at most %d characters of UTF-8.", api.MaxRecallQuery)
 	}
 	epoch := s.facts.epoch()
-	resp, err := s.people.Recall(subjectOf(r), people.RecallQuery{Who: r.who, RecallQuery: api.RecallQuery{ChannelID: channelID, Query: q.Get("query"), Limit: limit}})
+	resp, err := s.people.Recall(r.Context(), subjectOf(r), people.RecallQuery{Who: r.who, RecallQuery: api.RecallQuery{ChannelID: channelID, Query: q.Get("query"), Limit: limit}})
 	return reply{body: recallAnswer{resp, epoch}}, err
 }
 
 func (s *Service) mine(r *request) (reply, error) {
-	resp, err := s.people.Mine(subjectOf(r), r.URL.Query().Get("requesterUserId"))
+	resp, err := s.people.Mine(r.Context(), subjectOf(r), r.URL.Query().Get("requesterUserId"))
 	return reply{body: resp}, err
 }
 
 func (s *Service) export(r *request) (reply, error) {
-	resp, err := s.people.Export(subjectOf(r))
+	resp, err := s.people.Export(r.Context(), subjectOf(r))
 	return reply{body: resp}, err
 }
 
@@ -100,14 +96,14 @@ func (s *Service) editFact(r *request) (reply, error) {
 	if err := decode(r, &p); err != nil {
 		return reply{}, err
 	}
-	f, err := s.people.Edit(subjectOf(r), r.PathValue("factId"), p)
+	f, err := s.people.Edit(r.Context(), subjectOf(r), r.PathValue("factId"), p)
 	s.facts.forget(subjectOf(r)) // the old body leaves the memo with the store
 	return reply{body: api.FactResponse{SchemaVersion: api.SchemaVersion, Fact: f},
 		receipt: []zap.Field{factIDField(r.PathValue("factId"), err)}}, err
 }
 
 func (s *Service) forgetFact(r *request) (reply, error) {
-	_, err := s.people.Forget(r.who, subjectOf(r), r.PathValue("factId"), r.URL.Query().Get("requesterUserId"))
+	_, err := s.people.Forget(r.Context(), r.who, subjectOf(r), r.PathValue("factId"), r.URL.Query().Get("requesterUserId"))
 	s.facts.forget(subjectOf(r))
 	return reply{receipt: []zap.Field{factIDField(r.PathValue("factId"), err)}}, err
 }
@@ -128,7 +124,7 @@ func factIDField(id string, err error) zap.Field {
 }
 
 func (s *Service) forgetPerson(r *request) (reply, error) {
-	ids, err := s.people.ForgetPerson(subjectOf(r))
+	ids, err := s.people.ForgetPerson(r.Context(), subjectOf(r))
 	s.facts.forget(subjectOf(r))
 	return reply{body: api.ForgetPersonResponse{SchemaVersion: api.SchemaVersion, Subject: subjectOf(r), Removed: ids},
 		receipt: []zap.Field{zap.Int("factsRemoved", len(ids))}}, err
@@ -145,7 +141,7 @@ func (s *Service) briefing(r *request) (reply, error) {
 	if err := s.episodes.Refresh(); err != nil {
 		return reply{}, err // the table's wrapper writes the receipt
 	}
-	text, counts, err := s.people.Briefing(req, s.episodes.VoiceNotes())
+	text, counts, err := s.people.Briefing(r.Context(), req, s.episodes.VoiceNotes())
 	fields := []zap.Field{zap.Int("consentedUsers", counts.ConsentedUsers), zap.Int("usersWithFacts", counts.UsersWithFacts),
 		zap.Int("facts", counts.Facts), zap.Int("episodes", counts.Episodes), zap.Int("briefingLength", len(text))}
 	return reply{body: api.BriefingResponse{SchemaVersion: api.SchemaVersion, Briefing: text, Counts: counts, RefreshedAt: s.now().UTC()},

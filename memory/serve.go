@@ -65,7 +65,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	}
 	var (
 		lock     *durable.Lock
-		ps       PeopleStore
+		ps       people.Storer
 		es       EpisodeStore
 		cs       ClaimStore
 		closeDB  func() error

@@ -5,7 +5,6 @@
 package memory
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -22,32 +21,6 @@ import (
 	"github.com/clankie/clankie/memory/people"
 )
 
-// PeopleStore is what the routes need of the person-fact store: the files
-// (people.Store) or PostgreSQL (pgstore.People), one set of rules behind
-// both.
-type PeopleStore interface {
-	Stats() people.Stats
-	Metrics() people.Metrics
-	List(cursor string, limit int) (api.PeopleResponse, error)
-	Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error)
-	Recall(subject api.Subject, q people.RecallQuery) (api.RecallResponse, error)
-	Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error)
-	Export(subject api.Subject) (api.RecallResponse, error)
-	Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error)
-	Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error)
-	ForgetPerson(subject api.Subject) ([]string, error)
-	Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error)
-	// Refresh brings a store whose state is shared with other processes
-	// (PostgreSQL) up to date before reads that answer from its copy
-	// (Stats), and fails when it cannot; the file store, the only writer
-	// of its files, is always current.
-	Refresh() error
-	// Ready reports whether the store can serve, for /readyz: the database
-	// answers, or the memory root takes a new file. Its error is a
-	// fault.Unavailable whose sentence says which.
-	Ready(ctx context.Context) error
-}
-
 // EpisodeStore is what the routes need of the episode store: the files
 // (episodes.Store) or PostgreSQL (pgstore.Episodes).
 type EpisodeStore interface {
@@ -59,7 +32,8 @@ type EpisodeStore interface {
 	Patch(id string, p api.EpisodePatch) (api.Episode, error)
 	Forget(id string) error
 	VoiceNotes() []api.Episode
-	// Refresh is PeopleStore's: before Stats, Card and VoiceNotes.
+	// Refresh brings a store shared with other processes (PostgreSQL) up
+	// to date before Stats, Card and VoiceNotes.
 	Refresh() error
 }
 
@@ -68,7 +42,7 @@ type Service struct {
 	root     *os.Root
 	rootPath string
 	bearers  *Bearers
-	people   PeopleStore
+	people   *people.Memory
 	episodes EpisodeStore
 	claims   ClaimStore
 	log      *zap.Logger
@@ -85,7 +59,7 @@ const recallMemoBytes = 4 << 20
 // the file stores' Disk times its syncs in (newFsyncMetric, made before
 // they were opened), exported with the service's other metrics; nil makes
 // an empty one (PostgreSQL makes no syncs of its own).
-func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e EpisodeStore, c ClaimStore, log *zap.Logger,
+func NewService(root *os.Root, rootPath string, b *Bearers, p people.Storer, e EpisodeStore, c ClaimStore, log *zap.Logger,
 	now func() time.Time, fsync prometheus.Histogram) *Service {
 	if now == nil {
 		now = time.Now
@@ -93,7 +67,7 @@ func NewService(root *os.Root, rootPath string, b *Bearers, p PeopleStore, e Epi
 	if fsync == nil {
 		fsync = newFsyncMetric()
 	}
-	s := &Service{root: root, rootPath: rootPath, bearers: b, people: p, episodes: e, claims: c, log: log, now: now,
+	s := &Service{root: root, rootPath: rootPath, bearers: b, people: people.New(p), episodes: e, claims: c, log: log, now: now,
 		facts: newFactMemo(recallMemoBytes)}
 	s.metrics = newMetrics(s, fsync)
 	return s
@@ -137,7 +111,7 @@ func limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// readyz answers whether the person store can serve (PeopleStore.Ready).
+// readyz answers whether the person store can serve (people.Storer.Ready).
 func (s *Service) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.people.Ready(r.Context()); err != nil {
 		s.writeErr(w, r, err)

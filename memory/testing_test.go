@@ -50,7 +50,7 @@ func openRootForTest(dir string) (*os.Root, error) { return durable.OpenRoot(dir
 type testService struct {
 	svc      *Service
 	handler  http.Handler
-	people   PeopleStore
+	people   *people.Memory
 	episodes interface {
 		EpisodeStore
 		Get(id string) (api.Episode, bool)
@@ -88,7 +88,7 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 			return m
 		}
 		svc := NewService(root, dir, bearers, ps, es, db.Claims(), log, now, nil)
-		return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es, dump: dump}
+		return testService{svc: svc, handler: svc.Handler(), people: svc.people, episodes: es, dump: dump}
 	}
 	ps, err := people.Open(root, log, now, durable.Disk{})
 	if err != nil {
@@ -104,7 +104,7 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 	}
 	tb.Cleanup(func() { cs.Close() })
 	svc := NewService(root, dir, bearers, ps, es, cs, log, now, nil)
-	return testService{svc: svc, handler: svc.Handler(), people: ps, episodes: es}
+	return testService{svc: svc, handler: svc.Handler(), people: svc.people, episodes: es}
 }
 
 // openTestDB opens the test server's database in the schema named for dir,

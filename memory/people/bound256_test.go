@@ -1,6 +1,7 @@
 package people
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestFileStoreHolds256FactsAcrossRestartAndReplay(t *testing.T) {
 		if st := s.Stats(); st.People != 2 || st.Facts != 257 {
 			t.Fatalf("%s: stats %+v, want 2 people and 257 facts", where, st)
 		}
-		page, err := s.List("", 10)
+		page, err := s.List(context.Background(), "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}

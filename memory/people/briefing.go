@@ -66,7 +66,7 @@ func isSnowflake(s string) bool {
 	return err == nil
 }
 
-// Briefing composes the voice briefing: the newest notes visible to the
+// composeBriefing composes the voice briefing: the newest notes visible to the
 // voice lane (when there are any), then up to 8 visible facts for each
 // consented speaker who has any, newest first, each marked self-stated or
 // reported. Every fact body, note summary and room is quoted as data.
@@ -79,16 +79,11 @@ func isSnowflake(s string) bool {
 // does not fit; its first line, if it does not fit whole, is cut (its quoted
 // text shortened, the quote closed, and marked "(cut to fit)"), so everyone
 // with something visible gets a word in. Counts describe only what made it in.
-func (s *Store) Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error) {
-	return ComposeBriefing(req, notes, s.now(), s.snapshot)
-}
-
-// ComposeBriefing is Briefing over any store: facts reads one person's
-// facts (a copy the briefing may reorder).
-func ComposeBriefing(req api.BriefingRequest, notes []api.Episode, now time.Time, facts func(api.Subject) ([]api.Fact, error)) (string, api.BriefingCounts, error) {
-	if err := ValidateBriefing(req); err != nil {
-		return "", api.BriefingCounts{}, err
-	}
+//
+// req is valid (ValidateBriefing); visible reads the facts of one person
+// the briefing may show (Briefing's room rule, briefingVisible), as a copy
+// it may reorder.
+func composeBriefing(req api.BriefingRequest, notes []api.Episode, visible func(api.Subject) ([]api.Fact, error)) (string, api.BriefingCounts, error) {
 	counts := api.BriefingCounts{ConsentedUsers: len(req.ConsentedUserIDs)}
 
 	var sections []section
@@ -101,25 +96,19 @@ func ComposeBriefing(req api.BriefingRequest, notes []api.Episode, now time.Time
 	}
 	for _, uid := range req.ConsentedUserIDs {
 		subject := api.Subject{GuildID: req.GuildID, UserID: uid}
-		all, err := facts(subject)
+		shown, err := visible(subject)
 		if err != nil {
 			return "", api.BriefingCounts{}, fmt.Errorf("briefing read: %w", err)
 		}
-		visible := all[:0]
-		for _, f := range all {
-			if Visible(&f, briefingReader, req.ChannelID, now) {
-				visible = append(visible, f)
-			}
-		}
-		if len(visible) == 0 {
+		if len(shown) == 0 {
 			continue
 		}
-		NewestFirst(visible)
-		if len(visible) > api.BriefingFactsPerUser {
-			visible = visible[:api.BriefingFactsPerUser]
+		NewestFirst(shown)
+		if len(shown) > api.BriefingFactsPerUser {
+			shown = shown[:api.BriefingFactsPerUser]
 		}
 		sec := section{heading: fmt.Sprintf("Speaker <@%s>:", uid), speaker: true}
-		for _, f := range visible {
+		for _, f := range shown {
 			sec.lines = append(sec.lines, factLine(f))
 		}
 		sections = append(sections, sec)

@@ -45,8 +45,8 @@ type cached struct {
 	bytes int
 }
 
-// CacheMetrics is the decoded-person cache's state for the metrics.
-type CacheMetrics struct {
+// cacheMetrics is the decoded-person cache's state for the metrics.
+type cacheMetrics struct {
 	// Bytes is what the cache holds, as counted against its bound;
 	// Evictions counts entries dropped to stay within it.
 	Bytes, Evictions int64
@@ -128,12 +128,10 @@ func (c *fileCache) drop(name string) {
 	c.lru.Remove(name)
 }
 
-func (c *fileCache) metrics() CacheMetrics {
+func (c *fileCache) metrics() cacheMetrics {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return CacheMetrics{Bytes: int64(c.bytes), Evictions: c.evictions}
+	return cacheMetrics{Bytes: int64(c.bytes), Evictions: c.evictions}
 }
 
-// CacheMetrics returns the decoded-person cache's bytes and evictions (the
-// hits and misses are in Metrics).
-func (s *Store) CacheMetrics() CacheMetrics { return s.cache.metrics() }
+// cacheMetrics returns the decoded-person cache's bytes and evictions (the

@@ -10,7 +10,7 @@ import (
 
 func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	c := newFileCache()
-	pf := &personFile{Facts: []api.Fact{{FactID: "fa", Body: "one"}}}
+	pf := &personFile{Person: Person{Facts: []api.Fact{{FactID: "fa", Body: "one"}}}}
 	c.put("p-1_2.json", pf, 100)
 	got, ok := c.get("p-1_2.json", false)
 	if !ok || got.Facts[0].Body != "one" {
@@ -158,7 +158,7 @@ func BenchmarkFileCache(b *testing.B) {
 		name := names[i%people]
 		pf, ok := c.get(name, i%2 == 0)
 		if !ok {
-			pf = &personFile{Facts: facts}
+			pf = &personFile{Person: Person{Facts: facts}}
 		}
 		c.put(name, pf, size)
 		c.get(names[(i+people-1)%people], false)

@@ -141,7 +141,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Di
 // Refresh does nothing: the store is the only writer of its files, so what
 // it holds is always current (PostgreSQL's store, shared by processes,
 // reloads here).
-func (s *Store) Refresh() error { return nil }
+func (s *Store) Refresh(context.Context) error { return nil }
 
 // Ready proves the memory root writable by creating and removing a temp
 // file, for /readyz. Each probe uses a name of its own, so concurrent
@@ -449,7 +449,7 @@ func (s *Store) replay(lines []journalLine) error {
 				continue
 			}
 			if pf == nil {
-				pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: l.Subject, Facts: []api.Fact{}}
+				pf = &personFile{Person: Person{Subject: l.Subject, Facts: []api.Fact{}}}
 			}
 			pf.apply(l.Change)
 		}
@@ -645,10 +645,10 @@ type legacyFile struct {
 	SchemaVersion int              `json:"schemaVersion"`
 	Subject       api.Subject      `json:"subject"`
 	Facts         []api.Fact       `json:"facts"`
-	Proposals     []proposalRecord `json:"proposals,omitempty"`
+	Proposals     []ProposalRecord `json:"proposals,omitempty"`
 }
 
-func decodeLegacy(b []byte) (api.Subject, []api.Fact, []proposalRecord, error) {
+func decodeLegacy(b []byte) (api.Subject, []api.Fact, []ProposalRecord, error) {
 	var lf legacyFile
 	err := json.Unmarshal(b, &lf)
 	return lf.Subject, lf.Facts, lf.Proposals, err

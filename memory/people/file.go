@@ -17,11 +17,11 @@ import (
 // fact i gets an idempotency record under proposalIDs[i], as a proposal
 // would have left.
 func EncodeFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]byte, error) {
-	pf := personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts}
+	pf := personFile{Person: Person{Subject: subject, Facts: facts}}
 	for i, id := range proposalIDs {
 		b, _ := json.Marshal(facts[i])
 		sum := sha256.Sum256(b)
-		pf.Proposals = append(pf.Proposals, proposalRecord{ProposalID: id, Digest: hex.EncodeToString(sum[:16]), FactID: facts[i].FactID})
+		pf.Proposals = append(pf.Proposals, ProposalRecord{ProposalID: id, Digest: hex.EncodeToString(sum[:16]), FactID: facts[i].FactID})
 	}
 	return encodeSnapshot(&pf)
 }

@@ -1,6 +1,7 @@
 package people
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -166,7 +167,7 @@ func TestListAndEachPageThroughManyPeople(t *testing.T) {
 		}
 		var listed []string
 		for cursor := ""; ; {
-			page, err := s.List(cursor, 300)
+			page, err := s.List(context.Background(), cursor, 300)
 			if err != nil || page.Total != len(want) {
 				t.Fatalf("round %d: page after %q: total %d (%v), want %d", round, cursor, page.Total, err, len(want))
 			}
@@ -182,8 +183,8 @@ func TestListAndEachPageThroughManyPeople(t *testing.T) {
 			t.Fatalf("round %d: List pages hold %d names, want %d in order", round, len(listed), len(want))
 		}
 		var each []string
-		if err := s.Each(func(p *Person) error {
-			each = append(each, FileName(p.Subject()))
+		if err := s.Each(context.Background(), func(p *Person) error {
+			each = append(each, FileName(p.Subject))
 			return nil
 		}); err != nil {
 			t.Fatal(err)
@@ -249,7 +250,7 @@ func TestUpgradeMigratesManyPeopleInBatches(t *testing.T) {
 func encodeLegacyFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]byte, error) {
 	lf := legacyFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts}
 	for i, id := range proposalIDs {
-		lf.Proposals = append(lf.Proposals, proposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
+		lf.Proposals = append(lf.Proposals, ProposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
 	}
 	return json.Marshal(lf)
 }

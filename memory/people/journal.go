@@ -52,8 +52,8 @@ type journalLine struct {
 	Subject api.Subject `json:"subject"`
 	Facts   int         `json:"facts"`
 	// ForgetPerson removes the person's files; Change is absent then.
-	ForgetPerson bool     `json:"forgetPerson,omitempty"`
-	Change       *logLine `json:"change,omitempty"`
+	ForgetPerson bool    `json:"forgetPerson,omitempty"`
+	Change       *Change `json:"change,omitempty"`
 }
 
 // openJournal opens (creating and preallocating when missing) the journal,

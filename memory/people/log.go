@@ -30,21 +30,6 @@ import (
 // file unreadable: it is moved aside, never overwritten.
 const logVersion = 2
 
-// logLine is one line of a person log; which fields are set says what it is.
-type logLine struct {
-	SchemaVersion int             `json:"schemaVersion,omitempty"`
-	Subject       *api.Subject    `json:"subject,omitempty"`
-	Seq           uint64          `json:"seq,omitempty"`
-	Fact          *api.Fact       `json:"fact,omitempty"`
-	Remove        []string        `json:"remove,omitempty"`
-	ClearDigest   []string        `json:"clearDigest,omitempty"`
-	Put           []api.Fact      `json:"put,omitempty"`
-	Proposal      *proposalRecord `json:"proposal,omitempty"`
-	// Reset, in the journal only, replaces the whole state with the
-	// compacted log's lines (header first) at Seq.
-	Reset []logLine `json:"reset,omitempty"`
-}
-
 // errUnreadable says a person log's header cannot be trusted.
 var errUnreadable = errors.New("the person log has no readable header")
 
@@ -56,11 +41,11 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	if !ok {
 		return nil, 0, errUnreadable
 	}
-	var h logLine
+	var h Change
 	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion || h.Subject == nil {
 		return nil, 0, errUnreadable
 	}
-	pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: *h.Subject, Facts: []api.Fact{}, seq: h.Seq}
+	pf = &personFile{Person: Person{Subject: *h.Subject, Facts: []api.Fact{}, Seq: h.Seq}}
 	good = len(first) + 1
 	for len(rest) > 0 {
 		line, after, whole := bytes.Cut(rest, []byte("\n"))
@@ -72,7 +57,7 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var l logLine
+		var l Change
 		if json.Unmarshal(line, &l) != nil {
 			continue // a whole line that does not parse costs only itself
 		}
@@ -82,64 +67,28 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	return pf, good, nil
 }
 
-// apply replays one line onto the state.
-func (pf *personFile) apply(l *logLine) {
-	if l.Subject != nil || l.SchemaVersion != 0 {
-		return // a stray header
-	}
-	if len(l.Reset) > 0 {
-		// A reset is the whole state at its seq. It is applied over a log
-		// at the same seq too: a compaction rewrites the log in place, and
-		// one a crash cut short may hold a header of that seq over the
-		// remains of the lines before.
-		if l.Seq < pf.seq {
-			return // the log holds a later state
+// apply replays one line onto the state (Person.Apply), dropping the
+// memo of every fact the line replaces or removes.
+func (pf *personFile) apply(l *Change) {
+	if pf.enc != nil {
+		if len(l.Reset) > 0 {
+			clear(pf.enc.m)
 		}
-		st := personFile{SchemaVersion: pf.SchemaVersion, Subject: pf.Subject, Facts: []api.Fact{}, size: pf.size, live: pf.live}
-		for i := 1; i < len(l.Reset); i++ {
-			st.apply(&l.Reset[i])
+		for _, id := range l.Remove {
+			delete(pf.enc.m, id)
 		}
-		st.seq = l.Seq
-		*pf = st
-		return
-	}
-	if l.Seq > 0 {
-		if l.Seq <= pf.seq {
-			return
+		for i := range l.Put {
+			delete(pf.enc.m, l.Put[i].FactID)
 		}
-		pf.seq = l.Seq
-	}
-	for _, id := range l.Remove {
-		pf.forgetEncoded(id)
-		if i := indexOf(pf.Facts, id); i >= 0 {
-			pf.Facts = append(pf.Facts[:i], pf.Facts[i+1:]...)
+		if l.Fact != nil {
+			delete(pf.enc.m, l.Fact.FactID)
 		}
 	}
-	for _, id := range l.ClearDigest {
-		clearDigest(pf, id)
-	}
-	put := l.Put
-	if l.Fact != nil {
-		put = append(put, *l.Fact)
-	}
-	for _, f := range put {
-		pf.forgetEncoded(f.FactID)
-		if i := indexOf(pf.Facts, f.FactID); i >= 0 {
-			pf.Facts[i] = f
-		} else {
-			pf.Facts = append(pf.Facts, f)
-		}
-	}
-	if l.Proposal != nil {
-		pf.Proposals = append(pf.Proposals, l.Proposal.keyed())
-		if l.Seq > 0 {
-			pf.Proposals = pruneProposals(pf.Proposals, pf.Facts)
-		}
-	}
+	pf.Person.Apply(l)
 }
 
 // encodeLine renders one line with its newline.
-func encodeLine(l *logLine) ([]byte, error) {
+func encodeLine(l *Change) ([]byte, error) {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return nil, err
@@ -152,7 +101,7 @@ func encodeLine(l *logLine) ([]byte, error) {
 // with each put fact's JSON taken from pf's memo (pf is the state after
 // the change, so it holds every put fact): a fact is encoded once, for its
 // change line, every compaction after it and every recall that returns it.
-func encodeChange(pf *personFile, ch *logLine) ([]byte, error) {
+func encodeChange(pf *personFile, ch *Change) ([]byte, error) {
 	if ch.SchemaVersion != 0 || ch.Subject != nil || ch.Fact != nil || len(ch.Reset) > 0 {
 		return encodeLine(ch)
 	}
@@ -214,7 +163,7 @@ func encodeChange(pf *personFile, ch *logLine) ([]byte, error) {
 // record; byte for byte what json.Encoder writes of each line.
 func encodeSnapshot(pf *personFile) ([]byte, error) {
 	subject := pf.Subject
-	head, err := encodeLine(&logLine{SchemaVersion: logVersion, Subject: &subject, Seq: pf.seq})
+	head, err := encodeLine(&Change{SchemaVersion: logVersion, Subject: &subject, Seq: pf.Seq})
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +191,7 @@ func encodeSnapshot(pf *personFile) ([]byte, error) {
 }
 
 // appendProposal appends a record as json.Marshal does.
-func appendProposal(b []byte, p *proposalRecord) []byte {
+func appendProposal(b []byte, p *ProposalRecord) []byte {
 	b = append(b, `{"proposalId":`...)
 	b = appendJSONString(b, p.ProposalID)
 	if p.Digest != "" {

@@ -20,7 +20,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 	pick := func() string { return strs[rng.IntN(len(strs))] }
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
 	for n := range 300 {
-		pf := &personFile{SchemaVersion: api.SchemaVersion, Subject: api.Subject{GuildID: "g" + pick(), UserID: "u"}, seq: uint64(n)}
+		pf := &personFile{Person: Person{Subject: api.Subject{GuildID: "g" + pick(), UserID: "u"}, Seq: uint64(n)}}
 		for i := range rng.IntN(20) {
 			f := api.Fact{FactID: fmt.Sprintf("f%07d", i), Subject: pf.Subject, Kind: api.KindPersonFact, Body: pick() + pick(),
 				Visibility: api.Visibility{Scope: api.ScopeChannel, ChannelID: pick()}, Confidence: rng.Float64(),
@@ -31,7 +31,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 				f.ExpiresAt = &e
 			}
 			pf.Facts = append(pf.Facts, f)
-			pf.Proposals = append(pf.Proposals, proposalRecord{ProposalID: pick() + fmt.Sprint(i), Digest: []string{"", "ab12"}[rng.IntN(2)], FactID: f.FactID})
+			pf.Proposals = append(pf.Proposals, ProposalRecord{ProposalID: pick() + fmt.Sprint(i), Digest: []string{"", "ab12"}[rng.IntN(2)], FactID: f.FactID})
 		}
 		// Memoised encodings of some facts, as a recall leaves them.
 		for i := range pf.Facts {
@@ -48,7 +48,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 		if want := snapshotByEncoder(t, pf); !bytes.Equal(got, want) {
 			t.Fatalf("snapshot %d:\n got %s\nwant %s", n, got, want)
 		}
-		ch := &logLine{Seq: uint64(n % 3)}
+		ch := &Change{Seq: uint64(n % 3)}
 		if len(pf.Facts) > 0 && rng.IntN(2) == 0 {
 			ch.Put = []api.Fact{pf.Facts[rng.IntN(len(pf.Facts))]}
 		}
@@ -59,7 +59,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 			ch.ClearDigest = []string{pick()}
 		}
 		if rng.IntN(2) == 0 {
-			ch.Proposal = &proposalRecord{ProposalID: pick(), Digest: pick(), FactID: pick()}
+			ch.Proposal = &ProposalRecord{ProposalID: pick(), Digest: pick(), FactID: pick()}
 		}
 		got, err = encodeChange(pf, ch)
 		if err != nil {
@@ -82,12 +82,12 @@ func snapshotByEncoder(t *testing.T, pf *personFile) []byte {
 	subject := pf.Subject
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	lines := []*logLine{{SchemaVersion: logVersion, Subject: &subject, Seq: pf.seq}}
+	lines := []*Change{{SchemaVersion: logVersion, Subject: &subject, Seq: pf.Seq}}
 	for i := range pf.Facts {
-		lines = append(lines, &logLine{Fact: &pf.Facts[i]})
+		lines = append(lines, &Change{Fact: &pf.Facts[i]})
 	}
 	for i := range pf.Proposals {
-		lines = append(lines, &logLine{Proposal: &pf.Proposals[i]})
+		lines = append(lines, &Change{Proposal: &pf.Proposals[i]})
 	}
 	for _, l := range lines {
 		if err := enc.Encode(l); err != nil {

@@ -4,30 +4,50 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/clankie/clankie/api"
 )
 
-// Person is one person's state as a store other than the files keeps it
-// (the PostgreSQL store): the same facts and idempotency records, changed by
-// the same rules and the same change lines (personFile.apply) as a person
-// log, so a rule is written once for every store. A Person is not safe for
-// concurrent use; its store serialises the changes of one person.
-type Person struct{ pf *personFile }
+// Person is one person's state, as every store keeps it: their facts and
+// the idempotency records of the proposals that made them. A store only
+// persists it; the rules (Memory) decide every change, as a Change that
+// Apply makes, so a rule is written once for every store. A Person is not
+// safe for concurrent use; its store serialises the changes of one person.
+type Person struct {
+	Subject api.Subject
+	// Seq is the last change applied.
+	Seq   uint64
+	Facts []api.Fact
+	// Proposals remember which proposal made which fact, so a retry stores
+	// nothing new. Digest is a hash of the proposal; it is cleared when the
+	// fact is forgotten so nothing derived from a forgotten body remains.
+	Proposals []ProposalRecord
+}
 
-// personState is a Person's encoding: the state a compacted person log
-// holds, as one JSON object.
+// ProposalRecord is one proposal's idempotency record.
+type ProposalRecord struct {
+	ProposalID string `json:"proposalId"`
+	Digest     string `json:"digest,omitempty"`
+	FactID     string `json:"factId"`
+	// idKey of ProposalID and of FactID, set by Apply (0 where a record
+	// was made another way): a scan for an id compares these first, in
+	// the records' own array, before it reads any id's bytes.
+	pkey, fkey uint64
+}
+
+// personState is a Person's encoding for a store that keeps it whole (the
+// PostgreSQL store's row): the state a compacted person log holds, as one
+// JSON object.
 type personState struct {
 	Subject   api.Subject      `json:"subject"`
 	Seq       uint64           `json:"seq"`
 	Facts     []api.Fact       `json:"facts"`
-	Proposals []proposalRecord `json:"proposals"`
+	Proposals []ProposalRecord `json:"proposals"`
 }
 
 // NewPerson returns an empty person: nothing is kept about them yet.
 func NewPerson(subject api.Subject) *Person {
-	return &Person{pf: &personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: []api.Fact{}}}
+	return &Person{Subject: subject, Facts: []api.Fact{}}
 }
 
 // DecodePerson reads what Encode wrote. An empty b is an empty person.
@@ -43,57 +63,83 @@ func DecodePerson(subject api.Subject, b []byte) (*Person, error) {
 	if st.Subject != subject {
 		return nil, fmt.Errorf("decode person state: it names another subject than its key")
 	}
-	p.pf.seq, p.pf.Proposals = st.Seq, st.Proposals
+	p.Seq = st.Seq
+	for _, r := range st.Proposals {
+		p.Proposals = append(p.Proposals, r.keyed())
+	}
 	if st.Facts != nil {
-		p.pf.Facts = st.Facts
+		p.Facts = st.Facts
 	}
 	return p, nil
 }
 
 // Encode returns the person's state as one JSON object.
 func (p *Person) Encode() ([]byte, error) {
-	return json.Marshal(personState{Subject: p.pf.Subject, Seq: p.pf.seq, Facts: p.pf.Facts, Proposals: p.pf.Proposals})
+	return json.Marshal(personState{Subject: p.Subject, Seq: p.Seq, Facts: p.Facts, Proposals: p.Proposals})
 }
 
-// Subject is who the person is.
-func (p *Person) Subject() api.Subject { return p.pf.Subject }
-
-// Facts returns a copy of the person's facts, in stored order.
-func (p *Person) Facts() []api.Fact { return slices.Clone(p.pf.Facts) }
-
-// Len is how many facts are kept about the person.
-func (p *Person) Len() int { return len(p.pf.Facts) }
-
-// Propose applies a prepared proposal (PrepareProposal gave digest) exactly
-// as the file store does, and reports whether the state changed (false for
-// a replay or a refusal).
-func (p *Person) Propose(who api.Principal, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, bool, error) {
-	resp, info, ch, err := proposeOn(p.pf, who, req, digest, now)
-	if err != nil || ch == nil {
-		return resp, info, false, err
-	}
-	p.pf.apply(ch)
-	return resp, info, true, nil
+// Clone returns a copy that shares no slice with p.
+func (p *Person) Clone() *Person {
+	c := *p
+	c.Facts = slices.Clone(p.Facts)
+	c.Proposals = slices.Clone(p.Proposals)
+	return &c
 }
 
-// Forget removes one fact by the rules of Store.Forget (PrepareForget
-// validated the request) and returns it.
-func (p *Person) Forget(who api.Principal, factID, requesterUserID string) (api.Fact, error) {
-	f, ch, err := forgetOn(p.pf, who, factID, requesterUserID)
-	if err != nil {
-		return api.Fact{}, err
+// SameState reports whether two people hold the same facts and idempotency
+// records (their change counters aside).
+func SameState(a, b *Person) bool {
+	if a.Subject != b.Subject || len(a.Facts) != len(b.Facts) || len(a.Proposals) != len(b.Proposals) {
+		return false
 	}
-	p.pf.apply(ch)
-	return f, nil
+	for i := range a.Facts {
+		if !sameFact(&a.Facts[i], &b.Facts[i]) {
+			return false
+		}
+	}
+	for i := range a.Proposals {
+		x, y := &a.Proposals[i], &b.Proposals[i]
+		if x.ProposalID != y.ProposalID || x.Digest != y.Digest || x.FactID != y.FactID {
+			return false
+		}
+	}
+	return true
 }
 
-// Edit applies an operator's prepared edit (PrepareEdit) and returns the
-// edited fact.
-func (p *Person) Edit(factID string, patch api.FactPatch, now time.Time) (api.Fact, error) {
-	f, ch, err := editOn(p.pf, factID, patch, now)
-	if err != nil {
-		return api.Fact{}, err
+// sameFact compares two facts as their JSON would (instants by value, not
+// by location).
+func sameFact(a, b *api.Fact) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// fnv64a returns the 64-bit FNV-1a hash of s, without the allocations of
+// hash/fnv.
+func fnv64a(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
 	}
-	p.pf.apply(ch)
-	return f, nil
+	return h
+}
+
+// idKey returns fnv64a(id), never 0.
+func idKey(id string) uint64 { return fnv64a(id) | 1 }
+
+// keyed returns r with its keys set.
+func (r ProposalRecord) keyed() ProposalRecord {
+	r.pkey, r.fkey = idKey(r.ProposalID), idKey(r.FactID)
+	return r
+}
+
+// isProposal reports whether r records proposal id (key is idKey(id)).
+func (r *ProposalRecord) isProposal(id string, key uint64) bool {
+	return (r.pkey == 0 || r.pkey == key) && r.ProposalID == id
+}
+
+// isFact reports whether r names fact id (key is idKey(id)).
+func (r *ProposalRecord) isFact(id string, key uint64) bool {
+	return (r.fkey == 0 || r.fkey == key) && r.FactID == id
 }

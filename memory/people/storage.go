@@ -20,23 +20,16 @@ import (
 	"github.com/clankie/clankie/memory/journal"
 )
 
-// personFile is one person's state: what replaying their log gives.
+// personFile is one person's state as the file store keeps it: what
+// replaying their log gives, and the log's sizes.
 type personFile struct {
-	SchemaVersion int         `json:"schemaVersion"`
-	Subject       api.Subject `json:"subject"`
-	Facts         []api.Fact  `json:"facts"`
-	// Proposals remember which proposal made which fact, so a retry stores
-	// nothing new. Digest is a hash of the proposal; it is cleared when the
-	// fact is forgotten so nothing derived from a forgotten body remains.
-	Proposals []proposalRecord `json:"proposals,omitempty"`
-
-	seq  uint64 // the last change applied
-	size int64  // bytes of the log on disk (0: no log)
-	live int64  // bytes of the compacted log when last measured
+	Person
+	size int64 // bytes of the log on disk (0: no log)
+	live int64 // bytes of the compacted log when last measured
 	// enc memoises each fact's JSON for change lines and compactions.
 	// Copies of the state share it; it is only used under the person's
 	// lock, and a change that replaces or removes a fact drops that
-	// fact's entry.
+	// fact's entry (apply).
 	enc *factJSON
 }
 
@@ -59,52 +52,6 @@ func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
 	}
 	pf.enc.m[f.FactID] = b
 	return b, nil
-}
-
-func (pf *personFile) forgetEncoded(id string) {
-	if pf.enc != nil {
-		delete(pf.enc.m, id)
-	}
-}
-
-type proposalRecord struct {
-	ProposalID string `json:"proposalId"`
-	Digest     string `json:"digest,omitempty"`
-	FactID     string `json:"factId"`
-	// idKey of ProposalID and of FactID, set by apply (0 where a record
-	// was made another way): a scan for an id compares these first, in
-	// the records' own array, before it reads any id's bytes.
-	pkey, fkey uint64
-}
-
-// fnv64a returns the 64-bit FNV-1a hash of s, without the allocations of
-// hash/fnv.
-func fnv64a(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
-}
-
-// idKey returns fnv64a(id), never 0.
-func idKey(id string) uint64 { return fnv64a(id) | 1 }
-
-// keyed returns r with its keys set.
-func (r proposalRecord) keyed() proposalRecord {
-	r.pkey, r.fkey = idKey(r.ProposalID), idKey(r.FactID)
-	return r
-}
-
-// isProposal reports whether r records proposal id (key is idKey(id)).
-func (r *proposalRecord) isProposal(id string, key uint64) bool {
-	return (r.pkey == 0 || r.pkey == key) && r.ProposalID == id
-}
-
-// isFact reports whether r names fact id (key is idKey(id)).
-func (r *proposalRecord) isFact(id string, key uint64) bool {
-	return (r.fkey == 0 || r.fkey == key) && r.FactID == id
 }
 
 // TmpDir holds the store's temporary files, so a sweep at start never lists
@@ -270,7 +217,7 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 	if err != nil || FileName(subject) != name {
 		return nil, s.moveAside(legacy)
 	}
-	pf := &personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Proposals: proposals}
+	pf := &personFile{Person: Person{Subject: subject, Facts: facts, Proposals: proposals}}
 	if pf.Facts == nil {
 		pf.Facts = []api.Fact{}
 	}
@@ -301,7 +248,7 @@ func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
 	if err != nil || FileName(subject) != name {
 		return nil, s.moveAside(legacy)
 	}
-	pf := &personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Proposals: proposals}
+	pf := &personFile{Person: Person{Subject: subject, Facts: facts, Proposals: proposals}}
 	if pf.Facts == nil {
 		pf.Facts = []api.Fact{}
 	}
@@ -343,7 +290,7 @@ func (s *Store) readOwned(name string, subject api.Subject, take bool) (*personF
 	}
 	if pf == nil {
 		s.setCount(name, subject, 0)
-		pf = &personFile{SchemaVersion: api.SchemaVersion, Subject: subject}
+		pf = &personFile{Person: Person{Subject: subject}}
 	}
 	if pf.Facts == nil {
 		pf.Facts = []api.Fact{} // answers say "facts":[], never null
@@ -375,7 +322,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 // cache then owns: the journal first (durable when it returns), then the
 // person's log (written, synced at the next checkpoint), then the cache and
 // the counts. The caller holds cp (read or write) and the person's lock.
-func (s *Store) change(name string, pf *personFile, ch *logLine) error {
+func (s *Store) change(name string, pf *personFile, ch *Change) error {
 	pf.apply(ch) // pf is the caller's own (take gave it)
 	line, err := encodeChange(pf, ch)
 	if err != nil {
@@ -418,7 +365,7 @@ func (s *Store) appendLog(name string, pf *personFile, line []byte) error {
 	created := pf.size == 0
 	if created {
 		subject := pf.Subject
-		head, err := encodeLine(&logLine{SchemaVersion: logVersion, Subject: &subject})
+		head, err := encodeLine(&Change{SchemaVersion: logVersion, Subject: &subject})
 		if err != nil {
 			return err
 		}
@@ -464,7 +411,7 @@ func compactedLine(pf *personFile, line []byte) (snap, reset []byte, err error) 
 	}
 	reset = make([]byte, 0, len(snap)+48)
 	reset = append(reset, `{"seq":`...)
-	reset = strconv.AppendUint(reset, pf.seq, 10)
+	reset = strconv.AppendUint(reset, pf.Seq, 10)
 	reset = append(reset, `,"reset":[`...)
 	// The state's lines are JSON objects without a raw newline (JSON
 	// escapes one in a string), so joining them with commas makes an array.
@@ -596,15 +543,20 @@ type Metrics struct {
 	// Compactions counts person logs rewritten because they passed twice
 	// their live size; Checkpoints counts catalog checkpoints.
 	Compactions, Checkpoints int64
+	// CacheBytes is what the decoded-person cache holds, as counted
+	// against its bound; CacheEvictions counts entries dropped to stay
+	// within it.
+	CacheBytes, CacheEvictions int64
 }
 
 // Metrics returns the store's counters without touching the disk.
 func (s *Store) Metrics() Metrics {
-	st, js := s.Stats(), s.j.Stats()
+	st, js, cm := s.Stats(), s.j.Stats(), s.cache.metrics()
 	return Metrics{
 		People: st.People, Facts: st.Facts,
 		JournalSyncs: js.Syncs, JournalChanges: js.Records, JournalSyncTime: js.SyncTime,
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
 		Compactions: s.compactions.Load(), Checkpoints: s.checkpoints.Load(),
+		CacheBytes: cm.Bytes, CacheEvictions: cm.Evictions,
 	}
 }

@@ -2,6 +2,7 @@ package people
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -238,7 +239,7 @@ func TestStartReadsTheCatalogNotThePersonLogs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	list, _ := s2.List("", 100)
+	list, _ := s2.List(context.Background(), "", 100)
 	found := false
 	for _, p := range list.People {
 		found = found || p.Subject == long && p.Facts == 1
@@ -276,7 +277,7 @@ func TestSchemaOneFilesMigrate(t *testing.T) {
 		// wrote them.
 		pf := legacyFile{Subject: s, Facts: facts}
 		for i, id := range ids {
-			pf.Proposals = append(pf.Proposals, proposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
+			pf.Proposals = append(pf.Proposals, ProposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
 		}
 		b, err := json.Marshal(pf)
 		if err != nil {

@@ -1,349 +1,83 @@
-// Package people is the store of person facts: what Clankie has been told
-// about people, one append-only JSON-lines log per (guildId, userId), with
-// the visibility, supersede, eviction and subject-rights rules of the spec.
-//
-// A change is one small line: durable first in the store-wide journal,
-// whose fdatasync is shared by every change that arrived meanwhile (group
-// commit), then appended to the person's log, which is compacted once it
-// passes twice its live size. A checkpoint keeps every person's count in
-// the catalog, so start-up reads the catalog and the short journal and no
-// person log; people are loaded on first access, and a bounded cache (8 MiB
-// of logs) keeps busy people decoded, so the service's memory stays flat
-// however many people it knows. See log.go, journal.go and catalog.go for
-// the files.
 package people
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base32"
-	"encoding/hex"
+	"context"
+	"errors"
 	"time"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memory/fault"
 )
 
-// Dir is the store's directory under the memory root.
-const Dir = "discord-people"
+// The file engine's side of Storer: a person's state under the person's
+// lock, a change made durable by the journal and the person's log, reads
+// from the cache. It knows no rule; Memory decides every change.
 
-// maxGoneRecords bounds the idempotency records kept for facts that are no
-// longer stored (forgotten, superseded, evicted). Records of live facts are
-// always kept, so a person file holds at most 256 + 64 of them (128
-// Discord-visible facts, 128 operator-only notes, 64 gone): a retry
-// arrives within seconds, and a file rewritten on every proposal must stay
-// small.
-const maxGoneRecords = 64
+// Now is the store's clock.
+func (s *Store) Now(context.Context) (time.Time, error) { return s.now().UTC(), nil }
 
-// ProposeInfo is what a proposal's receipt needs beyond its answer (which
-// says whether it was replayed, superseded or evicted): the length of the
-// body as stored, once cleaned.
-type ProposeInfo struct {
-	BodyLength int
-}
-
-// Propose applies a proposal on arrival.
-func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, ProposeInfo, error) {
-	now := s.now().UTC()
-	digest, err := PrepareProposal(who, &req, now)
-	if err != nil {
-		return api.ProposalResponse{}, ProposeInfo{}, err
+// Update runs decide on subject's person under the person's lock and
+// commits its change: Append by the journal and an append to the person's
+// log (change), Purge by a rewrite of the log and a blanking of the
+// person's older journal records (purge), an Erase by removing the
+// person's files (erase).
+func (s *Store) Update(_ context.Context, subject api.Subject, way Commit, decide func(*Person, time.Time) (*Change, error)) error {
+	if way == Purge {
+		return s.updateExclusive(subject, decide)
 	}
-	name := FileName(req.Fact.Subject)
 	if err := s.checkpointIfFull(); err != nil {
-		return api.ProposalResponse{}, ProposeInfo{}, err
+		return err
 	}
+	name := FileName(subject)
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	pf, err := s.take(name, req.Fact.Subject)
+	pf, err := s.take(name, subject)
 	if err != nil {
-		return api.ProposalResponse{}, ProposeInfo{}, err
+		return err
 	}
-	resp, info, ch, err := proposeOn(pf, who, req, digest, now)
+	ch, err := decide(&pf.Person, s.now().UTC())
 	if err != nil || ch == nil {
 		if pf.size > 0 {
 			s.cache.put(name, pf, int(pf.size)) // unchanged
 		}
-		return resp, info, err
+		return err
 	}
-	if err := s.change(name, pf, ch); err != nil {
-		return api.ProposalResponse{}, ProposeInfo{}, err
+	if ch.Erase {
+		s.cache.put(name, pf, int(pf.size))
+		return errEraseNeedsPurge
 	}
-	return resp, info, nil
+	return s.change(name, pf, ch)
 }
 
-// encodedFact returns f's JSON from pf's memo when f is pf's fact as it
-// stands, else nil (encodeChange then encodes the line by json.Marshal).
-// The caller holds the person's lock.
-func encodedFact(pf *personFile, f *api.Fact) []byte {
-	if f == nil {
-		return nil
-	}
-	i := indexOf(pf.Facts, f.FactID)
-	if i < 0 || pf.Facts[i] != *f {
-		return nil
-	}
-	b, err := pf.encoded(&pf.Facts[i])
+// errEraseNeedsPurge is a caller's mistake: forgetting a person must leave
+// nothing on disk.
+var errEraseNeedsPurge = errors.New("people: an erase is committed only by Purge")
+
+// updateExclusive is Update for a change that rewrites the person's log and
+// then blanks their journal records: it holds the checkpoint lock, then the
+// person's own lock, the one order every such change takes them in.
+func (s *Store) updateExclusive(subject api.Subject, decide func(*Person, time.Time) (*Change, error)) error {
+	name := FileName(subject)
+	s.cp.Lock()
+	defer s.cp.Unlock()
+	defer s.lock(name)()
+	pf, err := s.read(name, subject)
 	if err != nil {
-		return nil
+		return err
 	}
-	return b
+	ch, err := decide(&pf.Person, s.now().UTC())
+	if err != nil || ch == nil {
+		return err
+	}
+	if ch.Erase {
+		return s.erase(name, subject)
+	}
+	return s.purge(name, pf, ch)
 }
 
-// PrepareProposal validates a proposal before anything is read or written
-// (filling provenance.sourceSurface from the caller) and returns its digest,
-// the fingerprint that tells a retry from a different use of the same id.
-func PrepareProposal(who api.Principal, req *api.ProposalRequest, now time.Time) (string, error) {
-	if err := validateProposal(who, req, now); err != nil {
-		return "", err
-	}
-	in := req.Fact
-	if !who.Operator() && in.Visibility.Scope == api.ScopeChannel && in.Visibility.ChannelID != in.Provenance.ChannelID {
-		return "", invalid("A Discord proposal may scope a fact only to the channel it was proposed in.")
-	}
-	return proposalDigest(*req), nil
-}
-
-// proposeOn works out what a prepared proposal does to a person's state:
-// the answer, and the change line to apply (nil when nothing is written: a
-// replay). It does not change pf; every store applies the line it returns.
-func proposeOn(pf *personFile, who api.Principal, req api.ProposalRequest, digest string, now time.Time) (api.ProposalResponse, ProposeInfo, *logLine, error) {
-	in := req.Fact
-	info := ProposeInfo{BodyLength: len(in.Body)}
-	resp := api.ProposalResponse{SchemaVersion: api.SchemaVersion}
-
-	key := idKey(req.ProposalID)
-	for i := range pf.Proposals {
-		p := &pf.Proposals[i]
-		if !p.isProposal(req.ProposalID, key) {
-			continue
-		}
-		if p.Digest == "" {
-			resp.Replayed = true
-			resp.Reason = "this proposal was applied before and its fact has since been forgotten; nothing was stored"
-			return resp, info, nil, nil
-		}
-		if p.Digest != digest {
-			return resp, info, nil, fault.New(fault.Conflict, "proposal_conflict", "proposalId %s was already used for a different fact; nothing was changed.", req.ProposalID)
-		}
-		resp.Replayed = true
-		// A replay answers only what a recall from the proposing room would
-		// show now (the room rule, Visible): a fact the operator has since
-		// moved to another channel or made operator_private, or that has
-		// expired, answers as a replaced one, so a retry never reads what
-		// the room may not.
-		if i := indexOf(pf.Facts, p.FactID); i >= 0 && Visible(&pf.Facts[i], who, in.Provenance.ChannelID, now) {
-			f := pf.Facts[i]
-			resp.Fact = &f
-		} else {
-			resp.Reason = "this proposal was applied before and its fact has since been replaced or evicted; nothing was stored"
-		}
-		return resp, info, nil, nil
-	}
-
-	fact := api.Fact{
-		FactID:     newFactID(pf.Facts),
-		Subject:    in.Subject,
-		Kind:       in.Kind,
-		Body:       in.Body,
-		Visibility: in.Visibility,
-		Confidence: in.Confidence,
-		CreatedAt:  now,
-		UpdatedAt:  now,
-		ExpiresAt:  in.ExpiresAt,
-		Provenance: in.Provenance,
-	}
-	// The change is written as one log line; the new state is that line
-	// applied to the old, exactly as a replay will apply it.
-	ch := &logLine{Seq: pf.seq + 1}
-	superseded := -1
-	if in.SupersedesFactID != "" {
-		if i := indexOf(pf.Facts, in.SupersedesFactID); i < 0 {
-			resp.Reason = ReasonNoSuchFact
-		} else if ok, why := MaySupersede(who, pf.Facts[i], in.Provenance.ProposerUserID, in.Provenance.ChannelID, now); !ok {
-			resp.Reason = why
-		} else {
-			superseded = i
-			fact.SupersedesFactID = in.SupersedesFactID
-			resp.Superseded = true
-			ch.Remove = append(ch.Remove, in.SupersedesFactID)
-			ch.ClearDigest = []string{in.SupersedesFactID}
-		}
-	}
-	// The new fact counts against its own class's bound only (isHidden):
-	// Discord-visible facts and operator-only notes are bounded apart, and
-	// eviction makes room only among the new fact's class, so a member's
-	// proposal never evicts, counts or names an operator-only note, and an
-	// operator's note never evicts what members see.
-	evicted, total := 0, len(pf.Facts)+1 // facts after the change, before eviction
-	if superseded >= 0 {
-		total--
-	}
-	hidden := isHidden(&fact)
-	bound := boundOf(hidden)
-	// Under the smaller bound in all no class can be over its own, and
-	// nothing needs counting.
-	if total > min(api.MaxFactsPerPerson, api.MaxHiddenFactsPerPerson) && 1+countClass(pf.Facts, hidden, superseded) > bound {
-		// Only a class at its cap needs its facts after the change laid
-		// out, to choose what to evict.
-		facts := make([]api.Fact, 0, bound+1)
-		for i, f := range pf.Facts {
-			if i != superseded && isHidden(&f) == hidden {
-				facts = append(facts, f)
-			}
-		}
-		facts = append(facts, fact)
-		// The lane check is kept as a guard: a Discord lane proposes only
-		// visible facts, which its lane can all see.
-		var kept []api.Fact
-		var ok bool
-		kept, evicted, ok = Evict(facts, bound, now, func(f api.Fact) bool {
-			return f.FactID != fact.FactID && LaneVisible(who, f)
-		})
-		if !ok {
-			return api.ProposalResponse{}, ProposeInfo{}, nil, fault.New(fault.Unprocessable, CodeAtCapacity,
-				"This person's memory is full (at most %d facts of this visibility are kept per person), so nothing was stored; an operator can make room.", bound)
-		}
-		keep := make(map[string]bool, len(kept))
-		for _, f := range kept {
-			keep[f.FactID] = true
-		}
-		for _, f := range facts {
-			if !keep[f.FactID] {
-				ch.Remove = append(ch.Remove, f.FactID)
-			}
-		}
-	}
-	resp.Evicted = evicted
-	ch.Put = []api.Fact{fact}
-	ch.Proposal = &proposalRecord{ProposalID: req.ProposalID, Digest: digest, FactID: fact.FactID}
-	resp.Fact = &fact
-	return resp, info, ch, nil
-}
-
-// proposalDigest fingerprints what a proposal asks for, so a retry can be
-// told from a different use of the same id.
-func proposalDigest(req api.ProposalRequest) string {
-	b, _ := marshalFactInput(&req.Fact)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
-}
-
-// pruneProposals keeps the record of every live fact and the newest
-// maxGoneRecords records of facts that are gone, in their original order.
-func pruneProposals(records []proposalRecord, facts []api.Fact) []proposalRecord {
-	if len(records) <= maxGoneRecords {
-		return records // every record may be kept, live or gone
-	}
-	live := newFactSet(facts)
-	keep := make([]bool, len(records))
-	gone := 0
-	for i := len(records) - 1; i >= 0; i-- {
-		if live.has(&records[i]) {
-			keep[i] = true
-		} else if gone < maxGoneRecords {
-			keep[i] = true
-			gone++
-		}
-	}
-	out := records[:0]
-	for i, r := range records {
-		if keep[i] {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// factSet is the ids of a person's facts: an open-addressed table of their
-// idKeys, with the ids beside them, which pruneProposals asks once per
-// record instead of building a map on every proposal.
-type factSet struct {
-	keys []uint64
-	ids  []string
-}
-
-func newFactSet(facts []api.Fact) factSet {
-	n := 4
-	for n < 2*len(facts) {
-		n *= 2
-	}
-	s := factSet{keys: make([]uint64, n), ids: make([]string, n)}
-	for i := range facts {
-		id := facts[i].FactID
-		k := idKey(id)
-		j := int(k & uint64(n-1))
-		for s.keys[j] != 0 && !(s.keys[j] == k && s.ids[j] == id) {
-			j = (j + 1) & (n - 1)
-		}
-		s.keys[j], s.ids[j] = k, id
-	}
-	return s
-}
-
-// has reports whether r's fact is in the set.
-func (s factSet) has(r *proposalRecord) bool {
-	k := r.fkey
-	if k == 0 {
-		k = idKey(r.FactID)
-	}
-	n := len(s.keys)
-	for j := int(k & uint64(n-1)); s.keys[j] != 0; j = (j + 1) & (n - 1) {
-		if s.keys[j] == k && s.ids[j] == r.FactID {
-			return true
-		}
-	}
-	return false
-}
-
-func clearDigest(pf *personFile, factID string) {
-	key := idKey(factID)
-	for i := range pf.Proposals {
-		if pf.Proposals[i].isFact(factID, key) {
-			pf.Proposals[i].Digest = ""
-		}
-	}
-}
-
-func indexOf(facts []api.Fact, id string) int {
-	for i, f := range facts {
-		if f.FactID == id {
-			return i
-		}
-	}
-	return -1
-}
-
-var factIDEncoding = base32.NewEncoding("abcdefghijkmnpqrstuvwxyz23456789").WithPadding(base32.NoPadding)
-
-// newFactID returns a short id a person can type: "f" and seven characters
-// without look-alikes, unique within the person.
-func newFactID(existing []api.Fact) string {
-	for {
-		var b [5]byte
-		_, _ = rand.Read(b[:])
-		id := "f" + factIDEncoding.EncodeToString(b[:])[:7]
-		if indexOf(existing, id) < 0 {
-			return id
-		}
-	}
-}
-
-// RecallQuery is an ambient read of one person.
-type RecallQuery struct {
-	Who api.Principal
-	// The room (a Discord read always names one), the terms, the limit.
-	api.RecallQuery
-}
-
-// Recall returns the facts visible in the read's room, newest first. It
-// reads the cached state in place (under the person's lock) and copies out
-// only the facts it answers.
-func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, error) {
-	if err := PrepareRecall(subject, &q); err != nil {
-		return api.RecallResponse{}, err
-	}
+// View runs read on the person's facts in place: the cached state under
+// the person's lock, or their log read.
+func (s *Store) View(_ context.Context, subject api.Subject, read func([]api.Fact, time.Time)) error {
 	now := s.now()
 	name := FileName(subject)
 	s.cp.RLock()
@@ -355,174 +89,11 @@ func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, 
 	} else {
 		var err error
 		if pf, err = s.read(name, subject); err != nil {
-			return api.RecallResponse{}, err
+			return err
 		}
 	}
-	return RecallView(subject, pf.Facts, q, now), nil
-}
-
-// PrepareRecall validates a recall and fills the default limit.
-func PrepareRecall(subject api.Subject, q *RecallQuery) error {
-	if err := ValidSubject(subject); err != nil {
-		return err
-	}
-	if q.Limit == 0 {
-		q.Limit = api.DefaultRecallLimit
-	}
-	if q.Limit < 1 || q.Limit > api.MaxFactsPerPerson {
-		return invalid("limit must be between 1 and %d.", api.MaxFactsPerPerson)
-	}
+	read(pf.Facts, now)
 	return nil
-}
-
-// RecallView is a prepared recall over a person's facts (which it leaves
-// as they are): the facts visible in the read's room that match its query,
-// newest first, at most its limit (copies), and how many there were.
-func RecallView(subject api.Subject, facts []api.Fact, q RecallQuery, now time.Time) api.RecallResponse {
-	match := make([]*api.Fact, 0, len(facts))
-	for i := range facts {
-		if f := &facts[i]; Visible(f, q.Who, q.ChannelID, now) && api.MatchesQuery(f, q.Query) {
-			match = append(match, f)
-		}
-	}
-	newestFirst(match)
-	out := make([]api.Fact, min(len(match), q.Limit))
-	for i := range out {
-		out[i] = *match[i]
-	}
-	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Total: len(match), Facts: out}
-}
-
-// snapshot reads a person's facts under its lock.
-func (s *Store) snapshot(subject api.Subject) ([]api.Fact, error) {
-	name := FileName(subject)
-	s.cp.RLock()
-	defer s.cp.RUnlock()
-	defer s.lock(name)()
-	pf, err := s.read(name, subject)
-	if err != nil {
-		return nil, err
-	}
-	return pf.Facts, nil
-}
-
-// Mine is the subject's own view: every fact about them in the guild that is
-// not operator_private, whatever its room, expired ones marked, so a person
-// never needs an operator to see what is kept about them.
-func (s *Store) Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error) {
-	if err := PrepareMine(subject, requesterUserID); err != nil {
-		return api.RecallResponse{}, err
-	}
-	now := s.now()
-	facts, err := s.snapshot(subject)
-	if err != nil {
-		return api.RecallResponse{}, err
-	}
-	return MineView(subject, facts, now), nil
-}
-
-// PrepareMine validates the subject's own view: only the subject may ask.
-func PrepareMine(subject api.Subject, requesterUserID string) error {
-	if err := ValidSubject(subject); err != nil {
-		return err
-	}
-	if requesterUserID == "" {
-		return invalid("requesterUserId is required: the subject's view is shown only to the subject.")
-	}
-	if requesterUserID != subject.UserID {
-		return fault.New(fault.Forbidden, "not_subject", "Only the person these facts are about may see all of them.")
-	}
-	return nil
-}
-
-// MineView is the subject's view of their facts (which it may reorder).
-func MineView(subject api.Subject, facts []api.Fact, now time.Time) api.RecallResponse {
-	out := facts[:0]
-	for _, f := range facts {
-		if f.Visibility.Scope == api.ScopeOperatorPrivate {
-			continue
-		}
-		f.Expired = Expired(f, now)
-		out = append(out, f)
-	}
-	NewestFirst(out)
-	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: out, Total: len(out), Capacity: api.MaxFactsPerPerson}
-}
-
-// Export is the operator's view: every fact, operator_private and expired
-// included, expired ones marked, with the capacity of both classes
-// together (128 Discord-visible and 128 operator-only).
-func (s *Store) Export(subject api.Subject) (api.RecallResponse, error) {
-	if err := ValidSubject(subject); err != nil {
-		return api.RecallResponse{}, err
-	}
-	now := s.now()
-	facts, err := s.snapshot(subject)
-	if err != nil {
-		return api.RecallResponse{}, err
-	}
-	return ExportView(subject, facts, now), nil
-}
-
-// ExportView is the operator's view of a person's facts (which it marks
-// and reorders in place).
-func ExportView(subject api.Subject, facts []api.Fact, now time.Time) api.RecallResponse {
-	for i := range facts {
-		facts[i].Expired = Expired(facts[i], now)
-	}
-	NewestFirst(facts)
-	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Total: len(facts), Capacity: maxFactsStored}
-}
-
-// Forget removes one fact. A Discord caller must name the requester, who
-// must be the fact's subject or proposer; the operator may remove any.
-func (s *Store) Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := PrepareForget(who, subject, factID, requesterUserID); err != nil {
-		return api.Fact{}, err
-	}
-	name, pf, release, err := s.readExclusive(subject)
-	if err != nil {
-		return api.Fact{}, err
-	}
-	defer release()
-	f, ch, err := forgetOn(pf, who, factID, requesterUserID)
-	if err != nil {
-		return api.Fact{}, err
-	}
-	return f, s.purge(name, pf, ch)
-}
-
-// PrepareForget validates a forget before anything is read.
-func PrepareForget(who api.Principal, subject api.Subject, factID, requesterUserID string) error {
-	if err := ValidSubject(subject); err != nil {
-		return err
-	}
-	if err := validFactID("factId", factID); err != nil {
-		return err
-	}
-	if !who.Operator() {
-		if requesterUserID == "" {
-			return invalid("requesterUserId is required: a Discord bearer forgets on behalf of a member.")
-		}
-		if err := api.CheckID(requesterUserID); err != nil {
-			return invalid("requesterUserId %v.", err)
-		}
-	}
-	return nil
-}
-
-// forgetOn works out a forget against a person's state: the fact removed
-// and the change line that removes it.
-func forgetOn(pf *personFile, who api.Principal, factID, requesterUserID string) (api.Fact, *logLine, error) {
-	i := indexOf(pf.Facts, factID)
-	if i < 0 || (!who.Operator() && pf.Facts[i].Visibility.Scope == api.ScopeOperatorPrivate) {
-		return api.Fact{}, nil, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
-	}
-	f := pf.Facts[i]
-	if !who.Operator() && !MayForget(f, requesterUserID) {
-		return api.Fact{}, nil, fault.New(fault.Forbidden, CodeNotSubjectOrProposer, "Only the person a fact is about or the member who proposed it may forget it.")
-	}
-	return f, &logLine{Seq: pf.seq + 1, Remove: []string{factID}, ClearDigest: []string{factID}}, nil
 }
 
 // purge applies a change that must leave nothing of what it removes or
@@ -531,7 +102,7 @@ func forgetOn(pf *personFile, who api.Principal, factID, requesterUserID string)
 // journal records, which still hold the old content, are blanked. No
 // checkpoint: its catalog write grows with the number of people. The caller
 // holds cp (write) and the person's lock.
-func (s *Store) purge(name string, old *personFile, ch *logLine) error {
+func (s *Store) purge(name string, old *personFile, ch *Change) error {
 	pf := clonePerson(old)
 	pf.apply(ch)
 	line, err := encodeChange(pf, ch)
@@ -556,6 +127,29 @@ func (s *Store) purge(name string, old *personFile, ch *logLine) error {
 	return s.redact(name)
 }
 
+// erase removes everything kept about a person, the idempotency records
+// included. The journal line comes first, so a crash before the files are
+// gone finishes the forgetting at the next start; once they are gone,
+// every older journal record of the person is blanked. The caller holds cp
+// (write) and the person's lock.
+func (s *Store) erase(name string, subject api.Subject) error {
+	line, err := encodeJournal(journalLine{Person: name, Subject: subject, ForgetPerson: true})
+	if err != nil {
+		return err
+	}
+	if err := s.j.Append(line); err != nil {
+		return err
+	}
+	if err := s.removePersonFiles(name, subject); err != nil {
+		return err
+	}
+	s.setCount(name, subject, 0)
+	s.mu.Lock()
+	delete(s.dirty, name)
+	s.mu.Unlock()
+	return s.redact(name)
+}
+
 // redact blanks a person's journal records but the newest, and what an
 // older generation left where the current one ends (see journal.Blank),
 // once their log is durable without the content those records hold. The
@@ -569,170 +163,9 @@ func (s *Store) redact(name string) error {
 	return err
 }
 
-// Edit is the operator's change of a fact's body, kind, visibility,
-// confidence or expiry; identity, createdAt and provenance never change.
-func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error) {
-	now := s.now().UTC()
-	if err := PrepareEdit(subject, factID, &p, now); err != nil {
-		return api.Fact{}, err
-	}
-	name, pf, release, err := s.readExclusive(subject)
-	if err != nil {
-		return api.Fact{}, err
-	}
-	defer release()
-	out, ch, err := editOn(pf, factID, p, now)
-	if err != nil {
-		return api.Fact{}, err
-	}
-	return out, s.purge(name, pf, ch)
-}
-
-// PrepareEdit validates an operator's edit (cleaning the body) before
-// anything is read.
-func PrepareEdit(subject api.Subject, factID string, p *api.FactPatch, now time.Time) error {
-	if err := ValidSubject(subject); err != nil {
-		return err
-	}
-	if err := validFactID("factId", factID); err != nil {
-		return err
-	}
-	if p.Body != nil {
-		b, err := cleanBody(*p.Body)
-		if err != nil {
-			return err
-		}
-		p.Body = &b
-	}
-	if p.Kind != nil {
-		if err := validKind(*p.Kind); err != nil {
-			return err
-		}
-	}
-	if p.Visibility != nil {
-		if err := validVisibility(api.Principal{Lane: api.LaneOperator}, *p.Visibility); err != nil {
-			return err
-		}
-	}
-	if p.Confidence != nil {
-		if err := validConfidence(*p.Confidence); err != nil {
-			return err
-		}
-	}
-	if p.ExpiresAt.Set {
-		if err := validExpiry(p.ExpiresAt.Value, now); err != nil {
-			return err
-		}
-	}
-	if p.Body == nil && p.Kind == nil && p.Visibility == nil && p.Confidence == nil && !p.ExpiresAt.Set {
-		return invalid("Nothing to change: give body, kind, visibility, confidence or expiresAt.")
-	}
-	return nil
-}
-
-// editOn works out an edit against a person's state: the edited fact and
-// the change line that puts it.
-func editOn(pf *personFile, factID string, p api.FactPatch, now time.Time) (api.Fact, *logLine, error) {
-	i := indexOf(pf.Facts, factID)
-	if i < 0 {
-		return api.Fact{}, nil, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")
-	}
-	f := pf.Facts[i]
-	if p.Body != nil {
-		f.Body = *p.Body
-	}
-	if p.Kind != nil {
-		f.Kind = *p.Kind
-	}
-	if p.Visibility != nil {
-		f.Visibility = *p.Visibility
-	}
-	// An edit that moves a fact across the line between Discord-visible
-	// and operator-only must find room in the target class: it is refused
-	// when that class is at its bound, rather than evict a fact the
-	// operator did not name.
-	if to := isHidden(&f); to != isHidden(&pf.Facts[i]) && countClass(pf.Facts, to, i) >= boundOf(to) {
-		what := "Discord-visible facts"
-		if to {
-			what = "operator_private notes"
-		}
-		return api.Fact{}, nil, fault.New(fault.Unprocessable, CodeAtCapacity,
-			"This person already has %d %s, the most kept, so nothing was changed; forget one of them first or choose another visibility.", boundOf(to), what)
-	}
-	if p.Confidence != nil {
-		f.Confidence = *p.Confidence
-	}
-	if p.ExpiresAt.Set {
-		f.ExpiresAt = p.ExpiresAt.Value
-	}
-	f.UpdatedAt = now
-	return f, &logLine{Seq: pf.seq + 1, Put: []api.Fact{f}}, nil
-}
-
-// readExclusive reads subject's person for a change that rewrites the
-// person's log and then blanks its journal records (forget, edit, forget-person, a
-// migration's put): it holds the checkpoint lock, then the person's own lock,
-// the one order every such change takes them in. On success the caller must
-// call release, which unlocks in reverse; on error nothing is held.
-func (s *Store) readExclusive(subject api.Subject) (name string, pf *personFile, release func(), err error) {
-	name = FileName(subject)
-	s.cp.Lock()
-	unlock := s.lock(name)
-	release = func() {
-		unlock()
-		s.cp.Unlock()
-	}
-	if pf, err = s.read(name, subject); err != nil {
-		release()
-		return "", nil, nil, err
-	}
-	return name, pf, release, nil
-}
-
-// ForgetPerson removes everything kept about a person, the idempotency
-// records included, and returns the ids of the facts removed.
-func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
-	if err := ValidSubject(subject); err != nil {
-		return nil, err
-	}
-	name, pf, release, err := s.readExclusive(subject)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	ids := make([]string, 0, len(pf.Facts))
-	for _, f := range pf.Facts {
-		ids = append(ids, f.FactID)
-	}
-	// The journal line comes first, so a crash before the files are gone
-	// finishes the forgetting at the next start; once they are gone, every
-	// older journal record of the person is blanked.
-	line, err := encodeJournal(journalLine{Person: name, Subject: subject, ForgetPerson: true})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.j.Append(line); err != nil {
-		return nil, err
-	}
-	if err := s.removePersonFiles(name, subject); err != nil {
-		return nil, err
-	}
-	s.setCount(name, subject, 0)
-	s.mu.Lock()
-	delete(s.dirty, name)
-	s.mu.Unlock()
-	if err := s.redact(name); err != nil {
-		return nil, err
-	}
-	return ids, nil
-}
-
 // List returns one page of people with their fact counts, ordered by file
 // name; the cursor is the last name of the previous page.
-func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
-	if err := PrepareList(&limit); err != nil {
-		return api.PeopleResponse{}, err
-	}
+func (s *Store) List(_ context.Context, cursor string, limit int) (api.PeopleResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, Total: s.idx.len(), People: []api.PersonSummary{}}
@@ -749,21 +182,23 @@ func (s *Store) List(cursor string, limit int) (api.PeopleResponse, error) {
 	return resp, nil
 }
 
-// PrepareList checks a page size and fills the default.
-func PrepareList(limit *int) error {
-	if *limit == 0 {
-		*limit = 100
+// encodedFact returns f's JSON from pf's memo when f is pf's fact as it
+// stands, else nil (encodeChange then encodes the line by json.Marshal).
+// The caller holds the person's lock.
+func encodedFact(pf *personFile, f *api.Fact) []byte {
+	if f == nil {
+		return nil
 	}
-	if *limit < 1 || *limit > 1000 {
-		return invalid("limit must be between 1 and 1000.")
+	i := indexOf(pf.Facts, f.FactID)
+	if i < 0 || pf.Facts[i] != *f {
+		return nil
 	}
-	return nil
+	b, err := pf.encoded(&pf.Facts[i])
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
-// ValidCursor checks a cursor given by a client.
-func ValidCursor(c string) error {
-	if c != "" && !IsPersonFile(c) {
-		return invalid("cursor is not one this service gave out.")
-	}
-	return nil
-}
+// Store is a Storer.
+var _ Storer = (*Store)(nil)

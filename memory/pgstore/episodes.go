@@ -69,7 +69,7 @@ func load(ctx context.Context, q interface {
 // Refresh brings the read copy up to date when another writer (this
 // process or another) moved the clock.
 func (e *Episodes) Refresh() error {
-	return e.db.read("episodes.read", func(ctx context.Context) error {
+	return e.db.read(context.Background(), "episodes.read", func(ctx context.Context) error {
 		var v int64
 		if err := e.db.pool.QueryRow(ctx, "SELECT version FROM episode_clock WHERE id = 1").Scan(&v); err != nil {
 			return err
@@ -112,7 +112,7 @@ func (e *Episodes) current() *episodes.Store {
 func (e *Episodes) change(op string, fn func(st *episodes.Store) error) error {
 	var next *episodes.Store
 	var nextVersion int64
-	err := e.db.write(op, func(ctx context.Context, tx pgx.Tx) error {
+	err := e.db.write(context.Background(), op, func(ctx context.Context, tx pgx.Tx) error {
 		var v int64
 		if err := tx.QueryRow(ctx, "SELECT version FROM episode_clock WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
 			return err

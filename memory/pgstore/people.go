@@ -13,9 +13,9 @@ import (
 	"github.com/clankie/clankie/memory/people"
 )
 
-// People is the person-fact store in PostgreSQL: one row per person holding
-// people.Person's state, changed only under that row's lock by the rules of
-// memory/people. It returns exactly what people.Store returns.
+// People is the person-fact store in PostgreSQL, a people.Storer: one row
+// per person holding people.Person's state, changed only under that row's
+// lock by a people.Change the rules of people.Memory decided.
 type People struct {
 	db *DB
 
@@ -58,7 +58,7 @@ func savePerson(ctx context.Context, tx pgx.Tx, p *people.Person) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, "UPDATE people SET state = $2, facts = $3, updated_at = now() WHERE name = $1",
-		people.FileName(p.Subject()), b, p.Len())
+		people.FileName(p.Subject), b, len(p.Facts))
 	return err
 }
 
@@ -99,181 +99,69 @@ func readPerson(ctx context.Context, q queryRower, subject api.Subject) (*people
 	return p, now, err
 }
 
-// Propose applies a proposal on arrival (see people.Store.Propose).
-func (s *People) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
-	var resp api.ProposalResponse
-	var info people.ProposeInfo
-	err := s.db.write("person_fact.propose", func(ctx context.Context, tx pgx.Tx) error {
-		// An expiry is checked by the database's clock, the time every
-		// reader expires facts by, before anything is locked or created.
+// Now is the database's clock (dbClock), read before a change: a database
+// that does not answer has saved nothing.
+func (s *People) Now(ctx context.Context) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
+	now, err := dbClock(ctx, s.db.pool)
+	if err != nil {
+		return time.Time{}, s.db.fail("clock", err)
+	}
+	return now, nil
+}
+
+// Update runs decide on the person's row under its lock, with the
+// database's clock read under the lock (so creation order is commit order
+// across processes, and eviction keeps the newest), and writes the state
+// the change leaves; forgetting a person (an Erase) deletes the row. Both
+// ways of committing are one transaction: nothing of what a change removes
+// stays in the row.
+func (s *People) Update(ctx context.Context, subject api.Subject, _ people.Commit, decide func(*people.Person, time.Time) (*people.Change, error)) error {
+	return s.db.write(ctx, "person.update", func(ctx context.Context, tx pgx.Tx) error {
+		p, err := lockPerson(ctx, tx, subject)
+		if err != nil {
+			return err
+		}
 		now, err := dbClock(ctx, tx)
 		if err != nil {
 			return err
 		}
-		digest, err := people.PrepareProposal(who, &req, now)
+		ch, err := decide(p, now)
 		if err != nil {
 			return err
 		}
-		p, err := lockPerson(ctx, tx, req.Fact.Subject)
-		if err != nil {
-			return err
-		}
-		// The clock is read again under the lock, so creation order is
-		// commit order across processes and eviction keeps the newest.
-		if now, err = dbClock(ctx, tx); err != nil {
-			return err
-		}
-		var changed bool
-		resp, info, changed, err = p.Propose(who, req, digest, now)
-		if err != nil {
-			return err
-		}
-		if !changed {
+		if ch == nil {
 			return errNoChange
 		}
+		if ch.Erase {
+			_, err = tx.Exec(ctx, "DELETE FROM people WHERE name = $1", people.FileName(subject))
+			return err
+		}
+		p.Apply(ch)
 		return savePerson(ctx, tx, p)
 	})
-	if err != nil {
-		return api.ProposalResponse{}, people.ProposeInfo{}, err
-	}
-	return resp, info, nil
 }
 
-// Recall returns the facts visible in the read's room (see
-// people.Store.Recall).
-func (s *People) Recall(subject api.Subject, q people.RecallQuery) (api.RecallResponse, error) {
-	if err := people.PrepareRecall(subject, &q); err != nil {
-		return api.RecallResponse{}, err
-	}
-	var p *people.Person
-	var now time.Time
-	err := s.db.read("person_fact.recall", func(ctx context.Context) (err error) {
-		p, now, err = readPerson(ctx, s.db.pool, subject)
-		return err
-	})
-	if err != nil {
-		return api.RecallResponse{}, err
-	}
-	return people.RecallView(subject, p.Facts(), q, now), nil
-}
-
-// Mine is the subject's own view (see people.Store.Mine).
-func (s *People) Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error) {
-	if err := people.PrepareMine(subject, requesterUserID); err != nil {
-		return api.RecallResponse{}, err
-	}
-	facts, now, err := s.facts(subject)
-	if err != nil {
-		return api.RecallResponse{}, err
-	}
-	return people.MineView(subject, facts, now), nil
-}
-
-// Export is the operator's view (see people.Store.Export).
-func (s *People) Export(subject api.Subject) (api.RecallResponse, error) {
-	if err := people.ValidSubject(subject); err != nil {
-		return api.RecallResponse{}, err
-	}
-	facts, now, err := s.facts(subject)
-	if err != nil {
-		return api.RecallResponse{}, err
-	}
-	return people.ExportView(subject, facts, now), nil
-}
-
-// facts returns a person's facts and the database's clock as of the read.
-func (s *People) facts(subject api.Subject) ([]api.Fact, time.Time, error) {
-	var p *people.Person
-	var now time.Time
-	err := s.db.read("person_fact.read", func(ctx context.Context) (err error) {
-		p, now, err = readPerson(ctx, s.db.pool, subject)
-		return err
-	})
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	return p.Facts(), now, nil
-}
-
-// Forget removes one fact (see people.Store.Forget).
-func (s *People) Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	if err := people.PrepareForget(who, subject, factID, requesterUserID); err != nil {
-		return api.Fact{}, err
-	}
-	var f api.Fact
-	err := s.db.write("person_fact.forget", func(ctx context.Context, tx pgx.Tx) error {
-		p, err := lockPerson(ctx, tx, subject)
+// View runs read on the person's facts as last committed, without a lock,
+// with the database's clock as of the read.
+func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.Fact, time.Time)) error {
+	return s.db.read(ctx, "person.read", func(ctx context.Context) error {
+		p, now, err := readPerson(ctx, s.db.pool, subject)
 		if err != nil {
 			return err
 		}
-		if f, err = p.Forget(who, factID, requesterUserID); err != nil {
-			return err
-		}
-		return savePerson(ctx, tx, p)
+		read(p.Facts, now)
+		return nil
 	})
-	return f, err
-}
-
-// Edit is the operator's change of one fact (see people.Store.Edit).
-func (s *People) Edit(subject api.Subject, factID string, patch api.FactPatch) (api.Fact, error) {
-	var f api.Fact
-	err := s.db.write("person_fact.edit", func(ctx context.Context, tx pgx.Tx) error {
-		now, err := dbClock(ctx, tx) // see Propose
-		if err != nil {
-			return err
-		}
-		if err := people.PrepareEdit(subject, factID, &patch, now); err != nil {
-			return err
-		}
-		p, err := lockPerson(ctx, tx, subject)
-		if err != nil {
-			return err
-		}
-		if now, err = dbClock(ctx, tx); err != nil {
-			return err
-		}
-		if f, err = p.Edit(factID, patch, now); err != nil {
-			return err
-		}
-		return savePerson(ctx, tx, p)
-	})
-	return f, err
-}
-
-// ForgetPerson removes everything kept about a person, the idempotency
-// records included, and returns the ids of the facts removed.
-func (s *People) ForgetPerson(subject api.Subject) ([]string, error) {
-	if err := people.ValidSubject(subject); err != nil {
-		return nil, err
-	}
-	var ids []string
-	err := s.db.write("person.forget", func(ctx context.Context, tx pgx.Tx) error {
-		p, err := lockPerson(ctx, tx, subject)
-		if err != nil {
-			return err
-		}
-		ids = make([]string, 0, p.Len())
-		for _, f := range p.Facts() {
-			ids = append(ids, f.FactID)
-		}
-		_, err = tx.Exec(ctx, "DELETE FROM people WHERE name = $1", people.FileName(subject))
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return ids, nil
 }
 
 // List returns one page of people with facts, ordered by their file-store
 // name; the cursor is the last name of the previous page.
-func (s *People) List(cursor string, limit int) (api.PeopleResponse, error) {
-	if err := people.PrepareList(&limit); err != nil {
-		return api.PeopleResponse{}, err
-	}
+func (s *People) List(ctx context.Context, cursor string, limit int) (api.PeopleResponse, error) {
 	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, People: []api.PersonSummary{}}
 	var names []string
-	err := s.db.read("person.list", func(ctx context.Context) error {
+	err := s.db.read(ctx, "person.list", func(ctx context.Context) error {
 		if err := s.db.pool.QueryRow(ctx, "SELECT count(*) FROM people WHERE facts > 0").Scan(&resp.Total); err != nil {
 			return err
 		}
@@ -303,38 +191,41 @@ func (s *People) List(cursor string, limit int) (api.PeopleResponse, error) {
 	return resp, nil
 }
 
-// Briefing composes the voice briefing (see people.Store.Briefing).
-func (s *People) Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error) {
-	var out string
-	var counts api.BriefingCounts
-	var ruleErr error
-	err := s.db.read("voice.briefing", func(ctx context.Context) error {
-		now, err := dbClock(ctx, s.db.pool) // what has expired, by the database's time
+// Each calls fn with every person who has facts, in name order.
+func (s *People) Each(ctx context.Context, fn func(*people.Person) error) error {
+	rows, err := s.db.pool.Query(ctx, "SELECT guild_id, user_id, state FROM people WHERE facts > 0 ORDER BY name")
+	if err != nil {
+		return s.db.fail("migrate.read", err)
+	}
+	var all []*people.Person
+	for rows.Next() {
+		var subject api.Subject
+		var state []byte
+		if err := rows.Scan(&subject.GuildID, &subject.UserID, &state); err != nil {
+			return s.db.fail("migrate.read", err)
+		}
+		p, err := people.DecodePerson(subject, state)
 		if err != nil {
 			return err
 		}
-		var dbErr error
-		out, counts, ruleErr = people.ComposeBriefing(req, notes, now, func(subject api.Subject) ([]api.Fact, error) {
-			p, _, err := readPerson(ctx, s.db.pool, subject)
-			if err != nil {
-				dbErr = err
-				return nil, err
-			}
-			return p.Facts(), nil
-		})
-		return dbErr
-	})
-	if err != nil {
-		return "", api.BriefingCounts{}, err
+		all = append(all, p)
 	}
-	return out, counts, ruleErr
+	if err := rows.Err(); err != nil {
+		return s.db.fail("migrate.read", err)
+	}
+	for _, p := range all {
+		if err := fn(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Refresh reads the catalog's counts (people with facts, facts), which
 // Stats then returns.
-func (s *People) Refresh() error {
+func (s *People) Refresh(ctx context.Context) error {
 	var st people.Stats
-	err := s.db.read("catalog", func(ctx context.Context) error {
+	err := s.db.read(ctx, "catalog", func(ctx context.Context) error {
 		return s.db.pool.QueryRow(ctx, "SELECT count(*), coalesce(sum(facts), 0) FROM people WHERE facts > 0").Scan(&st.People, &st.Facts)
 	})
 	if err != nil {
@@ -369,3 +260,6 @@ func (s *People) Ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// People is a people.Storer.
+var _ people.Storer = (*People)(nil)

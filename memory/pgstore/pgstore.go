@@ -195,8 +195,11 @@ func (db *DB) logUnlessFault(op string, err error) error {
 // before anything reached the server, or that the server refused, saved
 // nothing; a commit that was sent and not answered has an unknown outcome,
 // and says so.
-func (db *DB) write(op string, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+//
+// A caller that goes away does not cut a write short (its outcome would
+// then be unknown for nothing); ctx gives the write its values only.
+func (db *DB) write(ctx context.Context, op string, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 	defer cancel()
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
@@ -224,9 +227,9 @@ func (db *DB) write(op string, fn func(ctx context.Context, tx pgx.Tx) error) er
 // replay, a refusal): it is rolled back and the operation succeeds.
 var errNoChange = errors.New("nothing to write")
 
-// read runs fn with a bounded context on the pool.
-func (db *DB) read(op string, fn func(ctx context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+// read runs fn with ctx, bounded, on the pool.
+func (db *DB) read(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := fn(ctx); err != nil {
 		if f := db.logUnlessFault(op, err); f != nil {
