@@ -26,7 +26,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memory/durable"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // The benchmarks here compare a route with the floors under it, measured in
@@ -92,7 +92,7 @@ func benchFactID(n int) string {
 // person's schema-1 file (the whole file the store used to rewrite).
 func seedPeople(b *testing.B, dir string, n, facts int) ([]api.Subject, [][]byte) {
 	b.Helper()
-	pdir := filepath.Join(dir, people.Dir)
+	pdir := filepath.Join(dir, personfiles.Dir)
 	if err := os.MkdirAll(pdir, durable.DirMode); err != nil {
 		b.Fatal(err)
 	}
@@ -116,11 +116,11 @@ func seedPeople(b *testing.B, dir string, n, facts int) ([]api.Subject, [][]byte
 			})
 			proposals = append(proposals, "discord-interaction-"+event)
 		}
-		data, err := people.EncodeFile(s, seeded, proposals)
+		data, err := personfiles.EncodeFile(s, seeded, proposals)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(pdir, people.FileName(s)), data, durable.FileMode); err != nil {
+		if err := os.WriteFile(filepath.Join(pdir, personfiles.FileName(s)), data, durable.FileMode); err != nil {
 			b.Fatal(err)
 		}
 		if legacy[p], err = encodeLegacyFile(s, seeded, proposals); err != nil {
@@ -189,7 +189,7 @@ func meanFileBytes(b *testing.B, dir string, subjects []api.Subject) float64 {
 	b.Helper()
 	total := 0
 	for _, s := range subjects {
-		st, err := os.Stat(filepath.Join(dir, people.Dir, people.FileName(s)))
+		st, err := os.Stat(filepath.Join(dir, personfiles.Dir, personfiles.FileName(s)))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -507,7 +507,7 @@ func reportMedian(b *testing.B, samples []time.Duration, unit string) {
 // (what one proposal makes durable).
 func journalRecordBytes(b *testing.B, dir string) int {
 	b.Helper()
-	data, err := os.ReadFile(filepath.Join(dir, people.Dir, people.JournalName))
+	data, err := os.ReadFile(filepath.Join(dir, personfiles.Dir, personfiles.JournalName))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -700,7 +700,7 @@ func seedRecallPerson(b *testing.B, svc *benchService, dir string) (api.Subject,
 			b.Fatalf("seed %d: %d %s", i, status, answer)
 		}
 	}
-	return s, filepath.Join(dir, people.Dir, people.FileName(s))
+	return s, filepath.Join(dir, personfiles.Dir, personfiles.FileName(s))
 }
 
 // BenchmarkRecall128 recalls a person holding 128 facts, all visible in the
@@ -759,7 +759,7 @@ func BenchmarkRecall128BaselineDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, stored, err := people.DecodeFile(data)
+	_, stored, err := personfiles.DecodeFile(data)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -780,7 +780,7 @@ func BenchmarkRecall128BaselineDecode(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, facts, err := people.DecodeFile(data)
+		_, facts, err := personfiles.DecodeFile(data)
 		if err != nil || len(facts) != api.MaxFactsPerPerson {
 			b.Fatalf("decode: %d facts, %v", len(facts), err)
 		}

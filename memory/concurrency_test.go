@@ -21,6 +21,7 @@ import (
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // newTickingHarness is newHarness with a clock that moves one millisecond
@@ -169,11 +170,11 @@ func concurrentProposals(t *testing.T, services int) {
 	if onPostgres() {
 		return // no file: the export above read the database
 	}
-	b, err := os.ReadFile(filepath.Join(h.dir, people.Dir, people.FileName(api.Subject{GuildID: "10", UserID: "20"})))
+	b, err := os.ReadFile(filepath.Join(h.dir, personfiles.Dir, personfiles.FileName(api.Subject{GuildID: "10", UserID: "20"})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, fileFacts, err := people.DecodeFile(b)
+	_, fileFacts, err := personfiles.DecodeFile(b)
 	if err != nil {
 		t.Fatalf("the person file does not parse: %v", err)
 	}

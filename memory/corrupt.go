@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // corruptMark is in the name of a person file the store set aside because
@@ -21,7 +21,7 @@ const corruptMark = ".corrupt-"
 // only the few set aside are kept, so the catalog and a metrics scrape cost
 // no memory that grows with the number of people.
 func (s *Service) corruptFiles() []api.CorruptFile {
-	d, err := s.root.Open(people.Dir)
+	d, err := s.root.Open(personfiles.Dir)
 	if err != nil {
 		return []api.CorruptFile{} // no person files (the PostgreSQL store keeps none)
 	}
@@ -53,7 +53,7 @@ func corruptFile(e fs.DirEntry) (api.CorruptFile, bool) {
 	if i < 0 || e.IsDir() {
 		return api.CorruptFile{}, false
 	}
-	f := api.CorruptFile{File: people.Dir + "/" + e.Name()}
+	f := api.CorruptFile{File: personfiles.Dir + "/" + e.Name()}
 	if unix, err := strconv.ParseInt(e.Name()[i+len(corruptMark):], 10, 64); err == nil {
 		f.SetAsideAt = time.Unix(unix, 0).UTC()
 	}

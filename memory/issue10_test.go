@@ -15,7 +15,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // Issue 10: what an adversarial review broke on the memory service. One test
@@ -248,8 +248,8 @@ func TestForgetPersonRemovesCorruptCopies(t *testing.T) {
 	fileOnly(t)
 	h := newHarness(t)
 	subject := api.Subject{GuildID: "10", UserID: "20"}
-	name := people.FileName(subject)
-	dir := filepath.Join(h.dir, people.Dir)
+	name := personfiles.FileName(subject)
+	dir := filepath.Join(h.dir, personfiles.Dir)
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(`{"facts":[{"body":"half-written secret`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestForgetPersonRemovesCorruptCopies(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.recall(txt, "10", "20", "?channelId=30")
-	other := people.FileName(api.Subject{GuildID: "10", UserID: "2"})
+	other := personfiles.FileName(api.Subject{GuildID: "10", UserID: "2"})
 	if err := os.WriteFile(filepath.Join(dir, other+".corrupt-1"), []byte(`{}`), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 	"github.com/clankie/clankie/memory/pgstore"
 )
 
@@ -124,7 +125,7 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 		}
 	}
 	if source && !holdsMemory(where) {
-		return nil, usage("%s %s holds no clankie memory (no %s or %s folder)", flag, where, people.Dir, episodes.Dir)
+		return nil, usage("%s %s holds no clankie memory (no %s or %s folder)", flag, where, personfiles.Dir, episodes.Dir)
 	}
 	root, err := durable.OpenRoot(where)
 	if err != nil {
@@ -140,7 +141,7 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 		root.Close()
 		return nil, err
 	}
-	ps, err := people.Open(root, log, time.Now, durable.Disk{})
+	ps, err := personfiles.Open(root, log, time.Now, durable.Disk{})
 	if err != nil {
 		return fail(fmt.Errorf("load person facts from %s: %w", flag, err))
 	}
@@ -166,7 +167,7 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 // holdsMemory reports whether dir has a memory root's folders, so a
 // migration never reads (and so initialises) a directory that is not one.
 func holdsMemory(dir string) bool {
-	for _, sub := range []string{people.Dir, episodes.Dir} {
+	for _, sub := range []string{personfiles.Dir, episodes.Dir} {
 		if st, err := os.Stat(filepath.Join(dir, sub)); err == nil && st.IsDir() {
 			return true
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 	"github.com/clankie/clankie/memory/pgstore"
 )
 
@@ -119,7 +120,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	fsync := newFsyncMetric()
 	if !cfg.Postgres() {
 		files := fsyncDisk(fsync)
-		fps, err := people.Open(root, log, time.Now, files)
+		fps, err := personfiles.Open(root, log, time.Now, files)
 		if err != nil {
 			return fail(fmt.Errorf("load person facts: %w", err))
 		}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 var testTokens = config.Tokens{
@@ -480,7 +480,7 @@ func TestSubjectRightsAndOperatorRoutes(t *testing.T) {
 	if cat.People != 0 || cat.Facts != 0 {
 		t.Fatalf("catalog after forget: %+v", cat)
 	}
-	if _, err := os.Stat(filepath.Join(h.dir, people.Dir, people.FileName(api.Subject{GuildID: "10", UserID: "20"}))); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(h.dir, personfiles.Dir, personfiles.FileName(api.Subject{GuildID: "10", UserID: "20"}))); !os.IsNotExist(err) {
 		t.Fatal("the person file survived forget-person")
 	}
 }

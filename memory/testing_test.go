@@ -17,6 +17,7 @@ import (
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
 	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 	"github.com/clankie/clankie/memory/pgstore"
 )
 
@@ -90,7 +91,7 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 		svc := NewService(root, dir, bearers, ps, es, db.Claims(), log, now, nil)
 		return testService{svc: svc, handler: svc.Handler(), people: svc.people, episodes: es, dump: dump}
 	}
-	ps, err := people.Open(root, log, now, durable.Disk{})
+	ps, err := personfiles.Open(root, log, now, durable.Disk{})
 	if err != nil {
 		tb.Fatal(err)
 	}

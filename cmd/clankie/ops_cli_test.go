@@ -15,7 +15,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memory"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // TestEpisodesJSONIsRecords (issue 14, item 8): `memory episodes --json`
@@ -79,11 +79,11 @@ func TestEpisodesJSONIsRecords(t *testing.T) {
 // says 0 and "No person file has been set aside."
 func TestStatusCountsCorruptFilesAndCLIListsThem(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, people.Dir), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, personfiles.Dir), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	name := people.FileName(api.Subject{GuildID: "123456789012345678", UserID: "234567890123456789"})
-	if err := os.WriteFile(filepath.Join(dir, people.Dir, name), []byte("{not json"), 0o600); err != nil {
+	name := personfiles.FileName(api.Subject{GuildID: "123456789012345678", UserID: "234567890123456789"})
+	if err := os.WriteFile(filepath.Join(dir, personfiles.Dir, name), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := memory.Start(config.Memory{Addr: "127.0.0.1:0", MemoryRoot: config.MemoryRoot{Dir: dir}, Log: config.Log{Level: "info", Format: "json"}}, zap.NewNop())
@@ -105,7 +105,7 @@ func TestStatusCountsCorruptFilesAndCLIListsThem(t *testing.T) {
 		t.Errorf("status --json corruptPersonFiles = %d", c.CorruptPersonFiles)
 	}
 	out = mustOut(t, "corrupt")
-	mustMatch(t, "corrupt", out, `SET ASIDE\s+BYTES\s+FILE`, `\s9\s+`+regexp.QuoteMeta(people.Dir+"/"+name+".corrupt-"))
+	mustMatch(t, "corrupt", out, `SET ASIDE\s+BYTES\s+FILE`, `\s9\s+`+regexp.QuoteMeta(personfiles.Dir+"/"+name+".corrupt-"))
 	list := decodeJSON[api.CorruptFiles](t, mustOut(t, "corrupt", "--json"))
 	if len(list.Files) != 1 || list.Files[0].Bytes != 9 || time.Since(list.Files[0].SetAsideAt) > time.Minute {
 		t.Errorf("corrupt --json: %+v", list)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // The load is shaped so that no bound can remove an acknowledged fact, and
@@ -50,7 +50,7 @@ var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type proposal struct {
 	id        string
-	key       string // people.FileName of the subject
+	key       string // personfiles.FileName of the subject
 	token     string
 	req       api.ProposalRequest
 	acked     bool   // a 2xx answer was read in full
@@ -236,7 +236,7 @@ func (r *crashRun) errorf(format string, args ...any) {
 }
 
 func (r *crashRun) addPerson(s api.Subject, veteran bool) *person {
-	p := &person{subject: s, key: people.FileName(s), veteran: veteran, live: map[string]string{}}
+	p := &person{subject: s, key: personfiles.FileName(s), veteran: veteran, live: map[string]string{}}
 	r.people[p.key] = p
 	r.peopleOrder = append(r.peopleOrder, p.key)
 	return p

@@ -15,7 +15,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/episodes"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // personFile is what a person file must decode into.
@@ -86,7 +86,7 @@ func keyOf(info fs.FileInfo) fileKey {
 	return k
 }
 
-// readDisk walks root. Every person log must replay (people.DecodeFile) to
+// readDisk walks root. Every person log must replay (personfiles.DecodeFile) to
 // the subject its name encodes; every lane file must be whole JSONL lines (the
 // last one ending in a newline: a durable rewrite never leaves a torn line)
 // that decode into episodes of that lane. Temp files are only counted.
@@ -110,7 +110,7 @@ func readDisk(root string) (*diskState, error) {
 				d.badPerm = append(d.badPerm, fmt.Sprintf("%s is %04o", rel, info.Mode().Perm()))
 			}
 			switch rel {
-			case ".", people.Dir, episodes.Dir, people.TmpDir:
+			case ".", personfiles.Dir, episodes.Dir, personfiles.TmpDir:
 				return nil
 			}
 			d.unexpected = append(d.unexpected, rel+"/")
@@ -157,10 +157,10 @@ func readDisk(root string) (*diskState, error) {
 					break
 				}
 			}
-		case dir == people.Dir && (name == people.JournalName || name == people.CatalogName):
+		case dir == personfiles.Dir && (name == personfiles.JournalName || name == personfiles.CatalogName):
 			// The journal is zeros and lines; the catalog is checked by
 			// the service at start (it refuses one it cannot read).
-		case dir == people.Dir && people.IsPersonFile(name):
+		case dir == personfiles.Dir && personfiles.IsPersonFile(name):
 			parsedPeople.Lock()
 			c, ok := parsedPeople.m[p]
 			parsedPeople.Unlock()
@@ -178,13 +178,13 @@ func readDisk(root string) (*diskState, error) {
 			}
 			// A person log: the header, then whole lines; a torn tail
 			// (a write the kill cut short) costs only itself.
-			subject, facts, err := people.DecodeFile(b)
+			subject, facts, err := personfiles.DecodeFile(b)
 			if err != nil {
 				d.broken = append(d.broken, fmt.Sprintf("%s: %v (%d bytes)", rel, err, len(b)))
 				return nil
 			}
 			pf := personFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts}
-			if people.FileName(pf.Subject) != name {
+			if personfiles.FileName(pf.Subject) != name {
 				d.broken = append(d.broken, fmt.Sprintf("%s: holds subject %+v", rel, pf.Subject))
 				return nil
 			}

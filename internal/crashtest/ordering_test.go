@@ -14,7 +14,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/episodes"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // orderedWrite is one acknowledged write and where its bytes must end up.
@@ -52,8 +52,8 @@ func TestAcknowledgementFollowsDurableWrite(t *testing.T) {
 		"-o", tracePath}, 60*time.Second)
 
 	subject := api.Subject{GuildID: "guild-order", UserID: "user-order"}
-	personFile := filepath.Join(dir, people.Dir, people.FileName(subject))
-	journalFile := filepath.Join(dir, people.Dir, people.JournalName)
+	personFile := filepath.Join(dir, personfiles.Dir, personfiles.FileName(subject))
+	journalFile := filepath.Join(dir, personfiles.Dir, personfiles.JournalName)
 	var writes []orderedWrite
 	propose := func(token, marker, supersedes string) string {
 		req := api.ProposalRequest{SchemaVersion: api.SchemaVersion, ProposalID: marker, Fact: api.FactInput{

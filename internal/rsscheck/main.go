@@ -45,7 +45,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
-	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 func main() {
@@ -180,11 +180,11 @@ func factID(n int) string {
 }
 
 // writeRoot writes n people of m facts each into <dir>/discord-people, as
-// person logs (people.EncodeFile) with no catalog, with the service's modes
+// person logs (personfiles.EncodeFile) with no catalog, with the service's modes
 // (0700 directories, 0600 files), four files at a time. The files are not
 // fsynced: the service only has to read them.
 func writeRoot(dir string, n, m int) error {
-	pdir := filepath.Join(dir, people.Dir)
+	pdir := filepath.Join(dir, personfiles.Dir)
 	if err := os.MkdirAll(pdir, 0o700); err != nil {
 		return err
 	}
@@ -236,11 +236,11 @@ func writePerson(pdir string, base time.Time, p, n, m int) error {
 		facts = append(facts, f)
 		proposals = append(proposals, "discord-interaction-"+event)
 	}
-	data, err := people.EncodeFile(s, facts, proposals)
+	data, err := personfiles.EncodeFile(s, facts, proposals)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(pdir, people.FileName(s)), data, 0o600)
+	return os.WriteFile(filepath.Join(pdir, personfiles.FileName(s)), data, 0o600)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

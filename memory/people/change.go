@@ -2,6 +2,9 @@ package people
 
 import "github.com/clankie/clankie/api"
 
+// LogVersion is the schema of a history's header (Change.SchemaVersion).
+const LogVersion = 2
+
 // Change is one line of a person's history: what a rule decided (Memory),
 // applied by Apply the same way by every store, and kept as it is by the
 // file store (a person log is these lines; see log.go). Which fields are

@@ -27,8 +27,9 @@ type Storer interface {
 	// View runs read on subject's facts as last committed, with the
 	// store's clock as of the read. read must not change or keep facts.
 	View(ctx context.Context, subject api.Subject, read func(facts []api.Fact, now time.Time)) error
-	// List returns one page of people with facts, ordered by FileName; the
-	// cursor is the last name of the previous page (limit is checked).
+	// List returns one page of people with facts in the store's order of
+	// its names for them; the cursor is the last name of the previous page
+	// (ErrUnknownCursor for one it did not give out; limit is checked).
 	List(ctx context.Context, cursor string, limit int) (api.PeopleResponse, error)
 	// Each calls fn with a copy of every person who has facts, in name
 	// order: what a migration to another store copies.
@@ -45,6 +46,35 @@ type Storer interface {
 	// answers, or the memory root takes a new file. Its error is a
 	// fault.Unavailable whose sentence says which.
 	Ready(ctx context.Context) error
+}
+
+// Stats are the catalog's figures, from memory.
+type Stats struct {
+	People, Facts int
+	// Store names the store (api.StoreFile or api.StorePostgres), so the
+	// catalog says where memory lives without probing the store's type.
+	Store string
+}
+
+// Metrics are the store's running totals since Open, for a metrics
+// exporter: plain numbers, never content.
+type Metrics struct {
+	People, Facts int
+	// JournalSyncs counts the journal's fdatasyncs and JournalChanges the
+	// changes they made durable (their ratio is the group-commit factor);
+	// JournalSyncTime is the time spent in those fdatasyncs.
+	JournalSyncs, JournalChanges int64
+	JournalSyncTime              time.Duration
+	// CacheHits and CacheMisses count person loads served from memory and
+	// from disk.
+	CacheHits, CacheMisses int64
+	// Compactions counts person logs rewritten because they passed twice
+	// their live size; Checkpoints counts catalog checkpoints.
+	Compactions, Checkpoints int64
+	// CacheBytes is what the decoded-person cache holds, as counted
+	// against its bound; CacheEvictions counts entries dropped to stay
+	// within it.
+	CacheBytes, CacheEvictions int64
 }
 
 // Commit is how a store makes a change durable.
@@ -208,9 +238,6 @@ func (m *Memory) ForgetPerson(ctx context.Context, subject api.Subject) ([]strin
 // List returns one page of people with their fact counts, ordered by file
 // name; the cursor is the last name of the previous page.
 func (m *Memory) List(ctx context.Context, cursor string, limit int) (api.PeopleResponse, error) {
-	if err := ValidCursor(cursor); err != nil {
-		return api.PeopleResponse{}, err
-	}
 	if err := PrepareList(&limit); err != nil {
 		return api.PeopleResponse{}, err
 	}
@@ -237,11 +264,6 @@ func (m *Memory) Briefing(ctx context.Context, req api.BriefingRequest, notes []
 	})
 }
 
-// Each calls fn with a copy of every person who has facts (Storer.Each).
-func (m *Memory) Each(ctx context.Context, fn func(*Person) error) error {
-	return m.store.Each(ctx, fn)
-}
-
 // Put makes a person's whole state p's (a migration from another store),
 // durably, and reports whether anything changed; dryRun only reports.
 func (m *Memory) Put(ctx context.Context, p *Person, dryRun bool) (bool, error) {
@@ -264,7 +286,7 @@ func (m *Memory) Put(ctx context.Context, p *Person, dryRun bool) (bool, error) 
 // resetTo is the change that makes a person's state p's, at seq.
 func resetTo(p *Person, seq uint64) *Change {
 	subject := p.Subject
-	reset := []Change{{SchemaVersion: logVersion, Subject: &subject}}
+	reset := []Change{{SchemaVersion: LogVersion, Subject: &subject}}
 	for i := range p.Facts {
 		reset = append(reset, Change{Fact: &p.Facts[i]})
 	}

@@ -2,9 +2,10 @@
 // people, keyed by (guildId, userId), with the visibility, supersede,
 // eviction and subject-rights rules of the spec. Memory orchestrates every
 // operation once over a Storer, which only persists a Person and the
-// Change a rule decided: Store is the file engine (one append-only
-// JSON-lines log per person behind a group-committed journal; see
-// store.go), pgstore.People the PostgreSQL one.
+// Change a rule decided: personfiles.Store is the file engine (one
+// append-only JSON-lines log per person behind a group-committed journal),
+// pgstore.People the PostgreSQL one. This package reads no file and speaks
+// no SQL.
 package people
 
 import (
@@ -12,22 +13,20 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
 	"time"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/fault"
 )
 
-// Dir is the store's directory under the memory root.
-const Dir = "discord-people"
-
-// maxGoneRecords bounds the idempotency records kept for facts that are no
+// MaxGoneRecords bounds the idempotency records kept for facts that are no
 // longer stored (forgotten, superseded, evicted). Records of live facts are
 // always kept, so a person file holds at most 256 + 64 of them (128
 // Discord-visible facts, 128 operator-only notes, 64 gone): a retry
 // arrives within seconds, and a file rewritten on every proposal must stay
 // small.
-const maxGoneRecords = 64
+const MaxGoneRecords = 64
 
 // ProposeInfo is what a proposal's receipt needs beyond its answer (which
 // says whether it was replayed, superseded or evicted): the length of the
@@ -170,15 +169,15 @@ func proposeOn(pf *Person, who api.Principal, req api.ProposalRequest, digest st
 // proposalDigest fingerprints what a proposal asks for, so a retry can be
 // told from a different use of the same id.
 func proposalDigest(req api.ProposalRequest) string {
-	b, _ := marshalFactInput(&req.Fact)
+	b, _ := json.Marshal(&req.Fact)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
 
 // pruneProposals keeps the record of every live fact and the newest
-// maxGoneRecords records of facts that are gone, in their original order.
+// MaxGoneRecords records of facts that are gone, in their original order.
 func pruneProposals(records []ProposalRecord, facts []api.Fact) []ProposalRecord {
-	if len(records) <= maxGoneRecords {
+	if len(records) <= MaxGoneRecords {
 		return records // every record may be kept, live or gone
 	}
 	live := newFactSet(facts)
@@ -187,7 +186,7 @@ func pruneProposals(records []ProposalRecord, facts []api.Fact) []ProposalRecord
 	for i := len(records) - 1; i >= 0; i-- {
 		if live.has(&records[i]) {
 			keep[i] = true
-		} else if gone < maxGoneRecords {
+		} else if gone < MaxGoneRecords {
 			keep[i] = true
 			gone++
 		}
@@ -340,7 +339,7 @@ func ExportView(subject api.Subject, facts []api.Fact, now time.Time) api.Recall
 		facts[i].Expired = Expired(facts[i], now)
 	}
 	NewestFirst(facts)
-	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Total: len(facts), Capacity: maxFactsStored}
+	return api.RecallResponse{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts, Total: len(facts), Capacity: MaxFactsStored}
 }
 
 // PrepareForget validates a forget before anything is read.
@@ -468,10 +467,6 @@ func PrepareList(limit *int) error {
 	return nil
 }
 
-// ValidCursor checks a cursor given by a client.
-func ValidCursor(c string) error {
-	if c != "" && !IsPersonFile(c) {
-		return invalid("cursor is not one this service gave out.")
-	}
-	return nil
-}
+// ErrUnknownCursor is a Storer's answer to a List cursor it did not give
+// out.
+var ErrUnknownCursor = invalid("cursor is not one this service gave out.")

@@ -56,8 +56,8 @@ func boundOf(hidden bool) int {
 	return api.MaxFactsPerPerson
 }
 
-// maxFactsStored is the most facts a person holds: both classes full.
-const maxFactsStored = api.MaxFactsPerPerson + api.MaxHiddenFactsPerPerson
+// MaxFactsStored is the most facts a person holds: both classes full.
+const MaxFactsStored = api.MaxFactsPerPerson + api.MaxHiddenFactsPerPerson
 
 // countClass returns how many of facts are of the class hidden names,
 // leaving out the fact at skip (-1: none).

@@ -14,7 +14,7 @@ import (
 var migrations = []string{
 	// 1: people and episodes.
 	`CREATE TABLE people (
-		-- people.FileName(subject): the file store's key, so cursors and
+		-- personfiles.FileName(subject): the file store's key, so cursors and
 		-- migration agree; "C" collation orders it as Go compares strings.
 		name       text COLLATE "C" PRIMARY KEY,
 		guild_id   text NOT NULL,

@@ -11,6 +11,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/fault"
 	"github.com/clankie/clankie/memory/people"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // People is the person-fact store in PostgreSQL, a people.Storer: one row
@@ -31,7 +32,7 @@ func (db *DB) People() *People { return &People{db: db} }
 // creator waits on the same lock). A transaction that writes nothing rolls
 // the new row back with it.
 func lockPerson(ctx context.Context, tx pgx.Tx, subject api.Subject) (*people.Person, error) {
-	name := people.FileName(subject)
+	name := personfiles.FileName(subject)
 	var state []byte
 	err := tx.QueryRow(ctx, "SELECT state FROM people WHERE name = $1 FOR UPDATE", name).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -58,7 +59,7 @@ func savePerson(ctx context.Context, tx pgx.Tx, p *people.Person) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, "UPDATE people SET state = $2, facts = $3, updated_at = now() WHERE name = $1",
-		people.FileName(p.Subject), b, len(p.Facts))
+		personfiles.FileName(p.Subject), b, len(p.Facts))
 	return err
 }
 
@@ -87,7 +88,7 @@ func dbClock(ctx context.Context, q queryRower) (time.Time, error) {
 func readPerson(ctx context.Context, q queryRower, subject api.Subject) (*people.Person, time.Time, error) {
 	var state []byte
 	var now time.Time
-	err := q.QueryRow(ctx, "SELECT clock_timestamp(), (SELECT state FROM people WHERE name = $1)", people.FileName(subject)).Scan(&now, &state)
+	err := q.QueryRow(ctx, "SELECT clock_timestamp(), (SELECT state FROM people WHERE name = $1)", personfiles.FileName(subject)).Scan(&now, &state)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -135,7 +136,7 @@ func (s *People) Update(ctx context.Context, subject api.Subject, _ people.Commi
 			return errNoChange
 		}
 		if ch.Erase {
-			_, err = tx.Exec(ctx, "DELETE FROM people WHERE name = $1", people.FileName(subject))
+			_, err = tx.Exec(ctx, "DELETE FROM people WHERE name = $1", personfiles.FileName(subject))
 			return err
 		}
 		p.Apply(ch)
@@ -159,6 +160,9 @@ func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.
 // List returns one page of people with facts, ordered by their file-store
 // name; the cursor is the last name of the previous page.
 func (s *People) List(ctx context.Context, cursor string, limit int) (api.PeopleResponse, error) {
+	if cursor != "" && !personfiles.IsPersonFile(cursor) {
+		return api.PeopleResponse{}, people.ErrUnknownCursor
+	}
 	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, People: []api.PersonSummary{}}
 	var names []string
 	err := s.db.read(ctx, "person.list", func(ctx context.Context) error {

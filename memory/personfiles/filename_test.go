@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/people"
 )
 
 func TestFileNameIsInjectiveAndSafe(t *testing.T) {
@@ -48,7 +49,7 @@ func TestFileNameIsInjectiveAndSafe(t *testing.T) {
 		}
 		if got, ok := ParseFileName(name); ok && got != s {
 			t.Errorf("ParseFileName(%q) = %q, want %q", name, got, s)
-		} else if !ok && strings.HasPrefix(name, readableTag) && ValidSubject(s) == nil {
+		} else if !ok && strings.HasPrefix(name, readableTag) && people.ValidSubject(s) == nil {
 			t.Errorf("readable name %q did not parse back", name)
 		}
 	}

@@ -1,8 +1,9 @@
-package people
+package personfiles
 
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"os"
 	"path"
@@ -18,12 +19,13 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/journal"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // personFile is one person's state as the file store keeps it: what
 // replaying their log gives, and the log's sizes.
 type personFile struct {
-	Person
+	people.Person
 	size int64 // bytes of the log on disk (0: no log)
 	live int64 // bytes of the compacted log when last measured
 	// enc memoises each fact's JSON for change lines and compactions.
@@ -54,6 +56,9 @@ func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
 	return b, nil
 }
 
+// Dir is the store's directory under the memory root.
+const Dir = "discord-people"
+
 // TmpDir holds the store's temporary files, so a sweep at start never lists
 // the directory of every person.
 const TmpDir = Dir + "/tmp"
@@ -71,6 +76,7 @@ type Store struct {
 	log   *zap.Logger
 	now   func() time.Time
 	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
+	seed  maphash.Seed     // of the stripes' hash
 	cp    sync.RWMutex
 	j     *journal.Log
 
@@ -92,7 +98,7 @@ type Store struct {
 }
 
 func (s *Store) lock(name string) func() {
-	m := &s.locks[fnv64a(name)%uint64(len(s.locks))]
+	m := &s.locks[maphash.String(s.seed, name)%uint64(len(s.locks))]
 	m.Lock()
 	return m.Unlock
 }
@@ -217,7 +223,7 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 	if err != nil || FileName(subject) != name {
 		return nil, s.moveAside(legacy)
 	}
-	pf := &personFile{Person: Person{Subject: subject, Facts: facts, Proposals: proposals}}
+	pf := &personFile{Person: people.Person{Subject: subject, Facts: facts, Proposals: proposals}}
 	if pf.Facts == nil {
 		pf.Facts = []api.Fact{}
 	}
@@ -248,7 +254,7 @@ func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
 	if err != nil || FileName(subject) != name {
 		return nil, s.moveAside(legacy)
 	}
-	pf := &personFile{Person: Person{Subject: subject, Facts: facts, Proposals: proposals}}
+	pf := &personFile{Person: people.Person{Subject: subject, Facts: facts, Proposals: proposals}}
 	if pf.Facts == nil {
 		pf.Facts = []api.Fact{}
 	}
@@ -290,7 +296,7 @@ func (s *Store) readOwned(name string, subject api.Subject, take bool) (*personF
 	}
 	if pf == nil {
 		s.setCount(name, subject, 0)
-		pf = &personFile{Person: Person{Subject: subject}}
+		pf = &personFile{Person: people.Person{Subject: subject}}
 	}
 	if pf.Facts == nil {
 		pf.Facts = []api.Fact{} // answers say "facts":[], never null
@@ -322,7 +328,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 // cache then owns: the journal first (durable when it returns), then the
 // person's log (written, synced at the next checkpoint), then the cache and
 // the counts. The caller holds cp (read or write) and the person's lock.
-func (s *Store) change(name string, pf *personFile, ch *Change) error {
+func (s *Store) change(name string, pf *personFile, ch *people.Change) error {
 	pf.apply(ch) // pf is the caller's own (take gave it)
 	line, err := encodeChange(pf, ch)
 	if err != nil {
@@ -365,7 +371,7 @@ func (s *Store) appendLog(name string, pf *personFile, line []byte) error {
 	created := pf.size == 0
 	if created {
 		subject := pf.Subject
-		head, err := encodeLine(&Change{SchemaVersion: logVersion, Subject: &subject})
+		head, err := encodeLine(&people.Change{SchemaVersion: logVersion, Subject: &subject})
 		if err != nil {
 			return err
 		}
@@ -513,46 +519,17 @@ func (s *Store) subjectOf(name string) api.Subject {
 	return s.hashed[name]
 }
 
-// Stats are the catalog's figures, from memory.
-type Stats struct {
-	People, Facts int
-	// Store names the store (api.StoreFile or api.StorePostgres), so the
-	// catalog says where memory lives without probing the store's type.
-	Store string
-}
-
 // Stats returns the counters without touching the disk.
-func (s *Store) Stats() Stats {
+func (s *Store) Stats() people.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{People: s.idx.len(), Facts: s.facts, Store: api.StoreFile}
-}
-
-// Metrics are the store's running totals since Open, for a metrics
-// exporter: plain numbers, never content.
-type Metrics struct {
-	People, Facts int
-	// JournalSyncs counts the journal's fdatasyncs and JournalChanges the
-	// changes they made durable (their ratio is the group-commit factor);
-	// JournalSyncTime is the time spent in those fdatasyncs.
-	JournalSyncs, JournalChanges int64
-	JournalSyncTime              time.Duration
-	// CacheHits and CacheMisses count person loads served from memory and
-	// from disk.
-	CacheHits, CacheMisses int64
-	// Compactions counts person logs rewritten because they passed twice
-	// their live size; Checkpoints counts catalog checkpoints.
-	Compactions, Checkpoints int64
-	// CacheBytes is what the decoded-person cache holds, as counted
-	// against its bound; CacheEvictions counts entries dropped to stay
-	// within it.
-	CacheBytes, CacheEvictions int64
+	return people.Stats{People: s.idx.len(), Facts: s.facts, Store: api.StoreFile}
 }
 
 // Metrics returns the store's counters without touching the disk.
-func (s *Store) Metrics() Metrics {
+func (s *Store) Metrics() people.Metrics {
 	st, js, cm := s.Stats(), s.j.Stats(), s.cache.metrics()
-	return Metrics{
+	return people.Metrics{
 		People: st.People, Facts: st.Facts,
 		JournalSyncs: js.Syncs, JournalChanges: js.Records, JournalSyncTime: js.SyncTime,
 		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),

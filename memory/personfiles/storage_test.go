@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/fault"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // reopen opens a second store on the root, as a restart does (the first is
@@ -277,7 +278,7 @@ func TestSchemaOneFilesMigrate(t *testing.T) {
 		// wrote them.
 		pf := legacyFile{Subject: s, Facts: facts}
 		for i, id := range ids {
-			pf.Proposals = append(pf.Proposals, ProposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
+			pf.Proposals = append(pf.Proposals, people.ProposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
 		}
 		b, err := json.Marshal(pf)
 		if err != nil {
@@ -512,7 +513,7 @@ func TestRecallReadsTheCacheInPlace(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		for _, q := range []RecallQuery{
+		for _, q := range []people.RecallQuery{
 			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c"}},
 			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "other", Limit: 128}},
 			{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "TEA fact", Limit: 3}},
@@ -526,7 +527,7 @@ func TestRecallReadsTheCacheInPlace(t *testing.T) {
 			if want.Limit == 0 {
 				want.Limit = api.DefaultRecallLimit
 			}
-			if err1 != nil || err2 != nil || !reflect.DeepEqual(got, RecallView(u, stored, want, c.t)) {
+			if err1 != nil || err2 != nil || !reflect.DeepEqual(got, people.RecallView(u, stored, want, c.t)) {
 				t.Fatalf("%s, %+v: got %+v (%v %v)", when, q, got, err1, err2)
 			}
 			if after, _ := s.snapshot(u); !slices.Equal(factIDs(after), order) {
@@ -546,7 +547,7 @@ func TestRecallReadsTheCacheInPlace(t *testing.T) {
 	}
 	c.t = c.t.Add(2 * time.Hour) // the expiring facts have expired
 	check("after a forget and expiry")
-	if got, err := s.Recall(api.Subject{GuildID: "g", UserID: "nobody"}, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c"}}); err != nil || got.Facts == nil || got.Total != 0 {
+	if got, err := s.Recall(api.Subject{GuildID: "g", UserID: "nobody"}, people.RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c"}}); err != nil || got.Facts == nil || got.Total != 0 {
 		t.Fatalf("nobody: %+v %v", got, err)
 	}
 }

@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // The hand-built encodings of change lines and snapshots must be what
@@ -20,7 +21,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 	pick := func() string { return strs[rng.IntN(len(strs))] }
 	at := time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
 	for n := range 300 {
-		pf := &personFile{Person: Person{Subject: api.Subject{GuildID: "g" + pick(), UserID: "u"}, Seq: uint64(n)}}
+		pf := &personFile{Person: people.Person{Subject: api.Subject{GuildID: "g" + pick(), UserID: "u"}, Seq: uint64(n)}}
 		for i := range rng.IntN(20) {
 			f := api.Fact{FactID: fmt.Sprintf("f%07d", i), Subject: pf.Subject, Kind: api.KindPersonFact, Body: pick() + pick(),
 				Visibility: api.Visibility{Scope: api.ScopeChannel, ChannelID: pick()}, Confidence: rng.Float64(),
@@ -31,7 +32,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 				f.ExpiresAt = &e
 			}
 			pf.Facts = append(pf.Facts, f)
-			pf.Proposals = append(pf.Proposals, ProposalRecord{ProposalID: pick() + fmt.Sprint(i), Digest: []string{"", "ab12"}[rng.IntN(2)], FactID: f.FactID})
+			pf.Proposals = append(pf.Proposals, people.ProposalRecord{ProposalID: pick() + fmt.Sprint(i), Digest: []string{"", "ab12"}[rng.IntN(2)], FactID: f.FactID})
 		}
 		// Memoised encodings of some facts, as a recall leaves them.
 		for i := range pf.Facts {
@@ -48,7 +49,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 		if want := snapshotByEncoder(t, pf); !bytes.Equal(got, want) {
 			t.Fatalf("snapshot %d:\n got %s\nwant %s", n, got, want)
 		}
-		ch := &Change{Seq: uint64(n % 3)}
+		ch := &people.Change{Seq: uint64(n % 3)}
 		if len(pf.Facts) > 0 && rng.IntN(2) == 0 {
 			ch.Put = []api.Fact{pf.Facts[rng.IntN(len(pf.Facts))]}
 		}
@@ -59,7 +60,7 @@ func TestLineEncodingsAreJSONs(t *testing.T) {
 			ch.ClearDigest = []string{pick()}
 		}
 		if rng.IntN(2) == 0 {
-			ch.Proposal = &ProposalRecord{ProposalID: pick(), Digest: pick(), FactID: pick()}
+			ch.Proposal = &people.ProposalRecord{ProposalID: pick(), Digest: pick(), FactID: pick()}
 		}
 		got, err = encodeChange(pf, ch)
 		if err != nil {
@@ -82,12 +83,12 @@ func snapshotByEncoder(t *testing.T, pf *personFile) []byte {
 	subject := pf.Subject
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	lines := []*Change{{SchemaVersion: logVersion, Subject: &subject, Seq: pf.Seq}}
+	lines := []*people.Change{{SchemaVersion: logVersion, Subject: &subject, Seq: pf.Seq}}
 	for i := range pf.Facts {
-		lines = append(lines, &Change{Fact: &pf.Facts[i]})
+		lines = append(lines, &people.Change{Fact: &pf.Facts[i]})
 	}
 	for i := range pf.Proposals {
-		lines = append(lines, &Change{Proposal: &pf.Proposals[i]})
+		lines = append(lines, &people.Change{Proposal: &pf.Proposals[i]})
 	}
 	for _, l := range lines {
 		if err := enc.Encode(l); err != nil {

@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // A person log is JSON lines, one object a line, in the file FileName names:
@@ -28,7 +29,7 @@ import (
 // appends). A whole line that does not parse is skipped. A header that does
 // not parse, or names another subject than the file name encodes, makes the
 // file unreadable: it is moved aside, never overwritten.
-const logVersion = 2
+const logVersion = people.LogVersion
 
 // errUnreadable says a person log's header cannot be trusted.
 var errUnreadable = errors.New("the person log has no readable header")
@@ -41,11 +42,11 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	if !ok {
 		return nil, 0, errUnreadable
 	}
-	var h Change
+	var h people.Change
 	if err := json.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion || h.Subject == nil {
 		return nil, 0, errUnreadable
 	}
-	pf = &personFile{Person: Person{Subject: *h.Subject, Facts: []api.Fact{}, Seq: h.Seq}}
+	pf = &personFile{Person: people.Person{Subject: *h.Subject, Facts: []api.Fact{}, Seq: h.Seq}}
 	good = len(first) + 1
 	for len(rest) > 0 {
 		line, after, whole := bytes.Cut(rest, []byte("\n"))
@@ -57,7 +58,7 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		var l Change
+		var l people.Change
 		if json.Unmarshal(line, &l) != nil {
 			continue // a whole line that does not parse costs only itself
 		}
@@ -69,7 +70,7 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 
 // apply replays one line onto the state (Person.Apply), dropping the
 // memo of every fact the line replaces or removes.
-func (pf *personFile) apply(l *Change) {
+func (pf *personFile) apply(l *people.Change) {
 	if pf.enc != nil {
 		if len(l.Reset) > 0 {
 			clear(pf.enc.m)
@@ -88,7 +89,7 @@ func (pf *personFile) apply(l *Change) {
 }
 
 // encodeLine renders one line with its newline.
-func encodeLine(l *Change) ([]byte, error) {
+func encodeLine(l *people.Change) ([]byte, error) {
 	b, err := json.Marshal(l)
 	if err != nil {
 		return nil, err
@@ -101,7 +102,7 @@ func encodeLine(l *Change) ([]byte, error) {
 // with each put fact's JSON taken from pf's memo (pf is the state after
 // the change, so it holds every put fact): a fact is encoded once, for its
 // change line, every compaction after it and every recall that returns it.
-func encodeChange(pf *personFile, ch *Change) ([]byte, error) {
+func encodeChange(pf *personFile, ch *people.Change) ([]byte, error) {
 	if ch.SchemaVersion != 0 || ch.Subject != nil || ch.Fact != nil || len(ch.Reset) > 0 {
 		return encodeLine(ch)
 	}
@@ -163,7 +164,7 @@ func encodeChange(pf *personFile, ch *Change) ([]byte, error) {
 // record; byte for byte what json.Encoder writes of each line.
 func encodeSnapshot(pf *personFile) ([]byte, error) {
 	subject := pf.Subject
-	head, err := encodeLine(&Change{SchemaVersion: logVersion, Subject: &subject, Seq: pf.Seq})
+	head, err := encodeLine(&people.Change{SchemaVersion: logVersion, Subject: &subject, Seq: pf.Seq})
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +192,7 @@ func encodeSnapshot(pf *personFile) ([]byte, error) {
 }
 
 // appendProposal appends a record as json.Marshal does.
-func appendProposal(b []byte, p *ProposalRecord) []byte {
+func appendProposal(b []byte, p *people.ProposalRecord) []byte {
 	b = append(b, `{"proposalId":`...)
 	b = appendJSONString(b, p.ProposalID)
 	if p.Digest != "" {

@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"path/filepath"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // FuzzFileName checks the person file name codec on pairs of subjects:
@@ -33,7 +34,7 @@ func FuzzFileName(f *testing.F) {
 		// whatever it accepts must be exactly the name of what it answers.
 		for _, raw := range []string{g1, u1, g2, u2} {
 			if s, ok := ParseFileName(raw); ok {
-				if ValidSubject(s) != nil || FileName(s) != raw {
+				if people.ValidSubject(s) != nil || FileName(s) != raw {
 					t.Fatalf("ParseFileName(%q) accepted %q, whose name is %q", raw, s, FileName(s))
 				}
 			}

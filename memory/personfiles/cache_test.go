@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"fmt"
@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	c := newFileCache()
-	pf := &personFile{Person: Person{Facts: []api.Fact{{FactID: "fa", Body: "one"}}}}
+	pf := &personFile{Person: people.Person{Facts: []api.Fact{{FactID: "fa", Body: "one"}}}}
 	c.put("p-1_2.json", pf, 100)
 	got, ok := c.get("p-1_2.json", false)
 	if !ok || got.Facts[0].Body != "one" {
@@ -115,7 +116,7 @@ func TestFileCacheBoundsBytesInRecencyOrder(t *testing.T) {
 func TestCachedReadsSeeEveryWrite(t *testing.T) {
 	s, _, _ := newStore(t)
 	subj := api.Subject{GuildID: "g", UserID: "u"}
-	scope := RecallQuery{Who: operator, RecallQuery: api.RecallQuery{Limit: 128}}
+	scope := people.RecallQuery{Who: operator, RecallQuery: api.RecallQuery{Limit: 128}}
 	a := mustPropose(t, s, text, proposal("a", "g", "u", "u", "c", "one"))
 	s.Recall(subj, scope) // cached now
 	mustPropose(t, s, text, proposal("b", "g", "u", "u", "c", "two"))
@@ -126,7 +127,7 @@ func TestCachedReadsSeeEveryWrite(t *testing.T) {
 	if _, err := s.Edit(subj, a.Fact.FactID, api.FactPatch{Body: &body}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := s.Recall(subj, RecallQuery{Who: scope.Who, RecallQuery: api.RecallQuery{ChannelID: scope.ChannelID, Query: "edited", Limit: 8}}); r.Total != 1 {
+	if r, _ := s.Recall(subj, people.RecallQuery{Who: scope.Who, RecallQuery: api.RecallQuery{ChannelID: scope.ChannelID, Query: "edited", Limit: 8}}); r.Total != 1 {
 		t.Fatalf("after an edit: %+v", r)
 	}
 	if _, err := s.Forget(text, subj, a.Fact.FactID, "u"); err != nil {
@@ -147,20 +148,20 @@ func TestCachedReadsSeeEveryWrite(t *testing.T) {
 // take and put back, and a put of a new person that evicts the oldest, over
 // more people than fit.
 func BenchmarkFileCache(b *testing.B) {
-	const people, size = 4096, cacheBytes / 1024 // a quarter of them fit
-	names := make([]string, people)
+	const persons, size = 4096, cacheBytes / 1024 // a quarter of them fit
+	names := make([]string, persons)
 	for i := range names {
 		names[i] = fmt.Sprintf("p-%d.jsonl", i)
 	}
 	facts := make([]api.Fact, 16)
 	c := newFileCache()
 	for i := 0; b.Loop(); i++ {
-		name := names[i%people]
+		name := names[i%persons]
 		pf, ok := c.get(name, i%2 == 0)
 		if !ok {
-			pf = &personFile{Person: Person{Facts: facts}}
+			pf = &personFile{Person: people.Person{Facts: facts}}
 		}
 		c.put(name, pf, size)
-		c.get(names[(i+people-1)%people], false)
+		c.get(names[(i+persons-1)%persons], false)
 	}
 }

@@ -1,11 +1,13 @@
-package people
+package personfiles
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // The file engine's side of Storer: a person's state under the person's
@@ -20,8 +22,8 @@ func (s *Store) Now(context.Context) (time.Time, error) { return s.now().UTC(), 
 // log (change), Purge by a rewrite of the log and a blanking of the
 // person's older journal records (purge), an Erase by removing the
 // person's files (erase).
-func (s *Store) Update(_ context.Context, subject api.Subject, way Commit, decide func(*Person, time.Time) (*Change, error)) error {
-	if way == Purge {
+func (s *Store) Update(_ context.Context, subject api.Subject, way people.Commit, decide func(*people.Person, time.Time) (*people.Change, error)) error {
+	if way == people.Purge {
 		return s.updateExclusive(subject, decide)
 	}
 	if err := s.checkpointIfFull(); err != nil {
@@ -56,7 +58,7 @@ var errEraseNeedsPurge = errors.New("people: an erase is committed only by Purge
 // updateExclusive is Update for a change that rewrites the person's log and
 // then blanks their journal records: it holds the checkpoint lock, then the
 // person's own lock, the one order every such change takes them in.
-func (s *Store) updateExclusive(subject api.Subject, decide func(*Person, time.Time) (*Change, error)) error {
+func (s *Store) updateExclusive(subject api.Subject, decide func(*people.Person, time.Time) (*people.Change, error)) error {
 	name := FileName(subject)
 	s.cp.Lock()
 	defer s.cp.Unlock()
@@ -102,7 +104,7 @@ func (s *Store) View(_ context.Context, subject api.Subject, read func([]api.Fac
 // journal records, which still hold the old content, are blanked. No
 // checkpoint: its catalog write grows with the number of people. The caller
 // holds cp (write) and the person's lock.
-func (s *Store) purge(name string, old *personFile, ch *Change) error {
+func (s *Store) purge(name string, old *personFile, ch *people.Change) error {
 	pf := clonePerson(old)
 	pf.apply(ch)
 	line, err := encodeChange(pf, ch)
@@ -166,6 +168,9 @@ func (s *Store) redact(name string) error {
 // List returns one page of people with their fact counts, ordered by file
 // name; the cursor is the last name of the previous page.
 func (s *Store) List(_ context.Context, cursor string, limit int) (api.PeopleResponse, error) {
+	if cursor != "" && !IsPersonFile(cursor) {
+		return api.PeopleResponse{}, people.ErrUnknownCursor
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, Total: s.idx.len(), People: []api.PersonSummary{}}
@@ -189,7 +194,7 @@ func encodedFact(pf *personFile, f *api.Fact) []byte {
 	if f == nil {
 		return nil
 	}
-	i := indexOf(pf.Facts, f.FactID)
+	i := slices.IndexFunc(pf.Facts, func(g api.Fact) bool { return g.FactID == f.FactID })
 	if i < 0 || pf.Facts[i] != *f {
 		return nil
 	}
@@ -201,4 +206,4 @@ func encodedFact(pf *personFile, f *api.Fact) []byte {
 }
 
 // Store is a Storer.
-var _ Storer = (*Store)(nil)
+var _ people.Storer = (*Store)(nil)

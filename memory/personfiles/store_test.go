@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/fault"
+	"github.com/clankie/clankie/memory/people"
 )
 
 type clock struct{ t time.Time }
@@ -118,7 +119,7 @@ func TestVisibility(t *testing.T) {
 		{"expired to discord", expired, text, "c1", false},
 		{"expired to operator", expired, operator, "", false},
 	} {
-		if got := Visible(&tc.f, tc.who, tc.room, now); got != tc.want {
+		if got := people.Visible(&tc.f, tc.who, tc.room, now); got != tc.want {
 			t.Errorf("%s: got %v", tc.name, got)
 		}
 	}
@@ -286,15 +287,15 @@ func TestRecallQueryAndOrder(t *testing.T) {
 		c.t = c.t.Add(time.Minute)
 	}
 	subj := api.Subject{GuildID: "g", UserID: "u"}
-	r, err := s.Recall(subj, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "LIKES tea"}})
+	r, err := s.Recall(subj, people.RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "LIKES tea"}})
 	if err != nil || r.Total != 1 || r.Facts[0].Body != "Likes green tea" {
 		t.Fatalf("query: %+v %v", r, err)
 	}
-	r, _ = s.Recall(subj, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Limit: 2}})
+	r, _ = s.Recall(subj, people.RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Limit: 2}})
 	if r.Total != 3 || len(r.Facts) != 2 || r.Facts[0].Body != "plays chess on Tuesdays" {
 		t.Fatalf("order/limit: %+v", r)
 	}
-	r, _ = s.Recall(subj, RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "person-fact chess"}})
+	r, _ = s.Recall(subj, people.RecallQuery{Who: text, RecallQuery: api.RecallQuery{ChannelID: "c", Query: "person-fact chess"}})
 	if r.Total != 1 {
 		t.Fatalf("kind term: %+v", r)
 	}
@@ -375,7 +376,7 @@ func TestBriefingValidation(t *testing.T) {
 		{"no channel", api.BriefingRequest{SchemaVersion: 1, GuildID: "1", ConsentedUserIDs: []string{"3"}}},
 		{"schema", api.BriefingRequest{SchemaVersion: 2, GuildID: "1", ChannelID: "2"}},
 	} {
-		if err := ValidateBriefing(tc.req); kind(err) != fault.Invalid {
+		if err := people.ValidateBriefing(tc.req); kind(err) != fault.Invalid {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}
@@ -392,7 +393,7 @@ func TestProposalRecordsStayBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pf.Facts) != 128 || len(pf.Proposals) != 128+maxGoneRecords {
+	if len(pf.Facts) != 128 || len(pf.Proposals) != 128+people.MaxGoneRecords {
 		t.Fatalf("%d facts, %d proposal records", len(pf.Facts), len(pf.Proposals))
 	}
 	// The newest retry of an evicted fact is still recognised, not stored again.
@@ -403,31 +404,5 @@ func TestProposalRecordsStayBounded(t *testing.T) {
 	resp, _, err = s.Propose(text, proposal("r150", "g", "u", "u", "c", "fact 150"))
 	if err != nil || !resp.Replayed || resp.Fact != nil || resp.Reason == "" {
 		t.Fatalf("retry of an evicted fact: %+v %v", resp, err)
-	}
-}
-
-func TestFairSharesAreMaxMin(t *testing.T) {
-	for _, tc := range []struct {
-		demands []int
-		budget  int
-		want    []int
-	}{
-		{[]int{10, 20}, 100, []int{10, 20}},
-		{[]int{9000, 100, 100}, 1000, []int{800, 100, 100}},
-		{[]int{9000, 9000}, 1001, []int{500, 501}},
-		{[]int{300, 50, 9000, 200}, 1000, []int{300, 50, 450, 200}},
-		{nil, 100, []int{}},
-	} {
-		got := fairShares(tc.demands, tc.budget)
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-			t.Errorf("fairShares(%v, %d) = %v, want %v", tc.demands, tc.budget, got, tc.want)
-		}
-		sum := 0
-		for _, s := range got {
-			sum += s
-		}
-		if sum > tc.budget {
-			t.Errorf("fairShares(%v, %d) hands out %d", tc.demands, tc.budget, sum)
-		}
 	}
 }

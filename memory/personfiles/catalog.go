@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/fault"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // CatalogName (<root>/discord-people/catalog) is the checkpoint of every
@@ -65,7 +67,7 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Di
 		now = time.Now
 	}
 	s := &Store{root: root, log: log, now: now, files: files, hashed: map[string]api.Subject{},
-		dirty: map[string]bool{}, cache: newFileCache(), logs: newLogFiles()}
+		dirty: map[string]bool{}, cache: newFileCache(), logs: newLogFiles(), seed: maphash.MakeSeed()}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
 	}
@@ -216,7 +218,7 @@ func (s *Store) readCatalog() (found bool, err error) {
 	var (
 		b        frontCodedBuilder
 		unsorted []late // lines out of name order (a hand-edited catalog)
-		people   int
+		counted  int
 	)
 	s.facts = 0
 	for {
@@ -231,7 +233,7 @@ func (s *Store) readCatalog() (found bool, err error) {
 			name, rest, _ := bytes.Cut(line, []byte(" "))
 			count, ids, _ := bytes.Cut(rest, []byte(" "))
 			n, aerr := strconv.Atoi(string(count))
-			if aerr != nil || n < 1 || n > maxFactsStored || !isPersonFileBytes(name) {
+			if aerr != nil || n < 1 || n > people.MaxFactsStored || !isPersonFileBytes(name) {
 				return bad("a line is not a name and a count")
 			}
 			subject := api.Subject{}
@@ -252,7 +254,7 @@ func (s *Store) readCatalog() (found bool, err error) {
 			if !b.add(name[:len(name)-len("jsonl")], n) {
 				unsorted = append(unsorted, late{string(name), subject, n})
 			} else {
-				people++
+				counted++
 				s.facts += n
 			}
 		}
@@ -260,7 +262,7 @@ func (s *Store) readCatalog() (found bool, err error) {
 			break
 		}
 	}
-	s.idx = peopleIndex{base: b.finish(), n: people}
+	s.idx = peopleIndex{base: b.finish(), n: counted}
 	for _, l := range unsorted {
 		s.setCountLocked(l.name, l.subject, l.n)
 	}
@@ -449,7 +451,7 @@ func (s *Store) replay(lines []journalLine) error {
 				continue
 			}
 			if pf == nil {
-				pf = &personFile{Person: Person{Subject: l.Subject, Facts: []api.Fact{}}}
+				pf = &personFile{Person: people.Person{Subject: l.Subject, Facts: []api.Fact{}}}
 			}
 			pf.apply(l.Change)
 		}
@@ -642,13 +644,13 @@ func (s *Store) removeCorruptCopies(names ...string) error {
 
 // legacyFile is the schema-1 person file: one JSON document.
 type legacyFile struct {
-	SchemaVersion int              `json:"schemaVersion"`
-	Subject       api.Subject      `json:"subject"`
-	Facts         []api.Fact       `json:"facts"`
-	Proposals     []ProposalRecord `json:"proposals,omitempty"`
+	SchemaVersion int                     `json:"schemaVersion"`
+	Subject       api.Subject             `json:"subject"`
+	Facts         []api.Fact              `json:"facts"`
+	Proposals     []people.ProposalRecord `json:"proposals,omitempty"`
 }
 
-func decodeLegacy(b []byte) (api.Subject, []api.Fact, []ProposalRecord, error) {
+func decodeLegacy(b []byte) (api.Subject, []api.Fact, []people.ProposalRecord, error) {
 	var lf legacyFile
 	err := json.Unmarshal(b, &lf)
 	return lf.Subject, lf.Facts, lf.Proposals, err

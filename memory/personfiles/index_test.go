@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // TestIndexMatchesAMap drives the front-coded index and a plain map with
@@ -183,7 +184,7 @@ func TestListAndEachPageThroughManyPeople(t *testing.T) {
 			t.Fatalf("round %d: List pages hold %d names, want %d in order", round, len(listed), len(want))
 		}
 		var each []string
-		if err := s.Each(context.Background(), func(p *Person) error {
+		if err := s.Each(context.Background(), func(p *people.Person) error {
 			each = append(each, FileName(p.Subject))
 			return nil
 		}); err != nil {
@@ -250,7 +251,7 @@ func TestUpgradeMigratesManyPeopleInBatches(t *testing.T) {
 func encodeLegacyFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]byte, error) {
 	lf := legacyFile{SchemaVersion: api.SchemaVersion, Subject: subject, Facts: facts}
 	for i, id := range proposalIDs {
-		lf.Proposals = append(lf.Proposals, ProposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
+		lf.Proposals = append(lf.Proposals, people.ProposalRecord{ProposalID: id, Digest: "d", FactID: facts[i].FactID})
 	}
 	return json.Marshal(lf)
 }

@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"encoding/json"
@@ -10,9 +10,9 @@ import (
 )
 
 // A proposal encodes its new fact once for the journal, the log and every
-// compaction after it (the person's memo), and its input once more for the
-// proposal's digest; a first start after an upgrade encodes every migrated
-// fact. json.Marshal did both by reflection: about a tenth of the
+// compaction after it (the person's memo); a first start after an upgrade
+// encodes every migrated fact. (The proposal's digest, in the domain, is
+// json.Marshal's.) json.Marshal did both by reflection: about a tenth of the
 // service's CPU with 64 writers when it was measured. Measured again on 2
 // shared cores (3 alternating rounds, medians), json.Marshal in their
 // place left the proposal figures within the fsync's noise (64 writers:
@@ -31,14 +31,6 @@ func marshalFact(f *api.Fact) ([]byte, error) {
 		return b, nil
 	}
 	return json.Marshal(f)
-}
-
-// marshalFactInput returns json.Marshal(in).
-func marshalFactInput(in *api.FactInput) ([]byte, error) {
-	if b, ok := appendFactInput(make([]byte, 0, 384), in); ok {
-		return b, nil
-	}
-	return json.Marshal(in)
 }
 
 // appendFact appends json.Marshal(f)'s bytes to b, or returns b unchanged
@@ -62,22 +54,6 @@ func appendFact(b []byte, f *api.Fact) ([]byte, bool) {
 	}
 	if f.Expired {
 		b = append(b, `,"expired":true`...)
-	}
-	return append(b, '}'), true
-}
-
-// appendFactInput appends json.Marshal(in)'s bytes to b, or returns b
-// unchanged and false.
-func appendFactInput(b []byte, in *api.FactInput) ([]byte, bool) {
-	start := len(b)
-	b = append(b, `{"subject":`...)
-	b = appendSubject(b, in.Subject)
-	b, ok := appendFactCore(b, in.Kind, in.Body, in.Visibility, in.Confidence)
-	if ok {
-		b, ok = appendFactTail(b, in.ExpiresAt, in.SupersedesFactID, in.Provenance)
-	}
-	if !ok {
-		return b[:start], false
 	}
 	return append(b, '}'), true
 }

@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"context"
@@ -6,45 +6,46 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // The engine's tests drive it the way the service does, through the person
 // memory; these adapters keep their calls short.
 
-func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, ProposeInfo, error) {
-	return New(s).Propose(context.Background(), who, req)
+func (s *Store) Propose(who api.Principal, req api.ProposalRequest) (api.ProposalResponse, people.ProposeInfo, error) {
+	return people.New(s).Propose(context.Background(), who, req)
 }
 
-func (s *Store) Recall(subject api.Subject, q RecallQuery) (api.RecallResponse, error) {
-	return New(s).Recall(context.Background(), subject, q)
+func (s *Store) Recall(subject api.Subject, q people.RecallQuery) (api.RecallResponse, error) {
+	return people.New(s).Recall(context.Background(), subject, q)
 }
 
 func (s *Store) Mine(subject api.Subject, requesterUserID string) (api.RecallResponse, error) {
-	return New(s).Mine(context.Background(), subject, requesterUserID)
+	return people.New(s).Mine(context.Background(), subject, requesterUserID)
 }
 
 func (s *Store) Export(subject api.Subject) (api.RecallResponse, error) {
-	return New(s).Export(context.Background(), subject)
+	return people.New(s).Export(context.Background(), subject)
 }
 
 func (s *Store) Forget(who api.Principal, subject api.Subject, factID, requesterUserID string) (api.Fact, error) {
-	return New(s).Forget(context.Background(), who, subject, factID, requesterUserID)
+	return people.New(s).Forget(context.Background(), who, subject, factID, requesterUserID)
 }
 
 func (s *Store) Edit(subject api.Subject, factID string, p api.FactPatch) (api.Fact, error) {
-	return New(s).Edit(context.Background(), subject, factID, p)
+	return people.New(s).Edit(context.Background(), subject, factID, p)
 }
 
 func (s *Store) ForgetPerson(subject api.Subject) ([]string, error) {
-	return New(s).ForgetPerson(context.Background(), subject)
+	return people.New(s).ForgetPerson(context.Background(), subject)
 }
 
 func (s *Store) Briefing(req api.BriefingRequest, notes []api.Episode) (string, api.BriefingCounts, error) {
-	return New(s).Briefing(context.Background(), req, notes)
+	return people.New(s).Briefing(context.Background(), req, notes)
 }
 
-func (s *Store) Put(p *Person, dryRun bool) (bool, error) {
-	return New(s).Put(context.Background(), p, dryRun)
+func (s *Store) Put(p *people.Person, dryRun bool) (bool, error) {
+	return people.New(s).Put(context.Background(), p, dryRun)
 }
 
 // snapshot returns a copy of a person's facts, in stored order.

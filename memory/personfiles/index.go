@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"encoding/binary"

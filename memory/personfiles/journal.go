@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/journal"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // The journal is the store's write-ahead log (memory/journal, which frames,
@@ -52,8 +53,8 @@ type journalLine struct {
 	Subject api.Subject `json:"subject"`
 	Facts   int         `json:"facts"`
 	// ForgetPerson removes the person's files; Change is absent then.
-	ForgetPerson bool    `json:"forgetPerson,omitempty"`
-	Change       *Change `json:"change,omitempty"`
+	ForgetPerson bool           `json:"forgetPerson,omitempty"`
+	Change       *people.Change `json:"change,omitempty"`
 }
 
 // openJournal opens (creating and preallocating when missing) the journal,

@@ -1,14 +1,15 @@
-package people
+package personfiles
 
 import (
 	"context"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // Each calls fn with a copy of every person who has facts, in name order:
 // what a migration to another store copies.
-func (s *Store) Each(_ context.Context, fn func(*Person) error) error {
+func (s *Store) Each(_ context.Context, fn func(*people.Person) error) error {
 	// A page of names at a time, so a migration of 100,000 people holds
 	// no list of them all.
 	for cursor := ""; ; {
@@ -43,7 +44,7 @@ func (s *Store) Each(_ context.Context, fn func(*Person) error) error {
 }
 
 // person returns a copy of a person's state, read under their lock.
-func (s *Store) person(name string, subject api.Subject) (*Person, error) {
+func (s *Store) person(name string, subject api.Subject) (*people.Person, error) {
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()

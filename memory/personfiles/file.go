@@ -1,4 +1,4 @@
-package people
+package personfiles
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 )
 
 // EncodeFile renders a person log in the store's on-disk format (a compacted
@@ -17,11 +18,11 @@ import (
 // fact i gets an idempotency record under proposalIDs[i], as a proposal
 // would have left.
 func EncodeFile(subject api.Subject, facts []api.Fact, proposalIDs []string) ([]byte, error) {
-	pf := personFile{Person: Person{Subject: subject, Facts: facts}}
+	pf := personFile{Person: people.Person{Subject: subject, Facts: facts}}
 	for i, id := range proposalIDs {
 		b, _ := json.Marshal(facts[i])
 		sum := sha256.Sum256(b)
-		pf.Proposals = append(pf.Proposals, ProposalRecord{ProposalID: id, Digest: hex.EncodeToString(sum[:16]), FactID: facts[i].FactID})
+		pf.Proposals = append(pf.Proposals, people.ProposalRecord{ProposalID: id, Digest: hex.EncodeToString(sum[:16]), FactID: facts[i].FactID})
 	}
 	return encodeSnapshot(&pf)
 }
