@@ -42,10 +42,6 @@ func PrepareProposal(who api.Principal, req *api.ProposalRequest, now time.Time)
 	if err := validateProposal(who, req, now); err != nil {
 		return "", err
 	}
-	in := req.Fact
-	if !who.Operator() && in.Visibility.Scope == api.ScopeChannel && in.Visibility.ChannelID != in.Provenance.ChannelID {
-		return "", invalid("A Discord proposal may scope a fact only to the channel it was proposed in.")
-	}
 	return proposalDigest(*req), nil
 }
 

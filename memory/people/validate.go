@@ -112,7 +112,8 @@ func validExpiry(t *time.Time, now time.Time) error {
 }
 
 // validateProposal checks everything a proposal carries before anything is
-// read or written, and fills provenance.sourceSurface from the caller.
+// read or written, and fills provenance.sourceSurface from the caller: the
+// one place a proposal is validated (api holds the shape rules it calls).
 func validateProposal(who api.Principal, req *api.ProposalRequest, now time.Time) error {
 	if req.SchemaVersion != api.SchemaVersion {
 		return invalid("schemaVersion must be %d.", api.SchemaVersion)
@@ -177,6 +178,9 @@ func validateProposal(who api.Principal, req *api.ProposalRequest, now time.Time
 		if err := api.CheckSnowflake(p.SourceMessageID); err != nil {
 			return invalid("provenance.sourceMessageId %v.", err)
 		}
+	}
+	if !who.Operator() && f.Visibility.Scope == api.ScopeChannel && f.Visibility.ChannelID != p.ChannelID {
+		return invalid("A Discord proposal may scope a fact only to the channel it was proposed in.")
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package personfiles
 
 import (
 	"math"
-	"slices"
 	"sync"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -62,13 +61,11 @@ func newFileCache() *fileCache {
 	return c
 }
 
-// get returns a copy of the cached file, or false. With take it returns
-// the cached state itself and forgets it: the caller owns it, and puts it
-// back when it is still (or newly) the person's state.
-func (c *fileCache) get(name string, take bool) (*personFile, bool) {
+// get returns the cached state as how asks (see access), or false.
+func (c *fileCache) get(name string, how access) (*personFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if take {
+	if how == taken {
 		e, ok := c.lru.Peek(name)
 		if ok {
 			c.lru.Remove(name)
@@ -76,23 +73,10 @@ func (c *fileCache) get(name string, take bool) (*personFile, bool) {
 		return e.pf, ok
 	}
 	e, ok := c.lru.Get(name)
-	if !ok {
-		return nil, false
+	if !ok || how == borrowed {
+		return e.pf, ok
 	}
-	pf := *e.pf
-	pf.Facts = slices.Clone(pf.Facts)
-	pf.Proposals = slices.Clone(pf.Proposals)
-	return &pf, true
-}
-
-// borrow returns the cached state itself, not a copy: the caller holds
-// the person's lock (so no change replaces it meanwhile) and must not
-// change it.
-func (c *fileCache) borrow(name string) (*personFile, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.lru.Get(name)
-	return e.pf, ok
+	return clonePerson(e.pf), true
 }
 
 // put keeps pf as the current contents of name, most recently used, and

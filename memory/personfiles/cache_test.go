@@ -13,26 +13,26 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	c := newFileCache()
 	pf := &personFile{Person: people.Person{Facts: []api.Fact{{FactID: "fa", Body: "one"}}}}
 	c.put("p-1_2.json", pf, 100)
-	got, ok := c.get("p-1_2.json", false)
+	got, ok := c.get("p-1_2.json", copied)
 	if !ok || got.Facts[0].Body != "one" {
 		t.Fatalf("get: %v %v", got, ok)
 	}
 	got.Facts[0].Body = "changed by a caller"
 	got.Facts = append(got.Facts, api.Fact{FactID: "fb"})
-	again, _ := c.get("p-1_2.json", false)
+	again, _ := c.get("p-1_2.json", copied)
 	if again.Facts[0].Body != "one" || len(again.Facts) != 1 {
 		t.Fatalf("a caller's change reached the cache: %+v", again.Facts)
 	}
 	// Taken, the entry is the caller's: the cache holds it no more.
-	if taken, ok := c.get("p-1_2.json", true); !ok || taken != pf {
+	if got, ok := c.get("p-1_2.json", taken); !ok || got != pf {
 		t.Fatalf("take: %v %v", taken, ok)
 	}
-	if _, ok := c.get("p-1_2.json", false); ok || c.bytes != 0 {
+	if _, ok := c.get("p-1_2.json", copied); ok || c.bytes != 0 {
 		t.Fatalf("a taken entry is still cached (%d bytes)", c.bytes)
 	}
 	c.put("p-1_2.json", pf, 100)
 	c.drop("p-1_2.json")
-	if _, ok := c.get("p-1_2.json", false); ok {
+	if _, ok := c.get("p-1_2.json", copied); ok {
 		t.Fatal("dropped entry still cached")
 	}
 	for i := range 100 {
@@ -41,10 +41,10 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	if c.bytes > cacheBytes || c.lru.Len() != 10 {
 		t.Fatalf("cache holds %d bytes in %d entries", c.bytes, c.lru.Len())
 	}
-	if _, ok := c.get("p-99.json", false); !ok {
+	if _, ok := c.get("p-99.json", copied); !ok {
 		t.Fatal("the most recent entry was evicted")
 	}
-	if _, ok := c.get("p-0.json", false); ok {
+	if _, ok := c.get("p-0.json", copied); ok {
 		t.Fatal("the oldest entry was kept past the bound")
 	}
 }
@@ -89,11 +89,11 @@ func TestFileCacheBoundsBytesInRecencyOrder(t *testing.T) {
 			c.put(s.name, &personFile{}, s.size)
 			sizes[s.name] = s.size
 		case "get":
-			if _, ok := c.get(s.name, false); !ok {
+			if _, ok := c.get(s.name, copied); !ok {
 				t.Fatalf("step %d: %s not cached", i, s.name)
 			}
 		case "take":
-			if _, ok := c.get(s.name, true); !ok {
+			if _, ok := c.get(s.name, taken); !ok {
 				t.Fatalf("step %d: %s not cached", i, s.name)
 			}
 		case "drop":
@@ -157,11 +157,15 @@ func BenchmarkFileCache(b *testing.B) {
 	c := newFileCache()
 	for i := 0; b.Loop(); i++ {
 		name := names[i%persons]
-		pf, ok := c.get(name, i%2 == 0)
+		how := copied
+		if i%2 == 0 {
+			how = taken
+		}
+		pf, ok := c.get(name, how)
 		if !ok {
 			pf = &personFile{Person: people.Person{Facts: facts}}
 		}
 		c.put(name, pf, size)
-		c.get(names[(i+persons-1)%persons], false)
+		c.get(names[(i+persons-1)%persons], copied)
 	}
 }

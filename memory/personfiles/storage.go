@@ -103,30 +103,58 @@ func (s *Store) lock(name string) func() {
 	return m.Unlock
 }
 
-// load returns a person's state: from the cache, else from their log, else
-// from a schema-1 file (migrated on the spot), else nil for nobody. A file
-// that cannot be read is never treated as empty and overwritten: it is
-// moved aside and reported content-free, and the person starts empty. The
-// caller holds cp (read) and the person's lock; what it returns is its own:
-// a copy of the cached state, or with take the state itself, taken out of
-// the cache (the caller puts it back, changed or not, or leaves it out when
-// a change of it failed).
-func (s *Store) load(name string, subject api.Subject, take bool) (*personFile, error) {
-	if pf, ok := s.cache.get(name, take); ok {
+// access is how a caller holds a person's state from load. Every caller
+// holds cp and the person's lock.
+type access int
+
+const (
+	// borrowed is the cached state itself, for a read: the caller must not
+	// change or keep it.
+	borrowed access = iota
+	// copied is a copy of the caller's own.
+	copied
+	// taken is the cached state taken out of the cache, for a change: the
+	// caller puts it back, changed or not, or leaves it out when a change
+	// of it failed.
+	taken
+)
+
+// load is the one way to get a person's state: from the cache, else from
+// their log, else from a schema-1 file (migrated on the spot), else an
+// empty person for nobody. A file that cannot be read is never treated as
+// empty and overwritten: it is moved aside and reported content-free, and
+// the person starts empty. name is FileName(subject).
+func (s *Store) load(name string, subject api.Subject, how access) (*personFile, error) {
+	if pf, ok := s.cache.get(name, how); ok {
 		s.cacheHits.Add(1)
 		return pf, nil
 	}
 	s.cacheMisses.Add(1)
-	keep := func(pf *personFile) {
-		if !take {
-			s.cache.put(name, clonePerson(pf), int(pf.size))
-		}
+	pf, err := s.loadFile(name, subject)
+	if err != nil {
+		return nil, err
 	}
+	if pf == nil {
+		s.setCount(name, subject, 0)
+		pf = &personFile{Person: people.Person{Subject: subject}}
+	}
+	if pf.Facts == nil {
+		pf.Facts = []api.Fact{} // answers say "facts":[], never null
+	}
+	switch {
+	case how == borrowed && pf.size > 0:
+		s.cache.put(name, pf, int(pf.size))
+	case how == copied && pf.size > 0:
+		s.cache.put(name, clonePerson(pf), int(pf.size))
+	}
+	return pf, nil
+}
+
+// loadFile reads a person from their log, else from a schema-1 file
+// (migrated on the spot); nil for nobody.
+func (s *Store) loadFile(name string, subject api.Subject) (*personFile, error) {
 	pf, err := s.readLog(name)
 	if err != nil || pf != nil {
-		if pf != nil {
-			keep(pf)
-		}
 		return pf, err
 	}
 	pf, err = s.migrateLegacy(LegacyFileName(subject), name)
@@ -139,7 +167,6 @@ func (s *Store) load(name string, subject api.Subject, take bool) (*personFile, 
 		return nil, err
 	}
 	s.setCount(name, pf.Subject, len(pf.Facts))
-	keep(pf)
 	return pf, nil
 }
 
@@ -274,33 +301,6 @@ func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
 		return nil, fmt.Errorf("write person log: %w", err)
 	}
 	pf.size, pf.live = int64(len(snap)), int64(len(snap))
-	return pf, nil
-}
-
-// read loads the person named name (FileName(subject)) under the caller's
-// locks and returns an empty person for nobody.
-func (s *Store) read(name string, subject api.Subject) (*personFile, error) {
-	return s.readOwned(name, subject, false)
-}
-
-// take is read that takes the cached state out of the cache instead of
-// copying it (see load): for a change, which puts back what it ends with.
-func (s *Store) take(name string, subject api.Subject) (*personFile, error) {
-	return s.readOwned(name, subject, true)
-}
-
-func (s *Store) readOwned(name string, subject api.Subject, take bool) (*personFile, error) {
-	pf, err := s.load(name, subject, take)
-	if err != nil {
-		return nil, err
-	}
-	if pf == nil {
-		s.setCount(name, subject, 0)
-		pf = &personFile{Person: people.Person{Subject: subject}}
-	}
-	if pf.Facts == nil {
-		pf.Facts = []api.Fact{} // answers say "facts":[], never null
-	}
 	return pf, nil
 }
 

@@ -485,7 +485,7 @@ func TestLogsAreCompactedAtTwiceTheirLiveSize(t *testing.T) {
 		maxSize = max(maxSize, len(readFile(t, root, FileName(u))))
 	}
 	got, _ := s.Export(u)
-	snap, _ := encodeSnapshot(func() *personFile { pf, _ := s.read(FileName(u), u); return pf }())
+	snap, _ := encodeSnapshot(func() *personFile { pf, _ := s.load(FileName(u), u, copied); return pf }())
 	if got.Total != 16 || maxSize > 2*len(snap)+4096 || s.Metrics().Compactions == 0 {
 		t.Fatalf("%d facts, log peaked at %d bytes, live %d, %d compactions", got.Total, maxSize, len(snap), s.Metrics().Compactions)
 	}

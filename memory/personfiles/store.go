@@ -33,7 +33,7 @@ func (s *Store) Update(_ context.Context, subject api.Subject, way people.Commit
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	pf, err := s.take(name, subject)
+	pf, err := s.load(name, subject, taken)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (s *Store) updateExclusive(subject api.Subject, decide func(*people.Person,
 	s.cp.Lock()
 	defer s.cp.Unlock()
 	defer s.lock(name)()
-	pf, err := s.read(name, subject)
+	pf, err := s.load(name, subject, copied)
 	if err != nil {
 		return err
 	}
@@ -85,14 +85,9 @@ func (s *Store) View(_ context.Context, subject api.Subject, read func([]api.Fac
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	pf, ok := s.cache.borrow(name)
-	if ok {
-		s.cacheHits.Add(1)
-	} else {
-		var err error
-		if pf, err = s.read(name, subject); err != nil {
-			return err
-		}
+	pf, err := s.load(name, subject, borrowed)
+	if err != nil {
+		return err
 	}
 	read(pf.Facts, now)
 	return nil

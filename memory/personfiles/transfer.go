@@ -48,7 +48,7 @@ func (s *Store) person(name string, subject api.Subject) (*people.Person, error)
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	pf, err := s.read(name, subject)
+	pf, err := s.load(name, subject, borrowed)
 	if err != nil {
 		return nil, err
 	}
