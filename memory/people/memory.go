@@ -90,6 +90,13 @@ const (
 	Purge
 )
 
+func (c Commit) String() string {
+	if c == Purge {
+		return "purge"
+	}
+	return "append"
+}
+
 // Memory is the person memory: every rule of the spec about person facts
 // (validation, visibility, supersede, eviction, the subject's rights, the
 // briefing), each operation orchestrated once over a Storer. It is safe
