@@ -4,13 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
@@ -27,7 +25,6 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
-	"github.com/clankie/clankie/memory/fault"
 	"github.com/clankie/clankie/memory/people"
 )
 
@@ -55,132 +52,6 @@ type catalogHead struct {
 
 // journalSeal is catalogHead.Journal for sealed records.
 const journalSeal = "crc32c"
-
-// Open loads the store. With a catalog it reads the catalog and replays the
-// journal's lines of the catalog's generation (the changes since the last
-// checkpoint) into the person logs they name; without one (a new root, or a
-// root of schema-1 files) it scans the directory once, migrating schema-1
-// files to logs and moving unreadable files aside. Either way it ends with
-// a checkpoint, so the answer's counters match the disk.
-func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Disk) (*Store, error) {
-	if now == nil {
-		now = time.Now
-	}
-	s := &Store{root: root, log: log, now: now, files: files, hashed: map[string]api.Subject{},
-		dirty: map[string]bool{}, cache: newFileCache(), logs: newLogFiles(), seed: maphash.MakeSeed()}
-	if err := durable.MkdirAll(root, Dir); err != nil {
-		return nil, err
-	}
-	if err := durable.MkdirAll(root, TmpDir); err != nil {
-		return nil, err
-	}
-	pdir, err := root.OpenRoot(Dir)
-	if err != nil {
-		return nil, err
-	}
-	s.pdir = pdir
-	swept, err := durable.SweepTemp(root, TmpDir)
-	if err != nil {
-		return nil, fmt.Errorf("sweep temp files: %w", err)
-	}
-	if swept > 0 {
-		log.Info("swept leftover temp files", zap.String("store", "people"), zap.Int("count", swept))
-	}
-	if s.j, err = s.openJournal(); err != nil {
-		s.pdir.Close()
-		return nil, err
-	}
-	fail := func(err error) (*Store, error) {
-		s.j.Close()
-		s.logs.closeAll()
-		s.pdir.Close()
-		return nil, err
-	}
-	found, err := s.readCatalog()
-	if err != nil {
-		return fail(err)
-	}
-	s.cp.Lock()
-	defer s.cp.Unlock()
-	if !found {
-		if err := s.scan(); err != nil {
-			return fail(err)
-		}
-		if err := s.checkpointLocked(); err != nil {
-			return fail(err)
-		}
-		return s, nil
-	}
-	lines, got, err := s.readJournal()
-	if err != nil {
-		return fail(fmt.Errorf("replay the people journal: %w", err))
-	}
-	if got.Skipped > 0 {
-		log.Warn("skipped corrupt people journal records; the records after them were replayed", zap.Int("count", got.Skipped))
-	}
-	if len(lines) == 0 && s.sealed {
-		// Go on in the catalog's generation; lines of an older one are
-		// zeroed.
-		if err := s.j.Reset(s.gen, got.Used > 0); err != nil {
-			return fail(err)
-		}
-		return s, nil
-	}
-	if err := s.replay(lines); err != nil {
-		return fail(fmt.Errorf("replay the people journal: %w", err))
-	}
-	if len(lines) > 0 {
-		log.Info("replayed the people journal", zap.Int("changes", len(lines)))
-	}
-	// Zero the journal too: a replayed forget or edit leaves nothing of
-	// what it removed in the records before it.
-	if err := s.checkpoint(true); err != nil {
-		return fail(err)
-	}
-	return s, nil
-}
-
-// Refresh does nothing: the store is the only writer of its files, so what
-// it holds is always current (PostgreSQL's store, shared by processes,
-// reloads here).
-func (s *Store) Refresh(context.Context) error { return nil }
-
-// Ready proves the memory root writable by creating and removing a temp
-// file, for /readyz. Each probe uses a name of its own, so concurrent
-// probes never remove each other's file; a killed probe's file is swept
-// at the next start.
-func (s *Store) Ready(context.Context) error {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	name := durable.TempPrefix + "readyz-" + hex.EncodeToString(b[:])
-	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
-	if err == nil {
-		f.Close()
-		err = s.root.Remove(name)
-	}
-	if err != nil {
-		return fault.New(fault.Unavailable, "not_ready", "The memory root is not writable.")
-	}
-	return nil
-}
-
-// Close checkpoints, so the next start reads no journal, and closes the
-// journal.
-func (s *Store) Close() error {
-	s.cp.Lock()
-	defer s.cp.Unlock()
-	err := s.checkpoint(true)
-	if cerr := s.j.Close(); err == nil {
-		err = cerr
-	}
-	if cerr := s.logs.closeAll(); err == nil {
-		err = cerr
-	}
-	if cerr := s.pdir.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
 
 // readCatalog loads the counts and the generation; found is false when
 // there is no catalog. It reads the file a buffer at a time into the

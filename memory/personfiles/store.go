@@ -2,202 +2,247 @@ package personfiles
 
 import (
 	"context"
-	"errors"
-	"slices"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"hash/maphash"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
+	"github.com/clankie/clankie/memory/fault"
+	"github.com/clankie/clankie/memory/journal"
 	"github.com/clankie/clankie/memory/people"
 )
 
-// The file engine's side of Storer: a person's state under the person's
-// lock, a change made durable by the journal and the person's log, reads
-// from the cache. It knows no rule; Memory decides every change.
+// Dir is the store's directory under the memory root.
+const Dir = "discord-people"
 
-// Now is the store's clock.
-func (s *Store) Now(context.Context) (time.Time, error) { return s.now().UTC(), nil }
+// TmpDir holds the store's temporary files, so a sweep at start never lists
+// the directory of every person.
+const TmpDir = Dir + "/tmp"
 
-// Update runs decide on subject's person under the person's lock and
-// commits its change: Append by the journal and an append to the person's
-// log (change), Purge by a rewrite of the log and a blanking of the
-// person's older journal records (purge), an Erase by removing the
-// person's files (erase).
-func (s *Store) Update(_ context.Context, subject api.Subject, way people.Commit, decide func(*people.Person, time.Time) (*people.Change, error)) error {
-	if way == people.Purge {
-		return s.updateExclusive(subject, decide)
-	}
-	if err := s.checkpointIfFull(); err != nil {
-		return err
-	}
-	name := FileName(subject)
-	s.cp.RLock()
-	defer s.cp.RUnlock()
-	defer s.lock(name)()
-	pf, err := s.load(name, subject, taken)
-	if err != nil {
-		return err
-	}
-	ch, err := decide(&pf.Person, s.now().UTC())
-	if err != nil || ch == nil {
-		if pf.size > 0 {
-			s.cache.put(name, pf, int(pf.size)) // unchanged
-		}
-		return err
-	}
-	if ch.Erase {
-		s.cache.put(name, pf, int(pf.size))
-		return errEraseNeedsPurge
-	}
-	return s.change(name, pf, ch)
+// Store is safe for concurrent use. Requests for one person are serialised
+// by a striped lock, so no update is lost; different people proceed at once
+// and their changes share the journal's fdatasync. Every operation takes
+// cp (read) before a person lock; a checkpoint takes cp (write), so it runs
+// between changes, never inside one.
+type Store struct {
+	root  *os.Root
+	files durable.Disk // makes its writes durable, timing each sync
+	pdir  *os.Root     // Dir, so a person's file is one openat away
+	logs  *logFiles    // person logs kept open between changes
+	log   *zap.Logger
+	now   func() time.Time
+	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
+	seed  maphash.Seed     // of the stripes' hash
+	cp    sync.RWMutex
+	j     *journal.Log
+
+	mu      sync.Mutex
+	idx     peopleIndex            // file name → fact count, people with facts only
+	hashed  map[string]api.Subject // subjects of hashed file names in idx
+	facts   int
+	dirty   map[string]bool // person logs written since the last checkpoint
+	created bool            // a person log was created since the last checkpoint
+	gen     uint64          // the catalog's generation, the journal's
+	sealed  bool            // the catalog says its generation's journal records are sealed
+
+	cache *fileCache
+	// checkpointing is set while a change that found the journal full
+	// checkpoints (checkpointIfFull).
+	checkpointing atomic.Bool
+
+	cacheHits, cacheMisses, compactions, checkpoints atomic.Int64
 }
 
-// errEraseNeedsPurge is a caller's mistake: forgetting a person must leave
-// nothing on disk.
-var errEraseNeedsPurge = errors.New("people: an erase is committed only by Purge")
-
-// updateExclusive is Update for a change that rewrites the person's log and
-// then blanks their journal records: it holds the checkpoint lock, then the
-// person's own lock, the one order every such change takes them in.
-func (s *Store) updateExclusive(subject api.Subject, decide func(*people.Person, time.Time) (*people.Change, error)) error {
-	name := FileName(subject)
+// Open loads the store. With a catalog it reads the catalog and replays the
+// journal's lines of the catalog's generation (the changes since the last
+// checkpoint) into the person logs they name; without one (a new root, or a
+// root of schema-1 files) it scans the directory once, migrating schema-1
+// files to logs and moving unreadable files aside. Either way it ends with
+// a checkpoint, so the answer's counters match the disk.
+func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Disk) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	s := &Store{root: root, log: log, now: now, files: files, hashed: map[string]api.Subject{},
+		dirty: map[string]bool{}, cache: newFileCache(), logs: newLogFiles(), seed: maphash.MakeSeed()}
+	if err := durable.MkdirAll(root, Dir); err != nil {
+		return nil, err
+	}
+	if err := durable.MkdirAll(root, TmpDir); err != nil {
+		return nil, err
+	}
+	pdir, err := root.OpenRoot(Dir)
+	if err != nil {
+		return nil, err
+	}
+	s.pdir = pdir
+	swept, err := durable.SweepTemp(root, TmpDir)
+	if err != nil {
+		return nil, fmt.Errorf("sweep temp files: %w", err)
+	}
+	if swept > 0 {
+		log.Info("swept leftover temp files", zap.String("store", "people"), zap.Int("count", swept))
+	}
+	if s.j, err = s.openJournal(); err != nil {
+		s.pdir.Close()
+		return nil, err
+	}
+	fail := func(err error) (*Store, error) {
+		s.j.Close()
+		s.logs.closeAll()
+		s.pdir.Close()
+		return nil, err
+	}
+	found, err := s.readCatalog()
+	if err != nil {
+		return fail(err)
+	}
 	s.cp.Lock()
 	defer s.cp.Unlock()
-	defer s.lock(name)()
-	pf, err := s.load(name, subject, copied)
+	if !found {
+		if err := s.scan(); err != nil {
+			return fail(err)
+		}
+		if err := s.checkpointLocked(); err != nil {
+			return fail(err)
+		}
+		return s, nil
+	}
+	lines, got, err := s.readJournal()
 	if err != nil {
-		return err
+		return fail(fmt.Errorf("replay the people journal: %w", err))
 	}
-	ch, err := decide(&pf.Person, s.now().UTC())
-	if err != nil || ch == nil {
-		return err
+	if got.Skipped > 0 {
+		log.Warn("skipped corrupt people journal records; the records after them were replayed", zap.Int("count", got.Skipped))
 	}
-	if ch.Erase {
-		return s.erase(name, subject)
+	if len(lines) == 0 && s.sealed {
+		// Go on in the catalog's generation; lines of an older one are
+		// zeroed.
+		if err := s.j.Reset(s.gen, got.Used > 0); err != nil {
+			return fail(err)
+		}
+		return s, nil
 	}
-	return s.purge(name, pf, ch)
+	if err := s.replay(lines); err != nil {
+		return fail(fmt.Errorf("replay the people journal: %w", err))
+	}
+	if len(lines) > 0 {
+		log.Info("replayed the people journal", zap.Int("changes", len(lines)))
+	}
+	// Zero the journal too: a replayed forget or edit leaves nothing of
+	// what it removed in the records before it.
+	if err := s.checkpoint(true); err != nil {
+		return fail(err)
+	}
+	return s, nil
 }
 
-// View runs read on the person's facts in place: the cached state under
-// the person's lock, or their log read.
-func (s *Store) View(_ context.Context, subject api.Subject, read func([]api.Fact, time.Time)) error {
-	now := s.now()
-	name := FileName(subject)
-	s.cp.RLock()
-	defer s.cp.RUnlock()
-	defer s.lock(name)()
-	pf, err := s.load(name, subject, borrowed)
-	if err != nil {
-		return err
+// Close checkpoints, so the next start reads no journal, and closes the
+// journal.
+func (s *Store) Close() error {
+	s.cp.Lock()
+	defer s.cp.Unlock()
+	err := s.checkpoint(true)
+	if cerr := s.j.Close(); err == nil {
+		err = cerr
 	}
-	read(pf.Facts, now)
-	return nil
-}
-
-// purge applies a change that must leave nothing of what it removes or
-// replaces on disk (a forget, an edit): after the journal line, the person's
-// log is rewritten durably from the new state, and the person's older
-// journal records, which still hold the old content, are blanked. No
-// checkpoint: its catalog write grows with the number of people. The caller
-// holds cp (write) and the person's lock.
-func (s *Store) purge(name string, old *personFile, ch *people.Change) error {
-	pf := clonePerson(old)
-	pf.apply(ch)
-	line, err := encodeChange(pf, ch)
-	if err != nil {
-		return err
+	if cerr := s.logs.closeAll(); err == nil {
+		err = cerr
 	}
-	if err := s.commit(name, pf, line); err != nil {
-		s.cache.drop(name)
-		return err
+	if cerr := s.pdir.Close(); err == nil {
+		err = cerr
 	}
-	if err := s.rewrite(name, pf); err != nil {
-		s.cache.drop(name)
-		return err
-	}
-	s.markDirty(name, false)
-	s.setCount(name, pf.Subject, len(pf.Facts))
-	if pf.size > 0 {
-		s.cache.put(name, clonePerson(pf), int(pf.size))
-	} else {
-		s.cache.drop(name)
-	}
-	return s.redact(name)
-}
-
-// erase removes everything kept about a person, the idempotency records
-// included. The journal line comes first, so a crash before the files are
-// gone finishes the forgetting at the next start; once they are gone,
-// every older journal record of the person is blanked. The caller holds cp
-// (write) and the person's lock.
-func (s *Store) erase(name string, subject api.Subject) error {
-	line, err := encodeJournal(journalLine{Person: name, Subject: subject, ForgetPerson: true})
-	if err != nil {
-		return err
-	}
-	if err := s.j.Append(line); err != nil {
-		return err
-	}
-	if err := s.removePersonFiles(name, subject); err != nil {
-		return err
-	}
-	s.setCount(name, subject, 0)
-	s.mu.Lock()
-	delete(s.dirty, name)
-	s.mu.Unlock()
-	return s.redact(name)
-}
-
-// redact blanks a person's journal records but the newest, and what an
-// older generation left where the current one ends (see journal.Blank),
-// once their log is durable without the content those records hold. The
-// newest record stays: it holds no forgotten content, and it brings the
-// catalog's count level at a replay. Blanking rather than checkpointing
-// leaves nothing of a forgotten body in the journal without a catalog
-// write (which grows with the number of people). The caller holds cp
-// (write) and the person's lock.
-func (s *Store) redact(name string) error {
-	_, err := s.j.Blank(personRecords(name), true)
 	return err
 }
 
-// List returns one page of people with their fact counts, ordered by file
-// name; the cursor is the last name of the previous page.
-func (s *Store) List(_ context.Context, cursor string, limit int) (api.PeopleResponse, error) {
-	if cursor != "" && !IsPersonFile(cursor) {
-		return api.PeopleResponse{}, people.ErrUnknownCursor
+// Refresh does nothing: the store is the only writer of its files, so what
+// it holds is always current (PostgreSQL's store, shared by processes,
+// reloads here).
+func (s *Store) Refresh(context.Context) error { return nil }
+
+// Ready proves the memory root writable by creating and removing a temp
+// file, for /readyz. Each probe uses a name of its own, so concurrent
+// probes never remove each other's file; a killed probe's file is swept
+// at the next start.
+func (s *Store) Ready(context.Context) error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	name := durable.TempPrefix + "readyz-" + hex.EncodeToString(b[:])
+	f, err := s.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, durable.FileMode)
+	if err == nil {
+		f.Close()
+		err = s.root.Remove(name)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, Total: s.idx.len(), People: []api.PersonSummary{}}
-	last := ""
-	s.idx.each(cursor, func(key []byte, count int) bool {
-		if len(resp.People) == limit {
-			resp.NextCursor = last
-			return false
-		}
-		last = nameOf(key)
-		resp.People = append(resp.People, api.PersonSummary{Subject: s.subjectOf(last), Facts: count})
-		return true
-	})
-	return resp, nil
+	if err != nil {
+		return fault.New(fault.Unavailable, "not_ready", "The memory root is not writable.")
+	}
+	return nil
 }
 
-// encodedFact returns f's JSON from pf's memo when f is pf's fact as it
-// stands, else nil (encodeChange then encodes the line by json.Marshal).
-// The caller holds the person's lock.
-func encodedFact(pf *personFile, f *api.Fact) []byte {
-	if f == nil {
-		return nil
+func (s *Store) lock(name string) func() {
+	m := &s.locks[maphash.String(s.seed, name)%uint64(len(s.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+func (s *Store) markDirty(name string, created bool) {
+	s.mu.Lock()
+	s.dirty[name] = true
+	s.created = s.created || created
+	s.mu.Unlock()
+}
+
+func (s *Store) setCount(name string, subject api.Subject, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setCountLocked(name, subject, n)
+}
+
+func (s *Store) setCountLocked(name string, subject api.Subject, n int) {
+	s.facts += n - s.idx.set(name, n)
+	if n == 0 {
+		delete(s.hashed, name)
+		return
 	}
-	i := slices.IndexFunc(pf.Facts, func(g api.Fact) bool { return g.FactID == f.FactID })
-	if i < 0 || pf.Facts[i] != *f {
-		return nil
+	if strings.HasPrefix(name, hashedTag) {
+		s.hashed[name] = subject
 	}
-	b, err := pf.encoded(&pf.Facts[i])
-	if err != nil {
-		return nil
+}
+
+// subjectOf returns the subject of an indexed file name; s.mu is held.
+func (s *Store) subjectOf(name string) api.Subject {
+	if subj, ok := ParseFileName(name); ok {
+		return subj
 	}
-	return b
+	return s.hashed[name]
+}
+
+// Stats returns the counters without touching the disk.
+func (s *Store) Stats() people.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return people.Stats{People: s.idx.len(), Facts: s.facts, Store: api.StoreFile}
+}
+
+// Metrics returns the store's counters without touching the disk.
+func (s *Store) Metrics() people.Metrics {
+	st, js, cm := s.Stats(), s.j.Stats(), s.cache.metrics()
+	return people.Metrics{
+		People: st.People, Facts: st.Facts,
+		JournalSyncs: js.Syncs, JournalChanges: js.Records, JournalSyncTime: js.SyncTime,
+		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
+		Compactions: s.compactions.Load(), Checkpoints: s.checkpoints.Load(),
+		CacheBytes: cm.Bytes, CacheEvictions: cm.Evictions,
+	}
 }
 
 // Store is a Storer.

@@ -3,22 +3,16 @@ package personfiles
 import (
 	"bytes"
 	"fmt"
-	"hash/maphash"
 	"io"
 	"os"
 	"path"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/durable"
-	"github.com/clankie/clankie/memory/journal"
 	"github.com/clankie/clankie/memory/people"
 )
 
@@ -54,53 +48,6 @@ func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
 	}
 	pf.enc.m[f.FactID] = b
 	return b, nil
-}
-
-// Dir is the store's directory under the memory root.
-const Dir = "discord-people"
-
-// TmpDir holds the store's temporary files, so a sweep at start never lists
-// the directory of every person.
-const TmpDir = Dir + "/tmp"
-
-// Store is safe for concurrent use. Requests for one person are serialised
-// by a striped lock, so no update is lost; different people proceed at once
-// and their changes share the journal's fdatasync. Every operation takes
-// cp (read) before a person lock; a checkpoint takes cp (write), so it runs
-// between changes, never inside one.
-type Store struct {
-	root  *os.Root
-	files durable.Disk // makes its writes durable, timing each sync
-	pdir  *os.Root     // Dir, so a person's file is one openat away
-	logs  *logFiles    // person logs kept open between changes
-	log   *zap.Logger
-	now   func() time.Time
-	locks [4096]sync.Mutex // striped by name: 64 busy people rarely share one
-	seed  maphash.Seed     // of the stripes' hash
-	cp    sync.RWMutex
-	j     *journal.Log
-
-	mu      sync.Mutex
-	idx     peopleIndex            // file name → fact count, people with facts only
-	hashed  map[string]api.Subject // subjects of hashed file names in idx
-	facts   int
-	dirty   map[string]bool // person logs written since the last checkpoint
-	created bool            // a person log was created since the last checkpoint
-	gen     uint64          // the catalog's generation, the journal's
-	sealed  bool            // the catalog says its generation's journal records are sealed
-
-	cache *fileCache
-	// checkpointing is set while a change that found the journal full
-	// checkpoints (checkpointIfFull).
-	checkpointing atomic.Bool
-
-	cacheHits, cacheMisses, compactions, checkpoints atomic.Int64
-}
-
-func (s *Store) lock(name string) func() {
-	m := &s.locks[maphash.String(s.seed, name)%uint64(len(s.locks))]
-	m.Lock()
-	return m.Unlock
 }
 
 // access is how a caller holds a person's state from load. Every caller
@@ -478,13 +425,6 @@ func (s *Store) writeSnapshot(name string, pf *personFile, snap []byte) error {
 	return nil
 }
 
-func (s *Store) markDirty(name string, created bool) {
-	s.mu.Lock()
-	s.dirty[name] = true
-	s.created = s.created || created
-	s.mu.Unlock()
-}
-
 // clonePerson copies a person's state so the cache never shares a slice
 // with a caller that goes on changing its copy.
 func clonePerson(pf *personFile) *personFile {
@@ -492,48 +432,4 @@ func clonePerson(pf *personFile) *personFile {
 	c.Facts = slices.Clone(pf.Facts)
 	c.Proposals = slices.Clone(pf.Proposals)
 	return &c
-}
-
-func (s *Store) setCount(name string, subject api.Subject, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setCountLocked(name, subject, n)
-}
-
-func (s *Store) setCountLocked(name string, subject api.Subject, n int) {
-	s.facts += n - s.idx.set(name, n)
-	if n == 0 {
-		delete(s.hashed, name)
-		return
-	}
-	if strings.HasPrefix(name, hashedTag) {
-		s.hashed[name] = subject
-	}
-}
-
-// subjectOf returns the subject of an indexed file name; s.mu is held.
-func (s *Store) subjectOf(name string) api.Subject {
-	if subj, ok := ParseFileName(name); ok {
-		return subj
-	}
-	return s.hashed[name]
-}
-
-// Stats returns the counters without touching the disk.
-func (s *Store) Stats() people.Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return people.Stats{People: s.idx.len(), Facts: s.facts, Store: api.StoreFile}
-}
-
-// Metrics returns the store's counters without touching the disk.
-func (s *Store) Metrics() people.Metrics {
-	st, js, cm := s.Stats(), s.j.Stats(), s.cache.metrics()
-	return people.Metrics{
-		People: st.People, Facts: st.Facts,
-		JournalSyncs: js.Syncs, JournalChanges: js.Records, JournalSyncTime: js.SyncTime,
-		CacheHits: s.cacheHits.Load(), CacheMisses: s.cacheMisses.Load(),
-		Compactions: s.compactions.Load(), Checkpoints: s.checkpoints.Load(),
-		CacheBytes: cm.Bytes, CacheEvictions: cm.Evictions,
-	}
 }
