@@ -92,9 +92,6 @@ func (c *fileCache) put(name string, pf *personFile, size int) {
 	if n > cacheBytes/4 {
 		return
 	}
-	if pf.enc == nil {
-		pf.enc = &factJSON{m: map[string][]byte{}} // shared by the copies get returns
-	}
 	c.lru.Add(name, cached{pf: pf, bytes: n})
 	c.bytes += n
 	for c.bytes > cacheBytes {

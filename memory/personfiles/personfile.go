@@ -22,32 +22,6 @@ type personFile struct {
 	people.Person
 	size int64 // bytes of the log on disk (0: no log)
 	live int64 // bytes of the compacted log when last measured
-	// enc memoises each fact's JSON for change lines and compactions.
-	// Copies of the state share it; it is only used under the person's
-	// lock, and a change that replaces or removes a fact drops that
-	// fact's entry (apply).
-	enc *factJSON
-}
-
-type factJSON struct{ m map[string][]byte }
-
-// encoded returns json.Marshal(f), memoised by fact id.
-func (pf *personFile) encoded(f *api.Fact) ([]byte, error) {
-	if pf.enc == nil {
-		pf.enc = &factJSON{m: map[string][]byte{}}
-	}
-	if b, ok := pf.enc.m[f.FactID]; ok {
-		return b, nil
-	}
-	b, err := marshalFact(f)
-	if err != nil {
-		return nil, err
-	}
-	if len(pf.enc.m) > 2*len(pf.Facts)+8 {
-		clear(pf.enc.m)
-	}
-	pf.enc.m[f.FactID] = b
-	return b, nil
 }
 
 // access is how a caller holds a person's state from load. Every caller
@@ -277,7 +251,7 @@ func (s *Store) commit(name string, after *personFile, change []byte) error {
 // the counts. The caller holds cp (read or write) and the person's lock.
 func (s *Store) change(name string, pf *personFile, ch *people.Change) error {
 	pf.apply(ch) // pf is the caller's own (take gave it)
-	line, err := encodeChange(pf, ch)
+	line, err := encodeChange(ch)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package personfiles
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/clankie/clankie/api"
@@ -103,7 +102,7 @@ func (s *Store) View(_ context.Context, subject api.Subject, read func([]api.Fac
 func (s *Store) purge(name string, old *personFile, ch *people.Change) error {
 	pf := clonePerson(old)
 	pf.apply(ch)
-	line, err := encodeChange(pf, ch)
+	line, err := encodeChange(ch)
 	if err != nil {
 		return err
 	}
@@ -181,22 +180,4 @@ func (s *Store) List(_ context.Context, cursor string, limit int) (api.PeopleRes
 		return true
 	})
 	return resp, nil
-}
-
-// encodedFact returns f's JSON from pf's memo when f is pf's fact as it
-// stands, else nil (encodeChange then encodes the line by json.Marshal).
-// The caller holds the person's lock.
-func encodedFact(pf *personFile, f *api.Fact) []byte {
-	if f == nil {
-		return nil
-	}
-	i := slices.IndexFunc(pf.Facts, func(g api.Fact) bool { return g.FactID == f.FactID })
-	if i < 0 || pf.Facts[i] != *f {
-		return nil
-	}
-	b, err := pf.encoded(&pf.Facts[i])
-	if err != nil {
-		return nil
-	}
-	return b
 }
