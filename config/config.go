@@ -131,10 +131,18 @@ type Memory struct {
 	Addr string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
 	MemoryRoot
 	Store   string `env:"CLANKIE_MEMORY_STORE" secret:"true" help:"Where memory is kept: unset or file for plain files under CLANKIE_MEMORY_DIR (one service process); postgres://user:password@host/db for PostgreSQL (several service processes may share it; every process then needs the four CLANKIE_*_TOKEN bearers set, none is minted)."`
+	CacheMB int    `env:"CLANKIE_MEMORY_CACHE_MB" envDefault:"128" help:"MiB of decoded people the file store keeps in memory (1 to 65536); 128 holds about 1,450 people of 128 facts. An idle service holds none of it; PostgreSQL ignores it."`
 	Tokens  Tokens
 	Log     Log
 	Metrics Metrics
 }
+
+// maxCacheMB bounds CLANKIE_MEMORY_CACHE_MB at 64 GiB, so the byte count
+// fits an int on every platform the binary is built for.
+const maxCacheMB = 64 << 10
+
+// CacheBytes is CLANKIE_MEMORY_CACHE_MB in bytes.
+func (m Memory) CacheBytes() int { return m.CacheMB << 20 }
 
 // Validate names the variable that is wrong.
 func (m Memory) Validate() error {
@@ -143,6 +151,9 @@ func (m Memory) Validate() error {
 	}
 	if err := validDir(m.Dir); err != nil {
 		return err
+	}
+	if m.CacheMB < 1 || m.CacheMB > maxCacheMB {
+		return fmt.Errorf("CLANKIE_MEMORY_CACHE_MB must be a whole number of MiB between 1 and %d", maxCacheMB)
 	}
 	if m.Store != "" && m.Store != "file" && !m.Postgres() {
 		return errors.New("CLANKIE_MEMORY_STORE must be unset, file, or a postgres:// (postgresql://) connection string")

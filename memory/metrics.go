@@ -80,7 +80,7 @@ func newMetrics(s *Service, fsync prometheus.Histogram) *metrics {
 	)
 	if s.people.Stats().Store == api.StoreFile { // PostgreSQL keeps no decoded-person cache
 		reg.MustRegister(
-			gauge("clankie_memory_people_cache_bytes", "Bytes of person logs whose decoded state the person cache holds (bounded at 8 MiB).", func() float64 { return float64(s.people.Metrics().CacheBytes) }),
+			gauge("clankie_memory_people_cache_bytes", "Bytes of decoded people the person cache holds (bounded by CLANKIE_MEMORY_CACHE_MB).", func() float64 { return float64(s.people.Metrics().CacheBytes) }),
 			counter("clankie_memory_people_cache_evictions_total", "People dropped from the person cache, least recently used first, to stay within its bound.", func() float64 { return float64(s.people.Metrics().CacheEvictions) }),
 		)
 	}

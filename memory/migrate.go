@@ -141,7 +141,7 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 		root.Close()
 		return nil, err
 	}
-	ps, err := personfiles.Open(root, log, time.Now, durable.Disk{})
+	ps, err := personfiles.Open(root, log, time.Now, durable.Disk{}, personfiles.Options{})
 	if err != nil {
 		return fail(fmt.Errorf("load person facts from %s: %w", flag, err))
 	}

@@ -120,7 +120,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 	fsync := newFsyncMetric()
 	if !cfg.Postgres() {
 		files := fsyncDisk(fsync)
-		fps, err := personfiles.Open(root, log, time.Now, files)
+		fps, err := personfiles.Open(root, log, time.Now, files, personfiles.Options{CacheBytes: cfg.CacheBytes()})
 		if err != nil {
 			return fail(fmt.Errorf("load person facts: %w", err))
 		}

@@ -91,7 +91,7 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 		svc := NewService(root, dir, bearers, ps, es, db.Claims(), log, now, nil)
 		return testService{svc: svc, handler: svc.Handler(), people: svc.people, episodes: es, dump: dump}
 	}
-	ps, err := personfiles.Open(root, log, now, durable.Disk{})
+	ps, err := personfiles.Open(root, log, now, durable.Disk{}, personfiles.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func BenchmarkProposeInProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{})
+	s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{}, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func BenchmarkForgetWithPeople(b *testing.B) {
 			}
 			defer root.Close()
 			writeBigCatalog(b, root, n)
-			s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{})
+			s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{}, Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -139,7 +139,7 @@ func BenchmarkForgetScanOfAFullJournal(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer root.Close()
-	s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{})
+	s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{}, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func BenchmarkFirstStart(b *testing.B) {
 					seedPeople(b, root, n, 10, legacy)
 					syscall.Sync() // an upgrade finds files written long ago, not dirty pages
 					b.StartTimer()
-					s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{})
+					s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{}, Options{})
 					b.StopTimer()
 					if err != nil {
 						b.Fatal(err)

@@ -57,7 +57,7 @@ func TestFileStoreHolds256FactsAcrossRestartAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s2, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
+	s2, err := Open(root, zap.NewNop(), c.now, durable.Disk{}, Options{})
 	if err != nil {
 		t.Fatalf("reopen with a person of 256 facts: %v", err)
 	}
@@ -70,7 +70,7 @@ func TestFileStoreHolds256FactsAcrossRestartAndReplay(t *testing.T) {
 		}
 		c.t = c.t.Add(1e9)
 	}
-	s3, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
+	s3, err := Open(root, zap.NewNop(), c.now, durable.Disk{}, Options{})
 	if err != nil {
 		t.Fatalf("replay with a person of 256 facts: %v", err)
 	}

@@ -1,21 +1,61 @@
 package personfiles
 
 import (
+	"unsafe"
+
 	"math"
 	"sync"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// cacheBytes bounds the decoded person files kept in memory, counted by
-// entryBytes: a few hundred busy people, while the store's memory stays flat
-// however many people it knows.
-const cacheBytes = 8 << 20
+// DefaultCacheBytes is the decoded-person cache's bound when the operator
+// sets none (CLANKIE_MEMORY_CACHE_MB): 128 MiB, which holds about 1,450
+// people of 128 facts of ordinary length (about 88 KiB each as
+// decodedBytes counts them, their idempotency records included; 1,000 of
+// them need 86 MiB). An idle service holds none of it: people are loaded
+// on first access.
+const DefaultCacheBytes = 128 << 20
 
-// entryBytes is what one cached person counts against cacheBytes: the size
-// of their file (the log's bytes, as the callers pass it), not the decoded
-// state's. Counting the decoded size instead is a change of this one line.
-func entryBytes(_ *personFile, fileBytes int) int { return fileBytes }
+// decodedBytes is what one cached person counts against the bound: the
+// memory their decoded state holds (the slices' backing arrays at their
+// capacity and every string's bytes), so the bound is the cache's memory,
+// whatever the log on disk weighs. TestDecodedBytesTracksTheHeap holds the
+// estimate to the heap within a quarter.
+func decodedBytes(pf *personFile) int {
+	n := int(unsafe.Sizeof(*pf)) + str(pf.Subject.GuildID) + str(pf.Subject.UserID)
+	n += cap(pf.Facts) * int(unsafe.Sizeof(api.Fact{}))
+	for i := range pf.Facts {
+		f := &pf.Facts[i]
+		p := &f.Provenance
+		n += str(f.FactID) + str(f.Subject.GuildID) + str(f.Subject.UserID) + str(string(f.Kind)) + str(f.Body) +
+			str(string(f.Visibility.Scope)) + str(f.Visibility.ChannelID) + str(f.SupersedesFactID) +
+			str(string(p.SourceSurface)) + str(p.SourceEventID) + str(p.CorrelationID) + str(p.ProposerUserID) +
+			str(p.ChannelID) + str(p.SourceMessageID)
+		if f.ExpiresAt != nil {
+			n += int(unsafe.Sizeof(*f.ExpiresAt))
+		}
+	}
+	n += cap(pf.Proposals) * int(unsafe.Sizeof(people.ProposalRecord{}))
+	for i := range pf.Proposals {
+		r := &pf.Proposals[i]
+		n += str(r.ProposalID) + str(r.Digest) + str(r.FactID)
+	}
+	return n
+}
+
+// str is what a decoded string holds of its own: nothing for one of up to
+// 16 bytes, which the log's decoder (go-json-experiment) shares with every
+// equal string it has decoded (ids, kinds, scopes, surfaces).
+func str(s string) int {
+	if len(s) <= 16 {
+		return 0
+	}
+	return len(s)
+}
 
 // fileCache keeps recently used person files decoded, so a proposal or a
 // recall of a busy person skips re-reading and re-decoding a file this
@@ -24,19 +64,20 @@ func entryBytes(_ *personFile, fileBytes int) int { return fileBytes }
 // file), so the cache cannot disagree with the disk. Entries are never
 // handed out: get returns a copy the caller may change.
 //
-// The recency order is hashicorp's simplelru; the bound is ours, in bytes:
-// the library bounds a count, and a person's log runs from a few hundred
-// bytes to a megabyte, so no count bounds the memory. The LRU gets no
-// practical count cap (math.MaxInt); its eviction callback, which it calls
-// on every removal, keeps the byte total; put removes the oldest while over
-// cacheBytes. simplelru rather than lru.Cache: fileCache's own mutex already
+// The recency order is hashicorp's simplelru; the bound is ours, in bytes
+// (decodedBytes): the library bounds a count, and a person runs from a few
+// hundred bytes to a quarter of a megabyte, so no count bounds the memory.
+// The LRU gets no practical count cap (math.MaxInt); its eviction
+// callback, which it calls on every removal, keeps the byte total; put
+// removes the oldest while over the limit. simplelru rather than lru.Cache: fileCache's own mutex already
 // makes get-and-take and put-and-trim single steps, so lru.Cache's lock
 // would only be taken twice.
 type fileCache struct {
 	mu        sync.Mutex
 	lru       *simplelru.LRU[string, cached]
-	bytes     int   // the entries' entryBytes, summed
-	evictions int64 // entries removed to stay within cacheBytes
+	limit     int   // the bound, in decodedBytes
+	bytes     int   // the entries' decodedBytes, summed
+	evictions int64 // entries removed to stay within limit
 }
 
 type cached struct {
@@ -51,8 +92,8 @@ type cacheMetrics struct {
 	Bytes, Evictions int64
 }
 
-func newFileCache() *fileCache {
-	c := &fileCache{}
+func newFileCache(limit int) *fileCache {
+	c := &fileCache{limit: limit}
 	lru, err := simplelru.NewLRU(math.MaxInt, func(_ string, e cached) { c.bytes -= e.bytes })
 	if err != nil {
 		panic(err) // only for a size <= 0
@@ -81,20 +122,19 @@ func (c *fileCache) get(name string, how access) (*personFile, bool) {
 
 // put keeps pf as the current contents of name, most recently used, and
 // drops the least recently used entries while the cache holds more than
-// cacheBytes. A file of more than a quarter of the bound is not kept: it
-// would push out many people to save one read. size is the file's size; the
-// caller must not change pf afterwards.
-func (c *fileCache) put(name string, pf *personFile, size int) {
-	n := entryBytes(pf, size)
+// limit. A person of more than a quarter of the bound is not kept: it
+// would push out many people to save one read. n is what pf counts
+// (decodedBytes); the caller must not change pf afterwards.
+func (c *fileCache) put(name string, pf *personFile, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lru.Remove(name)
-	if n > cacheBytes/4 {
+	if n > c.limit/4 {
 		return
 	}
 	c.lru.Add(name, cached{pf: pf, bytes: n})
 	c.bytes += n
-	for c.bytes > cacheBytes {
+	for c.bytes > c.limit {
 		if _, _, ok := c.lru.RemoveOldest(); !ok {
 			break // nothing left: only a broken byte count gets here
 		}

@@ -2,15 +2,21 @@ package personfiles
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/people"
 )
 
+// testCacheBytes is the bound the cache tests use: small, so a few puts fill it.
+const testCacheBytes = 8 << 20
+
 func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
-	c := newFileCache()
+	c := newFileCache(testCacheBytes)
 	pf := &personFile{Person: people.Person{Facts: []api.Fact{{FactID: "fa", Body: "one"}}}}
 	c.put("p-1_2.json", pf, 100)
 	got, ok := c.get("p-1_2.json", copied)
@@ -36,9 +42,9 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 		t.Fatal("dropped entry still cached")
 	}
 	for i := range 100 {
-		c.put(fmt.Sprintf("p-%d.json", i), &personFile{}, cacheBytes/10)
+		c.put(fmt.Sprintf("p-%d.json", i), &personFile{}, testCacheBytes/10)
 	}
-	if c.bytes > cacheBytes || c.lru.Len() != 10 {
+	if c.bytes > testCacheBytes || c.lru.Len() != 10 {
 		t.Fatalf("cache holds %d bytes in %d entries", c.bytes, c.lru.Len())
 	}
 	if _, ok := c.get("p-99.json", copied); !ok {
@@ -55,7 +61,7 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 // is ours, not the library's, so a missed subtraction or a count-bounded LRU
 // fails here.
 func TestFileCacheBoundsBytesInRecencyOrder(t *testing.T) {
-	const q = cacheBytes / 8
+	const q = testCacheBytes / 8
 	type step struct {
 		op   string // put, get, take, drop
 		name string
@@ -79,10 +85,10 @@ func TestFileCacheBoundsBytesInRecencyOrder(t *testing.T) {
 		{"put", "h", 2 * q, []string{"d", "e", "f", "c", "g", "h"}, 1},
 		{"put", "i", 2 * q, []string{"f", "c", "g", "h", "i"}, 3}, // d and e go, oldest first
 		{"drop", "c", 0, []string{"f", "g", "h", "i"}, 3},
-		{"put", "g", cacheBytes/4 + 1, []string{"f", "h", "i"}, 3}, // too big to keep: the old g goes too
+		{"put", "g", testCacheBytes/4 + 1, []string{"f", "h", "i"}, 3}, // too big to keep: the old g goes too
 	}
 	sizes := map[string]int{}
-	c := newFileCache()
+	c := newFileCache(testCacheBytes)
 	for i, s := range steps {
 		switch s.op {
 		case "put":
@@ -104,9 +110,9 @@ func TestFileCacheBoundsBytesInRecencyOrder(t *testing.T) {
 			want += sizes[n]
 		}
 		m := c.metrics()
-		if got := c.lru.Keys(); !slices.Equal(got, s.held) || m.Bytes != int64(want) || m.Bytes > cacheBytes || m.Evictions != s.evictions {
+		if got := c.lru.Keys(); !slices.Equal(got, s.held) || m.Bytes != int64(want) || m.Bytes > testCacheBytes || m.Evictions != s.evictions {
 			t.Fatalf("step %d (%s %s): holds %v in %d bytes after %d evictions; want %v in %d bytes after %d (bound %d)",
-				i, s.op, s.name, got, m.Bytes, m.Evictions, s.held, want, s.evictions, cacheBytes)
+				i, s.op, s.name, got, m.Bytes, m.Evictions, s.held, want, s.evictions, testCacheBytes)
 		}
 	}
 }
@@ -148,13 +154,13 @@ func TestCachedReadsSeeEveryWrite(t *testing.T) {
 // take and put back, and a put of a new person that evicts the oldest, over
 // more people than fit.
 func BenchmarkFileCache(b *testing.B) {
-	const persons, size = 4096, cacheBytes / 1024 // a quarter of them fit
+	const persons, size = 4096, testCacheBytes / 1024 // a quarter of them fit
 	names := make([]string, persons)
 	for i := range names {
 		names[i] = fmt.Sprintf("p-%d.jsonl", i)
 	}
 	facts := make([]api.Fact, 16)
-	c := newFileCache()
+	c := newFileCache(testCacheBytes)
 	for i := 0; b.Loop(); i++ {
 		name := names[i%persons]
 		how := copied
@@ -167,5 +173,61 @@ func BenchmarkFileCache(b *testing.B) {
 		}
 		c.put(name, pf, size)
 		c.get(names[(i+persons-1)%persons], copied)
+	}
+}
+
+// TestDecodedBytesTracksTheHeap holds decodedBytes to what decoded people
+// really keep on the heap, within a quarter, for people of 16 and 128
+// facts of ordinary length with their idempotency records, decoded from
+// their logs the way the store loads them.
+func TestDecodedBytesTracksTheHeap(t *testing.T) {
+	for _, facts := range []int{16, 128} {
+		t.Run(fmt.Sprintf("facts=%d", facts), func(t *testing.T) {
+			const persons = 200
+			logs := make([][]byte, persons)
+			at := time.Date(2026, 12, 2, 12, 0, 0, 123456789, time.UTC)
+			for p := range logs {
+				subject := api.Subject{GuildID: "100000000000000001", UserID: fmt.Sprint(200000000000000000 + p)}
+				pf := &personFile{Person: people.Person{Subject: subject, Seq: uint64(facts)}}
+				for i := range facts {
+					f := api.Fact{FactID: fmt.Sprintf("f%07d", i), Subject: subject, Kind: api.KindPersonFact,
+						Body:       fmt.Sprintf("a fact of ordinary length, number %d, about tea and maps and the long walk home", i),
+						Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: at, UpdatedAt: at,
+						Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: "1300000000000000001",
+							CorrelationID: "0123456789abcdef", ProposerUserID: "200000000000000002", ChannelID: "100000000000000011"}}
+					pf.Facts = append(pf.Facts, f)
+					pf.Proposals = append(pf.Proposals, people.ProposalRecord{ProposalID: fmt.Sprintf("discord-interaction-13000000000%08d", i),
+						Digest: "0123456789abcdef0123456789abcdef", FactID: f.FactID})
+				}
+				b, err := encodeSnapshot(pf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				logs[p] = b
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			kept := make([]*personFile, persons)
+			counted := 0
+			for p, b := range logs {
+				pf, _, err := decodeLog(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kept[p] = pf
+				counted += decodedBytes(pf)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			heap := int(after.HeapAlloc) - int(before.HeapAlloc) - persons*int(unsafe.Sizeof(kept[0]))
+			runtime.KeepAlive(kept)
+			runtime.KeepAlive(logs)
+			ratio := float64(counted) / float64(heap)
+			t.Logf("%d people: decodedBytes %d (%d per person), heap %d: ratio %.2f", persons, counted, counted/persons, heap, ratio)
+			if ratio < 0.75 || ratio > 1.25 {
+				t.Fatalf("decodedBytes counts %.2f of the heap the people hold", ratio)
+			}
+		})
 	}
 }

@@ -9,7 +9,8 @@
 // compacted once it passes twice its live size. A checkpoint keeps every
 // person's count in the catalog, so start-up reads the catalog and the
 // short journal and no person log; people are loaded on first access, and
-// a bounded cache (8 MiB of logs) keeps busy people decoded, so the
-// service's memory stays flat however many people it knows. See log.go,
+// a cache bounded by what it holds decoded (CLANKIE_MEMORY_CACHE_MB, 128
+// MiB unless set) keeps busy people, so the service's memory stays flat
+// however many people it knows. See log.go,
 // journal.go and catalog.go for the files.
 package personfiles

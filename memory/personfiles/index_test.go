@@ -218,7 +218,7 @@ func TestUpgradeMigratesManyPeopleInBatches(t *testing.T) {
 	}
 	core, logs := observer.New(zap.InfoLevel)
 	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	s, err := Open(root, zap.New(core), c.now, durable.Disk{})
+	s, err := Open(root, zap.New(core), c.now, durable.Disk{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

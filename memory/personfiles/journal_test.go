@@ -79,7 +79,7 @@ func TestCorruptJournalRecordCostsOnlyItself(t *testing.T) {
 			}
 
 			core, logs := observer.New(zap.InfoLevel)
-			s2, err := Open(root, zap.New(core), c.now, durable.Disk{})
+			s2, err := Open(root, zap.New(core), c.now, durable.Disk{}, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -64,9 +64,9 @@ func (s *Store) load(name string, subject api.Subject, how access) (*personFile,
 	}
 	switch {
 	case how == borrowed && pf.size > 0:
-		s.cache.put(name, pf, int(pf.size))
+		s.keep(name, pf)
 	case how == copied && pf.size > 0:
-		s.cache.put(name, clonePerson(pf), int(pf.size))
+		s.keep(name, clonePerson(pf))
 	}
 	return pf, nil
 }
@@ -281,7 +281,7 @@ func (s *Store) change(name string, pf *personFile, ch *people.Change) error {
 			return err
 		}
 	}
-	s.cache.put(name, pf, int(pf.size))
+	s.keep(name, pf)
 	s.setCount(name, pf.Subject, len(pf.Facts))
 	return nil
 }
@@ -397,6 +397,11 @@ func (s *Store) writeSnapshot(name string, pf *personFile, snap []byte) error {
 	}
 	pf.size, pf.live = int64(len(snap)), int64(len(snap))
 	return nil
+}
+
+// keep puts pf in the cache, which then owns it.
+func (s *Store) keep(name string, pf *personFile) {
+	s.cache.put(name, pf, decodedBytes(pf))
 }
 
 // clonePerson copies a person's state so the cache never shares a slice

@@ -26,7 +26,7 @@ import (
 // abandoned without Close, as a kill -9 leaves it, unless the test closed it).
 func reopen(t *testing.T, root *os.Root, c *clock) *Store {
 	t.Helper()
-	s, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
+	s, err := Open(root, zap.NewNop(), c.now, durable.Disk{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,18 +62,28 @@ type Store struct {
 	cacheHits, cacheMisses, compactions, checkpoints atomic.Int64
 }
 
+// Options are the store's settings, given at Open.
+type Options struct {
+	// CacheBytes bounds the decoded people kept in memory, counted by
+	// decodedBytes (CLANKIE_MEMORY_CACHE_MB); 0 is DefaultCacheBytes.
+	CacheBytes int
+}
+
 // Open loads the store. With a catalog it reads the catalog and replays the
 // journal's lines of the catalog's generation (the changes since the last
 // checkpoint) into the person logs they name; without one (a new root, or a
 // root of schema-1 files) it scans the directory once, migrating schema-1
 // files to logs and moving unreadable files aside. Either way it ends with
 // a checkpoint, so the answer's counters match the disk.
-func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Disk) (*Store, error) {
+func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Disk, opts Options) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
 	s := &Store{root: root, log: log, now: now, files: files, hashed: map[string]api.Subject{},
-		dirty: map[string]bool{}, cache: newFileCache(), logs: newLogFiles(), seed: maphash.MakeSeed()}
+		dirty: map[string]bool{}, cache: newFileCache(opts.CacheBytes), logs: newLogFiles(), seed: maphash.MakeSeed()}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func newStore(t *testing.T) (*Store, *os.Root, *clock) {
 	}
 	t.Cleanup(func() { root.Close() })
 	c := &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	s, err := Open(root, zap.NewNop(), c.now, durable.Disk{})
+	s, err := Open(root, zap.NewNop(), c.now, durable.Disk{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestCorruptFileIsMovedAsideNotOverwritten(t *testing.T) {
 	if err := root.WriteFile(path.Join(Dir, FileName(subj)), garbage, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(root, zap.New(core), time.Now, durable.Disk{})
+	s, err := Open(root, zap.New(core), time.Now, durable.Disk{}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,12 +40,12 @@ func (s *Store) Update(_ context.Context, subject api.Subject, way people.Commit
 	ch, err := decide(&pf.Person, s.now().UTC())
 	if err != nil || ch == nil {
 		if pf.size > 0 {
-			s.cache.put(name, pf, int(pf.size)) // unchanged
+			s.keep(name, pf) // unchanged
 		}
 		return err
 	}
 	if ch.Erase {
-		s.cache.put(name, pf, int(pf.size))
+		s.keep(name, pf)
 		return errEraseNeedsPurge
 	}
 	return s.change(name, pf, ch)
@@ -117,7 +117,7 @@ func (s *Store) purge(name string, old *personFile, ch *people.Change) error {
 	s.markDirty(name, false)
 	s.setCount(name, pf.Subject, len(pf.Facts))
 	if pf.size > 0 {
-		s.cache.put(name, clonePerson(pf), int(pf.size))
+		s.keep(name, clonePerson(pf))
 	} else {
 		s.cache.drop(name)
 	}
