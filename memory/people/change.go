@@ -1,6 +1,10 @@
 package people
 
-import "github.com/clankie/clankie/api"
+import (
+	"slices"
+
+	"github.com/clankie/clankie/api"
+)
 
 // LogVersion is the schema of a history's header (Change.SchemaVersion).
 const LogVersion = 2
@@ -104,4 +108,153 @@ func (p *Person) clearDigest(factID string) {
 			p.Proposals[i].Digest = ""
 		}
 	}
+}
+
+// ApplyAll makes changes in order, with the result Apply gives applying
+// them one after another, in one pass: the replay of a person's history (a
+// log of a few hundred lines, read every time a person not in memory is
+// loaded). One at a time, each removal shifts the facts after it and each
+// proposal prunes the records again; here a removal leaves a hole that the
+// end closes, in order, and the records are pruned once.
+//
+// Pruning once gives what pruning after each proposal does, provided it
+// sees the facts as they stood at the last of those proposals: a fact
+// only ever goes (ids are random and never reused), so a record an earlier
+// prune dropped is one the last would drop too, and one it keeps, the last
+// keeps. So the one prune counts as live the facts left at the end and the
+// ones removed after that proposal, and leaves alone the records appended
+// after it. When a line does put a new fact under an id older records name
+// (all but never), the pending prune is made first, as things stood. A
+// reset or an erase, which replace the whole state, are made as Apply
+// makes them.
+func (p *Person) ApplyAll(changes []Change) {
+	var b factBatch
+	b.start(p)
+	for i := range changes {
+		l := &changes[i]
+		if l.Subject != nil || l.SchemaVersion != 0 {
+			continue // a stray header
+		}
+		if l.Erase || len(l.Reset) > 0 {
+			b.finish(p)
+			p.Apply(l)
+			b.start(p)
+			continue
+		}
+		if l.Seq > 0 {
+			if l.Seq <= p.Seq {
+				continue
+			}
+			p.Seq = l.Seq
+		}
+		for _, id := range l.Remove {
+			b.remove(id)
+		}
+		for _, id := range l.ClearDigest {
+			p.clearDigest(id)
+		}
+		if l.Fact != nil {
+			b.put(p, *l.Fact)
+		}
+		for _, f := range l.Put {
+			b.put(p, f)
+		}
+		if l.Proposal != nil {
+			p.Proposals = append(p.Proposals, l.Proposal.keyed())
+			b.records[l.Proposal.FactID] = true
+			if l.Seq > 0 {
+				// The prune this proposal makes, made at the end as of now.
+				b.pruneAt, b.goneSince = len(p.Proposals), nil
+			}
+		}
+	}
+	b.finish(p)
+}
+
+// factBatch is ApplyAll's view of the facts: a slot per fact ever put,
+// holes where one was removed, and the slot of each live id; and the prune
+// pending.
+type factBatch struct {
+	facts   []api.Fact
+	gone    []bool
+	slot    map[string]int
+	holes   int
+	records map[string]bool // the fact ids the records name
+	// pruneAt is how many records the pending prune covers (0: none
+	// pending); goneSince the ids removed after it was asked for, live
+	// as far as it is concerned.
+	pruneAt   int
+	goneSince []string
+}
+
+func (b *factBatch) start(p *Person) {
+	*b = factBatch{facts: p.Facts, gone: make([]bool, len(p.Facts), cap(p.Facts)),
+		slot: make(map[string]int, len(p.Facts)+8), records: make(map[string]bool, len(p.Proposals)+8)}
+	for i := range p.Facts {
+		b.slot[p.Facts[i].FactID] = i
+	}
+	for i := range p.Proposals {
+		b.records[p.Proposals[i].FactID] = true
+	}
+}
+
+func (b *factBatch) put(p *Person, f api.Fact) {
+	if i, ok := b.slot[f.FactID]; ok {
+		b.facts[i] = f
+		return
+	}
+	if b.pruneAt > 0 && b.records[f.FactID] {
+		// A new fact under an id older records name: prune as things
+		// stood before it.
+		b.finish(p)
+		b.start(p)
+	}
+	b.slot[f.FactID] = len(b.facts)
+	b.facts = append(b.facts, f)
+	b.gone = append(b.gone, false)
+}
+
+func (b *factBatch) remove(id string) {
+	if i, ok := b.slot[id]; ok {
+		delete(b.slot, id)
+		b.gone[i] = true
+		b.facts[i] = api.Fact{} // drop what it held
+		b.holes++
+		if b.pruneAt > 0 {
+			b.goneSince = append(b.goneSince, id)
+		}
+	}
+}
+
+// finish closes the holes, in order, makes the facts p's, and makes the
+// pending prune.
+func (b *factBatch) finish(p *Person) {
+	facts := b.facts
+	if b.holes > 0 {
+		kept := facts[:0]
+		for i := range facts {
+			if !b.gone[i] {
+				kept = append(kept, facts[i])
+			}
+		}
+		clear(facts[len(kept):])
+		facts = kept
+	}
+	if facts == nil {
+		facts = []api.Fact{}
+	}
+	p.Facts = facts
+	if b.pruneAt == 0 {
+		return
+	}
+	live := facts
+	if len(b.goneSince) > 0 {
+		live = slices.Clone(facts)
+		for _, id := range b.goneSince {
+			live = append(live, api.Fact{FactID: id})
+		}
+	}
+	head := pruneProposals(p.Proposals[:b.pruneAt:b.pruneAt], live)
+	p.Proposals = append(head, p.Proposals[b.pruneAt:]...)
+	b.pruneAt, b.goneSince = 0, nil
 }

@@ -13,16 +13,16 @@ import (
 )
 
 // DefaultCacheBytes is the decoded-person cache's bound when the operator
-// sets none (CLANKIE_MEMORY_CACHE_MB): 128 MiB, which holds about 1,450
-// people of 128 facts of ordinary length (about 88 KiB each as
+// sets none (CLANKIE_MEMORY_CACHE_MB): 128 MiB, which holds about 1,650
+// people of 128 facts of ordinary length (about 76 KiB each as
 // decodedBytes counts them, their idempotency records included; 1,000 of
-// them need 86 MiB). An idle service holds none of it: people are loaded
+// them need 75 MiB). An idle service holds none of it: people are loaded
 // on first access.
 const DefaultCacheBytes = 128 << 20
 
 // decodedBytes is what one cached person counts against the bound: the
 // memory their decoded state holds (the slices' backing arrays at their
-// capacity and every string's bytes), so the bound is the cache's memory,
+// capacity and every string's own bytes), so the bound is the cache's memory,
 // whatever the log on disk weighs. TestDecodedBytesTracksTheHeap holds the
 // estimate to the heap within a quarter.
 func decodedBytes(pf *personFile) int {
@@ -48,10 +48,10 @@ func decodedBytes(pf *personFile) int {
 }
 
 // str is what a decoded string holds of its own: nothing for one of up to
-// 16 bytes, which the log's decoder (go-json-experiment) shares with every
-// equal string it has decoded (ids, kinds, scopes, surfaces).
+// internMax bytes, which the log's decoder shares with every equal string
+// of the log (ids, kinds, scopes, surfaces; see interner).
 func str(s string) int {
-	if len(s) <= 16 {
+	if len(s) <= internMax {
 		return 0
 	}
 	return len(s)

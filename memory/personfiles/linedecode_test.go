@@ -1,0 +1,94 @@
+package personfiles
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
+)
+
+// checkDecodeLine fails unless decodeLine's hand reading, whenever it
+// accepts a line, gives what the codec (jsonv2.Unmarshal) gives, and
+// decodeLine as a whole agrees with the codec on every line, accepted or
+// not. It reports whether the hand reading accepted the line.
+func checkDecodeLine(t *testing.T, line []byte) bool {
+	t.Helper()
+	var fast people.Change
+	var in interner
+	fastErr := (&lineReader{b: line, in: &in}).change(&fast)
+	var want people.Change
+	wantErr := jsonv2.Unmarshal(line, &want)
+	if fastErr == nil && (wantErr != nil || !reflect.DeepEqual(fast, want)) {
+		t.Fatalf("%q: read by hand as\n%+v\nthe codec: %+v, %v", line, fast, want, wantErr)
+	}
+	var got people.Change
+	err := decodeLine(line, &got, &in)
+	if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: decodeLine %+v, %v; the codec %+v, %v", line, got, err, want, wantErr)
+	}
+	return fastErr == nil
+}
+
+// The store's own lines, of every kind it writes, take the hand path.
+func TestDecodeLineReadsTheStoresLines(t *testing.T) {
+	at := time.Date(2026, 12, 2, 12, 0, 0, 123456789, time.UTC)
+	exp := at.Add(time.Hour)
+	subject := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000002"}
+	f := api.Fact{FactID: "fabc2345", Subject: subject, Kind: api.KindPersonFact, Body: "plays \"bass\" <b>&</b> café 🎻 \u2028 tab\t",
+		Visibility: api.Visibility{Scope: api.ScopeChannel, ChannelID: "100000000000000011"}, Confidence: 0.25,
+		CreatedAt: at, UpdatedAt: at.Truncate(time.Second), ExpiresAt: &exp, SupersedesFactID: "fold2345",
+		Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: "1300000000000000001",
+			CorrelationID: "0123456789abcdef", ProposerUserID: "200000000000000002", ChannelID: "100000000000000011",
+			SourceMessageID: "1300000000000000077"}}
+	plain := f
+	plain.ExpiresAt, plain.SupersedesFactID, plain.Provenance = nil, "", api.Provenance{}
+	rec := people.ProposalRecord{ProposalID: "discord-interaction-1300000000000000001", Digest: "0123456789abcdef0123456789abcdef", FactID: f.FactID}
+	var lines [][]byte
+	for _, ch := range []*people.Change{
+		{Seq: 9, Remove: []string{"fold2345", "fx"}, ClearDigest: []string{"fold2345"}, Put: []api.Fact{f}, Proposal: &rec},
+		{Seq: 10, Put: []api.Fact{plain, f}},
+		{Seq: 11, Remove: []string{"fabc2345"}},
+		{Fact: &f},
+		{Proposal: &people.ProposalRecord{ProposalID: "p", FactID: "f"}},
+	} {
+		line, err := encodeLine(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, bytes.TrimSuffix(line, []byte("\n")))
+	}
+	for _, line := range lines {
+		if !checkDecodeLine(t, line) {
+			t.Errorf("%s: not read by hand", line)
+		}
+	}
+	// What the codec reads differently, or refuses, is never read by hand.
+	for _, line := range []string{
+		`{"seq":1,"seq":2}`, `{"seq":01}`, `{"seq":1.0}`, `{"seq":-1}`, `{"seq":1} `, ` {"seq":1}`,
+		`{"remove":["a\/b"]}`, `{"remove":["\x41"]}`, `{"remove":["a` + "\x01" + `"]}`, `{"remove":["\ud800"]}`,
+		`{"fact":{"confidence":+1}}`, `{"fact":{"confidence":.5}}`, `{"fact":{"createdAt":"2026-12-02T12:00:00+01:00"}}`,
+		`{"fact":{"createdAt":"2026-12-02T12:00:00,5Z"}}`, `{"fact":{"expired":true}}`, `{"fact":null}`, `{"put":[]}`,
+		`{"Seq":3}`, `{"schemaVersion":2,"subject":{"guildId":"1","userId":"2"}}`, `{"proposal":{"factId":"f","factId":"g"}}`,
+	} {
+		checkDecodeLine(t, []byte(line))
+	}
+}
+
+func FuzzDecodeLineAgreesWithTheCodec(f *testing.F) {
+	for _, s := range []string{
+		`{"seq":9,"remove":["fold2345"],"clearDigest":["fold2345"],"put":[{"factId":"fabc2345","subject":{"guildId":"1","userId":"2"},"kind":"person-fact","body":"plays bass","visibility":{"scope":"guild"},"confidence":0.9,"createdAt":"2026-12-02T12:00:00.123456789Z","updatedAt":"2026-12-02T12:00:00Z","provenance":{"sourceSurface":"discord_text","channelId":"3"}}],"proposal":{"proposalId":"p1","digest":"ab","factId":"fabc2345"}}`,
+		`{"fact":{"factId":"f","subject":{"guildId":"1","userId":"2"},"kind":"preference","body":"caf\u00e9 \"q\" \\ \n","visibility":{"scope":"channel","channelId":"3"},"confidence":1e-7,"createdAt":"0001-01-01T00:00:00Z","updatedAt":"9999-12-31T23:59:59.999999999Z","expiresAt":"2027-01-01T00:00:00Z","supersedesFactId":"g","provenance":{}}}`,
+		`{"proposal":{"proposalId":"discord-interaction-1","factId":"f"}}`,
+		`{"seq":3,"remove":[],"put":[]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		checkDecodeLine(t, line)
+	})
+}
