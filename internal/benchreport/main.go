@@ -57,6 +57,7 @@ type config struct {
 	bridgeN      int
 	voiceN       int
 	memoryTime   string
+	coldN        string // BenchmarkColdPeople's calls per run
 	original     string // a git checkout of Volpestyle/clankie, or ""
 }
 
@@ -75,9 +76,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchreport: unexpected arguments:", flag.Args())
 		os.Exit(2)
 	}
-	c.memoryTime, c.bridgeN, c.voiceN = "1s", 1000, 200
+	c.memoryTime, c.bridgeN, c.voiceN, c.coldN = "1s", 1000, 200, "2000x"
 	if c.quick {
-		c.memoryTime, c.bridgeN, c.voiceN = "100ms", 100, 30
+		c.memoryTime, c.bridgeN, c.voiceN, c.coldN = "100ms", 100, 30, "100x"
 		bigGiven := false
 		flag.Visit(func(f *flag.Flag) { bigGiven = bigGiven || f.Name == "rss-big-people" })
 		if !bigGiven {
@@ -106,9 +107,11 @@ func run(ctx context.Context, c config) int {
 		{name: "memory", pkg: "./memory/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
 			"BenchmarkProposalRoundTrip", "BenchmarkProposalBaselineWrite", "BenchmarkRecall128", "BenchmarkRecall128BaselineDecode",
 			"BenchmarkConcurrentProposals", "BenchmarkConcurrentBaselineWrite", "BenchmarkConcurrentFloor"}},
-		{name: "people store", pkg: "./memory/people/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
+		{name: "people store", pkg: "./memory/personfiles/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
 			"BenchmarkProposeInProcess", "BenchmarkForgetWithPeople"}},
-		{name: "people store (first start)", pkg: "./memory/people/", benchtime: "1x", rounds: 1, benches: []string{
+		{name: "people store (cold people)", pkg: "./memory/personfiles/", benchtime: c.coldN, rounds: c.rounds, benches: []string{
+			"BenchmarkColdPeople"}},
+		{name: "people store (first start)", pkg: "./memory/personfiles/", benchtime: "1x", rounds: 1, benches: []string{
 			"BenchmarkFirstStart"}},
 		{name: "episodes", pkg: "./memory/episodes/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
 			"BenchmarkRecordFullStore", "BenchmarkRewriteLaneFiles", "BenchmarkSearchFullStore"}},
@@ -638,6 +641,36 @@ func rows(res results, rss map[string]float64, c config) []row {
 	out = append(out, row{"memory", "proposal, durable, in process (no HTTP), 16 facts, superseding; median",
 		dur(ip*1e3, okI), fmt.Sprintf("the journal's mean fdatasync within it: %s; the original in-process, non-durable%s", dur(is*1e3, okIS), o16.label()),
 		ratioText(ir, okI && okIR), "—", "—"})
+
+	// People not in memory (issue 31): every call reads and replays the
+	// person's log at its steady size, against the original, which always
+	// reads and parses the person's file; and the same people with the
+	// default cache, loaded once before the timing.
+	o128 := originalPropose(res, 128, "plain")
+	const originalList128 = "BenchmarkOriginalList/store=plain/facts=128"
+	for _, n := range []int{64, 1000} {
+		name := fmt.Sprintf("BenchmarkColdPeople/people=%d/cache=none", n)
+		v, okV := res.get(name, "propose-p50-µs")
+		size, okS := res.get(name, "log-bytes")
+		r, okR := o128.ratioOf(res, name, "propose-p50-µs")
+		out = append(out, row{"memory", fmt.Sprintf("proposal to a person not in memory, in process, %d people × 128 facts (%s logs), rotating; median", n, kib(size, okS)),
+			dur(v*1e3, okV), "the original store's in-process, non-durable propose" + o128.label(), ratioText(r, okV && okR), "≤ 1.0×", yesNo(okV && okR, r <= 1)})
+		rv, okRV := res.get(name, "recall-p50-µs")
+		lv, okL := res.get(originalList128, "p50-µs")
+		out = append(out, row{"memory", "  recall of all 128 facts of a person not in memory, in process",
+			dur(rv*1e3, okRV), "the original's listDiscordPerson, in process: " + dur(lv*1e3, okL), ratioText(rv/lv, okRV && okL), "—", "—"})
+	}
+	{
+		name := "BenchmarkColdPeople/people=1000/cache=default"
+		v, okV := res.get(name, "propose-p50-µs")
+		r, okR := o128.ratioOf(res, name, "propose-p50-µs")
+		out = append(out, row{"memory", "proposal, in process, 1000 people × 128 facts, all in the default cache (128 MiB); median",
+			dur(v*1e3, okV), "the original store's in-process, non-durable propose" + o128.label(), ratioText(r, okV && okR), "—", "—"})
+		rv, okRV := res.get(name, "recall-p50-µs")
+		lv, okL := res.get(originalList128, "p50-µs")
+		out = append(out, row{"memory", "  recall of all 128 facts, in process, the same people",
+			dur(rv*1e3, okRV), "the original's listDiscordPerson, in process: " + dur(lv*1e3, okL), ratioText(rv/lv, okRV && okL), "—", "—"})
+	}
 
 	// A forget leaves nothing of the fact on disk before it answers; its
 	// cost must not grow with the number of people in the catalog.
