@@ -2,12 +2,16 @@ package memory
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
 	"github.com/clankie/clankie/memory/pgstore"
 )
@@ -91,6 +95,38 @@ func BenchmarkStoreConcurrentProposals(b *testing.B) {
 		b.Run("store="+c.name, func(b *testing.B) {
 			svcs, pr := startStoreServices(b, c, benchWriters, 16)
 			samples := runWriters(b, func(w, i int) { pr.propose(b, svcs[w%len(svcs)], w, w*1_000_000+i) })
+			reportPercentiles(b, samples)
+		})
+	}
+}
+
+// BenchmarkStoreRecall128 recalls a person holding 128 facts, all visible
+// in the channel, over loopback HTTP with limit=128 (every fact sent
+// back), per store; p50-µs is the figure to compare.
+func BenchmarkStoreRecall128(b *testing.B) {
+	for _, c := range storeCases[:2] {
+		b.Run("store="+c.name, func(b *testing.B) {
+			svcs, pr := startStoreServices(b, c, 1, api.MaxFactsPerPerson)
+			s := pr.subjects[0]
+			route := fmt.Sprintf("/v1/memory/discord-people/%s/%s?channelId=%s&limit=%d", s.GuildID, s.UserID, benchChannel, api.MaxFactsPerPerson)
+			samples := make([]time.Duration, 0, 4096)
+			for i := 0; b.Loop(); i++ {
+				start := time.Now()
+				status, answer := svcs[0].call(b, txt, "GET", route, nil)
+				samples = append(samples, time.Since(start))
+				if status != http.StatusOK {
+					b.Fatalf("recall: %d %.200s", status, answer)
+				}
+				if i%16 == 0 {
+					b.StopTimer()
+					var resp api.RecallResponse
+					if json.Unmarshal(answer, &resp) != nil || resp.Total != api.MaxFactsPerPerson || len(resp.Facts) != api.MaxFactsPerPerson {
+						b.Fatalf("recall: %d %.200s", status, answer)
+					}
+					b.StartTimer()
+				}
+			}
+			b.StopTimer()
 			reportPercentiles(b, samples)
 		})
 	}
