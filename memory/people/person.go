@@ -2,7 +2,6 @@ package people
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 
 	"github.com/clankie/clankie/api"
@@ -35,47 +34,9 @@ type ProposalRecord struct {
 	pkey, fkey uint64
 }
 
-// personState is a Person's encoding for a store that keeps it whole (the
-// PostgreSQL store's row): the state a compacted person log holds, as one
-// JSON object.
-type personState struct {
-	Subject   api.Subject      `json:"subject"`
-	Seq       uint64           `json:"seq"`
-	Facts     []api.Fact       `json:"facts"`
-	Proposals []ProposalRecord `json:"proposals"`
-}
-
 // NewPerson returns an empty person: nothing is kept about them yet.
 func NewPerson(subject api.Subject) *Person {
 	return &Person{Subject: subject, Facts: []api.Fact{}}
-}
-
-// DecodePerson reads what Encode wrote. An empty b is an empty person.
-func DecodePerson(subject api.Subject, b []byte) (*Person, error) {
-	p := NewPerson(subject)
-	if len(b) == 0 {
-		return p, nil
-	}
-	var st personState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("decode person state: %w", err)
-	}
-	if st.Subject != subject {
-		return nil, fmt.Errorf("decode person state: it names another subject than its key")
-	}
-	p.Seq = st.Seq
-	for _, r := range st.Proposals {
-		p.Proposals = append(p.Proposals, r.keyed())
-	}
-	if st.Facts != nil {
-		p.Facts = st.Facts
-	}
-	return p, nil
-}
-
-// Encode returns the person's state as one JSON object.
-func (p *Person) Encode() ([]byte, error) {
-	return json.Marshal(personState{Subject: p.Subject, Seq: p.Seq, Facts: p.Facts, Proposals: p.Proposals})
 }
 
 // Clone returns a copy that shares no slice with p.

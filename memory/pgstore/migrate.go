@@ -49,6 +49,68 @@ var migrations = []string{
 		claimed_at     timestamptz NOT NULL DEFAULT now()
 	);
 	CREATE INDEX interaction_claims_claimed_at ON interaction_claims (claimed_at);`,
+	// 3: a person becomes rows (pgstore.People): a change writes the facts
+	// and records it changes, a read reads only facts, where one jsonb
+	// document was decoded and rewritten whole. ord keeps people.Person's
+	// order of facts and of records (eviction's ties and pruning follow
+	// it); instants are text as encoding/json writes them (timestamptz
+	// keeps microseconds and no offset). Every people row is converted
+	// here, in its order, and the table dropped.
+	`CREATE TABLE person (
+		-- personfiles.FileName(subject), as in people before
+		name     text COLLATE "C" PRIMARY KEY,
+		guild_id text NOT NULL,
+		user_id  text NOT NULL,
+		facts    integer NOT NULL,
+		seq      bigint NOT NULL
+	);
+	CREATE INDEX person_with_facts ON person (name) WHERE facts > 0;
+	CREATE TABLE person_fact (
+		name               text COLLATE "C" NOT NULL,
+		fact_id            text COLLATE "C" NOT NULL,
+		ord                bigint NOT NULL,
+		kind               text NOT NULL,
+		body               text NOT NULL,
+		scope              text NOT NULL,
+		channel_id         text NOT NULL,
+		confidence         double precision NOT NULL,
+		created_at         text NOT NULL,
+		updated_at         text NOT NULL,
+		expires_at         text,
+		supersedes_fact_id text NOT NULL,
+		source_surface     text NOT NULL,
+		source_event_id    text NOT NULL,
+		correlation_id     text NOT NULL,
+		proposer_user_id   text NOT NULL,
+		source_channel_id  text NOT NULL,
+		source_message_id  text NOT NULL,
+		PRIMARY KEY (name, fact_id)
+	);
+	CREATE TABLE person_proposal (
+		name        text COLLATE "C" NOT NULL,
+		proposal_id text COLLATE "C" NOT NULL,
+		digest      text NOT NULL,
+		fact_id     text NOT NULL,
+		ord         bigint NOT NULL,
+		PRIMARY KEY (name, proposal_id)
+	);
+	INSERT INTO person (name, guild_id, user_id, facts, seq)
+		SELECT name, guild_id, user_id, facts, coalesce((state->>'seq')::bigint, 0) FROM people;
+	INSERT INTO person_fact
+		SELECT p.name, f.v->>'factId', f.ord, f.v->>'kind', f.v->>'body',
+			coalesce(f.v->'visibility'->>'scope', ''), coalesce(f.v->'visibility'->>'channelId', ''),
+			(f.v->>'confidence')::double precision, f.v->>'createdAt', f.v->>'updatedAt', f.v->>'expiresAt',
+			coalesce(f.v->>'supersedesFactId', ''), coalesce(f.v->'provenance'->>'sourceSurface', ''),
+			coalesce(f.v->'provenance'->>'sourceEventId', ''), coalesce(f.v->'provenance'->>'correlationId', ''),
+			coalesce(f.v->'provenance'->>'proposerUserId', ''), coalesce(f.v->'provenance'->>'channelId', ''),
+			coalesce(f.v->'provenance'->>'sourceMessageId', '')
+		FROM people p CROSS JOIN LATERAL jsonb_array_elements(
+			CASE WHEN jsonb_typeof(p.state->'facts') = 'array' THEN p.state->'facts' ELSE '[]' END) WITH ORDINALITY f(v, ord);
+	INSERT INTO person_proposal
+		SELECT p.name, r.v->>'proposalId', coalesce(r.v->>'digest', ''), r.v->>'factId', r.ord
+		FROM people p CROSS JOIN LATERAL jsonb_array_elements(
+			CASE WHEN jsonb_typeof(p.state->'proposals') = 'array' THEN p.state->'proposals' ELSE '[]' END) WITH ORDINALITY r(v, ord);
+	DROP TABLE people;`,
 }
 
 // migrateLock is the advisory lock key that serialises schema changes of
@@ -121,7 +183,9 @@ func (db *DB) DropSchema(ctx context.Context, schema string) error {
 func (db *DB) Dump(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	for _, q := range []string{
-		"SELECT 'people/' || name, facts::text || ' ' || state::text FROM people",
+		"SELECT 'person/' || name, t::text FROM person t",
+		"SELECT 'person_fact/' || name || '/' || fact_id, t::text FROM person_fact t",
+		"SELECT 'person_proposal/' || name || '/' || proposal_id, t::text FROM person_proposal t",
 		"SELECT 'episodes/' || episode_id, coalesce(asked_retain::text, '-') || ' ' || record::text FROM episodes",
 		"SELECT 'episode_clock', version::text FROM episode_clock",
 	} {

@@ -2,7 +2,7 @@ package pgstore
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -14,9 +14,13 @@ import (
 	"github.com/clankie/clankie/memory/personfiles"
 )
 
-// People is the person-fact store in PostgreSQL, a people.Storer: one row
-// per person holding people.Person's state, changed only under that row's
-// lock by a people.Change the rules of people.Memory decided.
+// People is the person-fact store in PostgreSQL, a people.Storer: a person
+// is a row of person (counts and change counter), a row of person_fact
+// per fact and a row of person_proposal per idempotency record, each with
+// an ord that keeps people.Person's order. A change is decided by the
+// rules of people.Memory under the person row's lock, applied with
+// people.Person.Apply, and only the rows it changed are written: the store
+// knows no rule.
 type People struct {
 	db *DB
 
@@ -27,40 +31,307 @@ type People struct {
 // People returns the person-fact store.
 func (db *DB) People() *People { return &People{db: db} }
 
-// lockPerson loads a person's state and holds their row's lock until the
-// transaction ends, creating the row when the person is new (a concurrent
-// creator waits on the same lock). A transaction that writes nothing rolls
-// the new row back with it.
-func lockPerson(ctx context.Context, tx pgx.Tx, subject api.Subject) (*people.Person, error) {
-	name := personfiles.FileName(subject)
-	var state []byte
-	err := tx.QueryRow(ctx, "SELECT state FROM people WHERE name = $1 FOR UPDATE", name).Scan(&state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err = tx.Exec(ctx, `INSERT INTO people (name, guild_id, user_id, facts, state) VALUES ($1, $2, $3, 0, '{}')
-			ON CONFLICT (name) DO NOTHING`, name, subject.GuildID, subject.UserID); err != nil {
-			return nil, err
-		}
-		err = tx.QueryRow(ctx, "SELECT state FROM people WHERE name = $1 FOR UPDATE", name).Scan(&state)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if string(state) == "{}" {
-		state = nil
-	}
-	return people.DecodePerson(subject, state)
+// factColumns are person_fact's columns after name, in factRow's order
+// (factRow.args and scanFact follow it).
+const factColumns = `fact_id, ord, kind, body, scope, channel_id, confidence, created_at, updated_at, expires_at,
+	supersedes_fact_id, source_surface, source_event_id, correlation_id, proposer_user_id, source_channel_id, source_message_id`
+
+const (
+	selectFacts     = "SELECT " + factColumns + " FROM person_fact WHERE name = $1 ORDER BY ord"
+	selectProposals = "SELECT proposal_id, ord, digest, fact_id FROM person_proposal WHERE name = $1 ORDER BY ord"
+	insertFact      = "INSERT INTO person_fact (name, " + factColumns + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+	updateFact = `UPDATE person_fact SET ord = $3, kind = $4, body = $5, scope = $6, channel_id = $7, confidence = $8,
+		created_at = $9, updated_at = $10, expires_at = $11, supersedes_fact_id = $12, source_surface = $13,
+		source_event_id = $14, correlation_id = $15, proposer_user_id = $16, source_channel_id = $17,
+		source_message_id = $18 WHERE name = $1 AND fact_id = $2`
+)
+
+// factRow is a fact as person_fact holds it, comparable with ==, so a
+// change writes only the facts it changed. Its subject is its person's.
+// Instants are kept as the text encoding/json writes for them (RFC 3339
+// with up to nanoseconds and the offset the instant was given in), not as
+// timestamptz, which keeps microseconds and no offset: a fact read back
+// must be the fact written, to the byte.
+type factRow struct {
+	id, kind, body, scope, channel     string
+	confidence                         float64
+	created, updated, expires          string
+	hasExpiry                          bool
+	supersedes, surface, event         string
+	correlation, proposer, provChannel string
+	message                            string
 }
 
-// savePerson writes a changed person back; one with no facts left keeps its
-// row (its idempotency records still answer retries) but is not counted.
-func savePerson(ctx context.Context, tx pgx.Tx, p *people.Person) error {
-	b, err := p.Encode()
-	if err != nil {
-		return err
+// newFactRow returns f as a row. Its error is encoding/json's for an
+// instant it could not encode either (a year outside 0 to 9999).
+func newFactRow(f *api.Fact) (factRow, error) {
+	r := factRow{
+		id: f.FactID, kind: string(f.Kind), body: f.Body, scope: string(f.Visibility.Scope), channel: f.Visibility.ChannelID,
+		confidence: f.Confidence, supersedes: f.SupersedesFactID, surface: string(f.Provenance.SourceSurface),
+		event: f.Provenance.SourceEventID, correlation: f.Provenance.CorrelationID, proposer: f.Provenance.ProposerUserID,
+		provChannel: f.Provenance.ChannelID, message: f.Provenance.SourceMessageID,
 	}
-	_, err = tx.Exec(ctx, "UPDATE people SET state = $2, facts = $3, updated_at = now() WHERE name = $1",
-		personfiles.FileName(p.Subject), b, len(p.Facts))
-	return err
+	var err error
+	if r.created, err = instant(f.CreatedAt); err != nil {
+		return factRow{}, err
+	}
+	if r.updated, err = instant(f.UpdatedAt); err != nil {
+		return factRow{}, err
+	}
+	if f.ExpiresAt != nil {
+		r.hasExpiry = true
+		if r.expires, err = instant(*f.ExpiresAt); err != nil {
+			return factRow{}, err
+		}
+	}
+	return r, nil
+}
+
+// instant is t as encoding/json writes it, without the quotes.
+func instant(t time.Time) (string, error) {
+	b, err := t.MarshalText()
+	if err != nil {
+		return "", fmt.Errorf("encode a fact's instant: %w", err)
+	}
+	return string(b), nil
+}
+
+// parseInstant reads what instant wrote.
+func parseInstant(s string) (time.Time, error) {
+	var t time.Time
+	if err := t.UnmarshalText([]byte(s)); err != nil {
+		return time.Time{}, fmt.Errorf("decode a fact's instant: %w", err)
+	}
+	return t, nil
+}
+
+// fact returns the row as subject's fact.
+func (r *factRow) fact(subject api.Subject) (api.Fact, error) {
+	f := api.Fact{
+		FactID: r.id, Subject: subject, Kind: api.Kind(r.kind), Body: r.body,
+		Visibility: api.Visibility{Scope: api.Scope(r.scope), ChannelID: r.channel}, Confidence: r.confidence,
+		SupersedesFactID: r.supersedes,
+		Provenance: api.Provenance{SourceSurface: api.Surface(r.surface), SourceEventID: r.event, CorrelationID: r.correlation,
+			ProposerUserID: r.proposer, ChannelID: r.provChannel, SourceMessageID: r.message},
+	}
+	var err error
+	if f.CreatedAt, err = parseInstant(r.created); err != nil {
+		return api.Fact{}, err
+	}
+	if f.UpdatedAt, err = parseInstant(r.updated); err != nil {
+		return api.Fact{}, err
+	}
+	if r.hasExpiry {
+		t, err := parseInstant(r.expires)
+		if err != nil {
+			return api.Fact{}, err
+		}
+		f.ExpiresAt = &t
+	}
+	return f, nil
+}
+
+// args are the row's values for insertFact and updateFact.
+func (r *factRow) args(name string, ord int64) []any {
+	var expires *string
+	if r.hasExpiry {
+		expires = &r.expires
+	}
+	return []any{name, r.id, ord, r.kind, r.body, r.scope, r.channel, r.confidence, r.created, r.updated, expires,
+		r.supersedes, r.surface, r.event, r.correlation, r.proposer, r.provChannel, r.message}
+}
+
+// scanFact reads one row of factColumns, after the columns before are
+// scanned into.
+func scanFact(rows pgx.Rows, before ...any) (factRow, int64, error) {
+	var r factRow
+	var ord int64
+	var expires *string
+	err := rows.Scan(append(before, &r.id, &ord, &r.kind, &r.body, &r.scope, &r.channel, &r.confidence, &r.created, &r.updated, &expires,
+		&r.supersedes, &r.surface, &r.event, &r.correlation, &r.proposer, &r.provChannel, &r.message)...)
+	if expires != nil {
+		r.hasExpiry, r.expires = true, *expires
+	}
+	return r, ord, err
+}
+
+// readFacts reads a person's facts in their order (selectFacts' rows).
+func readFacts(rows pgx.Rows, subject api.Subject, fn func(r factRow, ord int64, f api.Fact)) error {
+	defer rows.Close()
+	for rows.Next() {
+		r, ord, err := scanFact(rows)
+		if err != nil {
+			return err
+		}
+		f, err := r.fact(subject)
+		if err != nil {
+			return err
+		}
+		fn(r, ord, f)
+	}
+	return rows.Err()
+}
+
+// recordRow is an idempotency record as person_proposal holds it.
+type recordRow struct{ digest, factID string }
+
+// stored is a person as loaded under their lock: the state, and each
+// fact's and record's row and ord, which the change is compared with.
+type stored struct {
+	name    string
+	person  *people.Person
+	facts   map[string]ordered[factRow]
+	records map[string]ordered[recordRow]
+	// nextFact and nextRecord are above every ord in use.
+	nextFact, nextRecord int64
+}
+
+type ordered[T any] struct {
+	ord int64
+	row T
+}
+
+// lockPerson creates the person's row when they are new (a concurrent
+// creator waits on the same insert), locks it until the transaction ends,
+// and reads the database's clock under the lock and the person's facts and
+// records: one round trip. A transaction that writes nothing rolls the new
+// row back with it.
+func lockPerson(ctx context.Context, tx pgx.Tx, subject api.Subject) (*stored, time.Time, error) {
+	st := &stored{name: personfiles.FileName(subject), person: people.NewPerson(subject),
+		facts: map[string]ordered[factRow]{}, records: map[string]ordered[recordRow]{}}
+	b := &pgx.Batch{}
+	b.Queue("INSERT INTO person (name, guild_id, user_id, facts, seq) VALUES ($1, $2, $3, 0, 0) ON CONFLICT (name) DO NOTHING",
+		st.name, subject.GuildID, subject.UserID)
+	b.Queue("SELECT seq FROM person WHERE name = $1 FOR UPDATE", st.name)
+	b.Queue("SELECT clock_timestamp()")
+	b.Queue(selectFacts, st.name)
+	b.Queue(selectProposals, st.name)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, time.Time{}, err
+	}
+	var seq int64
+	if err := br.QueryRow().Scan(&seq); err != nil {
+		return nil, time.Time{}, err
+	}
+	st.person.Seq = uint64(seq)
+	var now time.Time
+	if err := br.QueryRow().Scan(&now); err != nil {
+		return nil, time.Time{}, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	err = readFacts(rows, subject, func(r factRow, ord int64, f api.Fact) {
+		st.person.Facts = append(st.person.Facts, f)
+		st.facts[r.id] = ordered[factRow]{ord, r}
+		st.nextFact = max(st.nextFact, ord+1)
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if rows, err = br.Query(); err != nil {
+		return nil, time.Time{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var rec people.ProposalRecord
+		var ord int64
+		if err := rows.Scan(&rec.ProposalID, &ord, &rec.Digest, &rec.FactID); err != nil {
+			return nil, time.Time{}, err
+		}
+		st.person.Proposals = append(st.person.Proposals, rec)
+		st.records[rec.ProposalID] = ordered[recordRow]{ord, recordRow{rec.Digest, rec.FactID}}
+		st.nextRecord = max(st.nextRecord, ord+1)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, err
+	}
+	return st, now.UTC(), nil
+}
+
+// save writes what after differs from the state loaded in one round trip:
+// the facts and records it no longer holds are deleted, new ones
+// inserted, changed or moved ones updated (by id, with an ord that keeps
+// after's order), and the person's count and change counter set. A person
+// with no facts left keeps their row (their records still answer retries)
+// but is not counted.
+func (st *stored) save(ctx context.Context, tx pgx.Tx, after *people.Person) error {
+	b := &pgx.Batch{}
+	seen := make(map[string]bool, len(after.Facts))
+	last := int64(-1)
+	for i := range after.Facts {
+		r, err := newFactRow(&after.Facts[i])
+		if err != nil {
+			return err
+		}
+		seen[r.id] = true
+		old, ok := st.facts[r.id]
+		ord := old.ord
+		if !ok || ord <= last {
+			ord, st.nextFact = st.nextFact, st.nextFact+1
+		}
+		switch {
+		case !ok:
+			b.Queue(insertFact, r.args(st.name, ord)...)
+		case ord != old.ord || r != old.row:
+			b.Queue(updateFact, r.args(st.name, ord)...)
+		}
+		last = ord
+	}
+	var gone []string
+	for id := range st.facts {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) > 0 {
+		b.Queue("DELETE FROM person_fact WHERE name = $1 AND fact_id = ANY($2)", st.name, gone)
+	}
+
+	clear(seen)
+	last = -1
+	for _, rec := range after.Proposals {
+		r := recordRow{rec.Digest, rec.FactID}
+		seen[rec.ProposalID] = true
+		old, ok := st.records[rec.ProposalID]
+		ord := old.ord
+		if !ok || ord <= last {
+			ord, st.nextRecord = st.nextRecord, st.nextRecord+1
+		}
+		switch {
+		case !ok:
+			b.Queue("INSERT INTO person_proposal (name, proposal_id, ord, digest, fact_id) VALUES ($1, $2, $3, $4, $5)",
+				st.name, rec.ProposalID, ord, r.digest, r.factID)
+		case ord != old.ord || r != old.row:
+			b.Queue("UPDATE person_proposal SET ord = $3, digest = $4, fact_id = $5 WHERE name = $1 AND proposal_id = $2",
+				st.name, rec.ProposalID, ord, r.digest, r.factID)
+		}
+		last = ord
+	}
+	gone = nil // the batch holds the facts' slice until it is sent
+	for id := range st.records {
+		if !seen[id] {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) > 0 {
+		b.Queue("DELETE FROM person_proposal WHERE name = $1 AND proposal_id = ANY($2)", st.name, gone)
+	}
+	b.Queue("UPDATE person SET facts = $2, seq = $3 WHERE name = $1", st.name, len(after.Facts), int64(after.Seq))
+	return tx.SendBatch(ctx, b).Close()
+}
+
+// erase deletes everything kept about the person, records included.
+func (st *stored) erase(ctx context.Context, tx pgx.Tx) error {
+	b := &pgx.Batch{}
+	b.Queue("DELETE FROM person_fact WHERE name = $1", st.name)
+	b.Queue("DELETE FROM person_proposal WHERE name = $1", st.name)
+	b.Queue("DELETE FROM person WHERE name = $1", st.name)
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // queryRower is a pool or a transaction.
@@ -82,24 +353,6 @@ func dbClock(ctx context.Context, q queryRower) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// readPerson returns a person's facts without a lock (a read sees the last
-// committed state) and the database's clock as of the read, which decides
-// what has expired.
-func readPerson(ctx context.Context, q queryRower, subject api.Subject) (*people.Person, time.Time, error) {
-	var state []byte
-	var now time.Time
-	err := q.QueryRow(ctx, "SELECT clock_timestamp(), (SELECT state FROM people WHERE name = $1)", personfiles.FileName(subject)).Scan(&now, &state)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	now = now.UTC()
-	if state == nil || string(state) == "{}" {
-		return people.NewPerson(subject), now, nil
-	}
-	p, err := people.DecodePerson(subject, state)
-	return p, now, err
-}
-
 // Now is the database's clock (dbClock), read before a change: a database
 // that does not answer has saved nothing.
 func (s *People) Now(ctx context.Context) (time.Time, error) {
@@ -112,23 +365,19 @@ func (s *People) Now(ctx context.Context) (time.Time, error) {
 	return now, nil
 }
 
-// Update runs decide on the person's row under its lock, with the
+// Update runs decide on the person under their row's lock, with the
 // database's clock read under the lock (so creation order is commit order
-// across processes, and eviction keeps the newest), and writes the state
-// the change leaves; forgetting a person (an Erase) deletes the row. Both
-// ways of committing are one transaction: nothing of what a change removes
-// stays in the row.
+// across processes, and eviction keeps the newest), applies the change to
+// a copy with people.Person.Apply and writes the difference; forgetting a
+// person (an Erase) deletes their rows. Both ways of committing are one
+// transaction that leaves no row of what a change removes.
 func (s *People) Update(ctx context.Context, subject api.Subject, _ people.Commit, decide func(*people.Person, time.Time) (*people.Change, error)) error {
 	return s.db.write(ctx, "person.update", func(ctx context.Context, tx pgx.Tx) error {
-		p, err := lockPerson(ctx, tx, subject)
+		st, now, err := lockPerson(ctx, tx, subject)
 		if err != nil {
 			return err
 		}
-		now, err := dbClock(ctx, tx)
-		if err != nil {
-			return err
-		}
-		ch, err := decide(p, now)
+		ch, err := decide(st.person, now)
 		if err != nil {
 			return err
 		}
@@ -136,23 +385,37 @@ func (s *People) Update(ctx context.Context, subject api.Subject, _ people.Commi
 			return errNoChange
 		}
 		if ch.Erase {
-			_, err = tx.Exec(ctx, "DELETE FROM people WHERE name = $1", personfiles.FileName(subject))
-			return err
+			return st.erase(ctx, tx)
 		}
-		p.Apply(ch)
-		return savePerson(ctx, tx, p)
+		after := st.person.Clone()
+		after.Apply(ch)
+		return st.save(ctx, tx, after)
 	})
 }
 
-// View runs read on the person's facts as last committed, without a lock,
-// with the database's clock as of the read.
+// View runs read on the person's facts as last committed, without a lock
+// and without reading the records, with the database's clock as of the
+// read (after the facts, so no fact read is newer than it): one round trip.
 func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.Fact, time.Time)) error {
 	return s.db.read(ctx, "person.read", func(ctx context.Context) error {
-		p, now, err := readPerson(ctx, s.db.pool, subject)
+		b := &pgx.Batch{}
+		b.Queue(selectFacts, personfiles.FileName(subject))
+		b.Queue("SELECT clock_timestamp()")
+		br := s.db.pool.SendBatch(ctx, b)
+		defer br.Close()
+		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		read(p.Facts, now)
+		facts := []api.Fact{}
+		if err := readFacts(rows, subject, func(_ factRow, _ int64, f api.Fact) { facts = append(facts, f) }); err != nil {
+			return err
+		}
+		var now time.Time
+		if err := br.QueryRow().Scan(&now); err != nil {
+			return err
+		}
+		read(facts, now.UTC())
 		return nil
 	})
 }
@@ -166,10 +429,10 @@ func (s *People) List(ctx context.Context, cursor string, limit int) (api.People
 	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, People: []api.PersonSummary{}}
 	var names []string
 	err := s.db.read(ctx, "person.list", func(ctx context.Context) error {
-		if err := s.db.pool.QueryRow(ctx, "SELECT count(*) FROM people WHERE facts > 0").Scan(&resp.Total); err != nil {
+		if err := s.db.pool.QueryRow(ctx, "SELECT count(*) FROM person WHERE facts > 0").Scan(&resp.Total); err != nil {
 			return err
 		}
-		rows, err := s.db.pool.Query(ctx, `SELECT name, guild_id, user_id, facts FROM people
+		rows, err := s.db.pool.Query(ctx, `SELECT name, guild_id, user_id, facts FROM person
 			WHERE facts > 0 AND name > $1 ORDER BY name LIMIT $2`, cursor, limit+1)
 		if err != nil {
 			return err
@@ -195,26 +458,11 @@ func (s *People) List(ctx context.Context, cursor string, limit int) (api.People
 	return resp, nil
 }
 
-// Each calls fn with every person who has facts, in name order.
+// Each calls fn with every person who has facts (their facts and records),
+// in name order.
 func (s *People) Each(ctx context.Context, fn func(*people.Person) error) error {
-	rows, err := s.db.pool.Query(ctx, "SELECT guild_id, user_id, state FROM people WHERE facts > 0 ORDER BY name")
+	all, err := s.readAll(ctx)
 	if err != nil {
-		return s.db.fail("migrate.read", err)
-	}
-	var all []*people.Person
-	for rows.Next() {
-		var subject api.Subject
-		var state []byte
-		if err := rows.Scan(&subject.GuildID, &subject.UserID, &state); err != nil {
-			return s.db.fail("migrate.read", err)
-		}
-		p, err := people.DecodePerson(subject, state)
-		if err != nil {
-			return err
-		}
-		all = append(all, p)
-	}
-	if err := rows.Err(); err != nil {
 		return s.db.fail("migrate.read", err)
 	}
 	for _, p := range all {
@@ -225,12 +473,80 @@ func (s *People) Each(ctx context.Context, fn func(*people.Person) error) error 
 	return nil
 }
 
+// readAll reads every person who has facts, in name order, in one
+// transaction, so the people, facts and records agree.
+func (s *People) readAll(ctx context.Context) ([]*people.Person, error) {
+	tx, err := s.db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read only
+	rows, err := tx.Query(ctx, "SELECT name, guild_id, user_id, seq FROM person WHERE facts > 0 ORDER BY name")
+	if err != nil {
+		return nil, err
+	}
+	var all []*people.Person
+	byName := map[string]*people.Person{}
+	for rows.Next() {
+		var name string
+		var subject api.Subject
+		var seq int64
+		if err := rows.Scan(&name, &subject.GuildID, &subject.UserID, &seq); err != nil {
+			return nil, err
+		}
+		p := people.NewPerson(subject)
+		p.Seq = uint64(seq)
+		all = append(all, p)
+		byName[name] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if rows, err = tx.Query(ctx, "SELECT name, "+factColumns+" FROM person_fact ORDER BY name, ord"); err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		r, _, err := scanFact(rows, &name)
+		if err != nil {
+			return nil, err
+		}
+		p := byName[name]
+		if p == nil {
+			continue // a person without facts' row cannot have any; read as it is
+		}
+		f, err := r.fact(p.Subject)
+		if err != nil {
+			return nil, err
+		}
+		p.Facts = append(p.Facts, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if rows, err = tx.Query(ctx, "SELECT name, proposal_id, digest, fact_id FROM person_proposal ORDER BY name, ord"); err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var name string
+		var rec people.ProposalRecord
+		if err := rows.Scan(&name, &rec.ProposalID, &rec.Digest, &rec.FactID); err != nil {
+			return nil, err
+		}
+		if p := byName[name]; p != nil {
+			p.Proposals = append(p.Proposals, rec)
+		}
+	}
+	return all, rows.Err()
+}
+
 // Refresh reads the catalog's counts (people with facts, facts), which
 // Stats then returns.
 func (s *People) Refresh(ctx context.Context) error {
 	var st people.Stats
 	err := s.db.read(ctx, "catalog", func(ctx context.Context) error {
-		return s.db.pool.QueryRow(ctx, "SELECT count(*), coalesce(sum(facts), 0) FROM people WHERE facts > 0").Scan(&st.People, &st.Facts)
+		return s.db.pool.QueryRow(ctx, "SELECT count(*), coalesce(sum(facts), 0) FROM person WHERE facts > 0").Scan(&st.People, &st.Facts)
 	})
 	if err != nil {
 		return err
