@@ -86,23 +86,37 @@ func containsQuery(dsn string) bool {
 func readDB(ctx context.Context, conn *pgx.Conn, schema string) (*diskState, error) {
 	d := &diskState{people: map[string]personFile{}, lanes: map[api.Lane][]api.Episode{}}
 	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", schema+".people").Scan(&exists); err != nil || !exists {
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", schema+".person_fact").Scan(&exists); err != nil || !exists {
 		return d, err // the service has not migrated yet
 	}
-	rows, err := conn.Query(ctx, "SELECT name, state FROM "+schema+".people WHERE facts > 0")
+	// A person's facts are rows in their stored order (ord), built back
+	// into the facts' JSON here so the test reads no code of the store.
+	rows, err := conn.Query(ctx, `SELECT p.name, p.guild_id, p.user_id, jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+			'factId', f.fact_id, 'kind', f.kind, 'body', f.body,
+			'visibility', jsonb_build_object('scope', f.scope, 'channelId', f.channel_id),
+			'confidence', f.confidence, 'createdAt', f.created_at, 'updatedAt', f.updated_at, 'expiresAt', f.expires_at,
+			'supersedesFactId', f.supersedes_fact_id,
+			'provenance', jsonb_build_object('sourceSurface', f.source_surface, 'sourceEventId', f.source_event_id,
+				'correlationId', f.correlation_id, 'proposerUserId', f.proposer_user_id,
+				'channelId', f.source_channel_id, 'sourceMessageId', f.source_message_id))) ORDER BY f.ord)
+		FROM `+schema+`.person p JOIN `+schema+`.person_fact f ON f.name = p.name
+		WHERE p.facts > 0 GROUP BY p.name, p.guild_id, p.user_id`)
 	if err != nil {
 		return nil, err
 	}
 	for rows.Next() {
 		var name string
-		var state []byte
-		if err := rows.Scan(&name, &state); err != nil {
+		var pf personFile
+		var facts []byte
+		if err := rows.Scan(&name, &pf.Subject.GuildID, &pf.Subject.UserID, &facts); err != nil {
 			return nil, err
 		}
-		var pf personFile
-		if err := json.Unmarshal(state, &pf); err != nil {
-			d.broken = append(d.broken, "people/"+name+": "+err.Error())
+		if err := json.Unmarshal(facts, &pf.Facts); err != nil {
+			d.broken = append(d.broken, "person/"+name+": "+err.Error())
 			continue
+		}
+		for i := range pf.Facts {
+			pf.Facts[i].Subject = pf.Subject
 		}
 		pf.SchemaVersion = api.SchemaVersion
 		d.people[name] = pf
