@@ -142,25 +142,43 @@ func (r *factRow) args(name string, ord int64) []any {
 		r.supersedes, r.surface, r.event, r.correlation, r.proposer, r.provChannel, r.message}
 }
 
-// scanFact reads one row of factColumns, after the columns before are
-// scanned into.
-func scanFact(rows pgx.Rows, before ...any) (factRow, int64, error) {
-	var r factRow
-	var ord int64
-	var expires *string
-	err := rows.Scan(append(before, &r.id, &ord, &r.kind, &r.body, &r.scope, &r.channel, &r.confidence, &r.created, &r.updated, &expires,
-		&r.supersedes, &r.surface, &r.event, &r.correlation, &r.proposer, &r.provChannel, &r.message)...)
-	if expires != nil {
-		r.hasExpiry, r.expires = true, *expires
+// factScanner reads rows of factColumns (after the columns before it was
+// made with) into one set of destinations, made once per query rather than
+// once per row: a recall of 128 facts spent a fifth of its time there.
+type factScanner struct {
+	r       factRow
+	ord     int64
+	expires *string
+	dest    []any
+}
+
+func newFactScanner(before ...any) *factScanner {
+	s := &factScanner{}
+	r := &s.r
+	s.dest = append(before, &r.id, &s.ord, &r.kind, &r.body, &r.scope, &r.channel, &r.confidence, &r.created, &r.updated, &s.expires,
+		&r.supersedes, &r.surface, &r.event, &r.correlation, &r.proposer, &r.provChannel, &r.message)
+	return s
+}
+
+// scan reads the current row.
+func (s *factScanner) scan(rows pgx.Rows) (factRow, int64, error) {
+	s.expires = nil
+	if err := rows.Scan(s.dest...); err != nil {
+		return factRow{}, 0, err
 	}
-	return r, ord, err
+	r := s.r
+	if s.expires != nil {
+		r.hasExpiry, r.expires = true, *s.expires
+	}
+	return r, s.ord, nil
 }
 
 // readFacts reads a person's facts in their order (selectFacts' rows).
 func readFacts(rows pgx.Rows, subject api.Subject, fn func(r factRow, ord int64, f api.Fact)) error {
 	defer rows.Close()
+	sc := newFactScanner()
 	for rows.Next() {
-		r, ord, err := scanFact(rows)
+		r, ord, err := sc.scan(rows)
 		if err != nil {
 			return err
 		}
@@ -506,9 +524,10 @@ func (s *People) readAll(ctx context.Context) ([]*people.Person, error) {
 		return nil, err
 	}
 	defer rows.Close()
+	var name string
+	sc := newFactScanner(&name)
 	for rows.Next() {
-		var name string
-		r, _, err := scanFact(rows, &name)
+		r, _, err := sc.scan(rows)
 		if err != nil {
 			return nil, err
 		}
