@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -351,5 +352,42 @@ func TestPostgresPersonRowsFollowEveryChange(t *testing.T) {
 		if strings.HasPrefix(k, "person") {
 			t.Fatalf("forgetting the person left %s", k)
 		}
+	}
+}
+
+// TestPostgresForgetPersonRacesProposals forgets a person while proposals
+// about them arrive on other connections: a proposal that waited for the
+// person's lock while the forget deleted their row must create the person
+// anew, never fail.
+func TestPostgresForgetPersonRacesProposals(t *testing.T) {
+	requirePostgres(t)
+	ctx := context.Background()
+	db := openTestDB(t, t.TempDir(), zap.NewNop(), nil)
+	mem := people.New(db.People())
+	s := api.Subject{GuildID: "10", UserID: "20"}
+	who := api.Principal{Lane: api.LaneOperator}
+	var wg sync.WaitGroup
+	errs := make(chan error, 1000)
+	for w := range 3 {
+		wg.Go(func() {
+			for i := range 40 {
+				req := fact(fmt.Sprintf("race-%d-%d", w, i), "10", "20", "20", "30", "racing")
+				if _, _, err := mem.Propose(ctx, who, req); err != nil {
+					errs <- fmt.Errorf("proposal %d of writer %d: %w", i, w, err)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 40 {
+			if _, err := mem.ForgetPerson(ctx, s); err != nil {
+				errs <- fmt.Errorf("forget: %w", err)
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

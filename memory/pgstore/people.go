@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -214,8 +215,23 @@ type ordered[T any] struct {
 // creator waits on the same insert), locks it until the transaction ends,
 // and reads the database's clock under the lock and the person's facts and
 // records: one round trip. A transaction that writes nothing rolls the new
-// row back with it.
+// row back with it. A row that a concurrent forget deleted while this
+// waited for its lock is created again, as often as forgets win that race
+// (each a committed forget, so it ends; the operation's deadline bounds
+// it): the person is then new.
 func lockPerson(ctx context.Context, tx pgx.Tx, subject api.Subject) (*stored, time.Time, error) {
+	for {
+		st, now, err := tryLockPerson(ctx, tx, subject)
+		if errors.Is(err, pgx.ErrNoRows) && ctx.Err() == nil {
+			continue
+		}
+		return st, now, err
+	}
+}
+
+// tryLockPerson is lockPerson once; pgx.ErrNoRows says the row went while
+// this waited for its lock.
+func tryLockPerson(ctx context.Context, tx pgx.Tx, subject api.Subject) (*stored, time.Time, error) {
 	st := &stored{name: personfiles.FileName(subject), person: people.NewPerson(subject),
 		facts: map[string]ordered[factRow]{}, records: map[string]ordered[recordRow]{}}
 	b := &pgx.Batch{}
