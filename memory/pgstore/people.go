@@ -33,7 +33,7 @@ type People struct {
 func (db *DB) People() *People { return &People{db: db} }
 
 // factColumns are person_fact's columns after name, in factRow's order
-// (factRow.args and scanFact follow it).
+// (factRow.args and newFactScanner follow it).
 const factColumns = `fact_id, ord, kind, body, scope, channel_id, confidence, created_at, updated_at, expires_at,
 	supersedes_fact_id, source_surface, source_event_id, correlation_id, proposer_user_id, source_channel_id, source_message_id`
 
