@@ -121,6 +121,8 @@ const migrateLock = 0x636c616e6b6965
 // idempotent (a current schema is left alone), and serialised against
 // other processes starting at the same time.
 func (db *DB) migrate(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, migrateTimeout)
+	defer cancel()
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -142,6 +144,7 @@ func (db *DB) migrate(ctx context.Context) error {
 		return fmt.Errorf("the schema is version %d, newer than this clankie knows (%d); upgrade clankie", have, len(migrations))
 	}
 	for v := have + 1; v <= len(migrations); v++ {
+		db.log.Info("memory database migrating", zap.Int("version", v))
 		if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 			return fmt.Errorf("migration %d: %w", v, err)
 		}
