@@ -123,7 +123,7 @@ func TestPostgresSchema3KeepsEveryPerson(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	files, err := personfiles.Open(root, zap.NewNop(), func() time.Time { return clock }, durable.Disk{})
+	files, err := personfiles.Open(root, zap.NewNop(), func() time.Time { return clock }, durable.Disk{}, personfiles.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
