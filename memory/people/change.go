@@ -243,6 +243,11 @@ func (b *factBatch) finish(p *Person) {
 	if facts == nil {
 		facts = []api.Fact{}
 	}
+	if cap(facts) > len(facts)+len(facts)/4+8 {
+		// A replayed history grew the array well past what is left; a
+		// person kept in memory keeps only what it holds.
+		facts = append(make([]api.Fact, 0, len(facts)), facts...)
+	}
 	p.Facts = facts
 	if b.pruneAt == 0 {
 		return
@@ -256,5 +261,8 @@ func (b *factBatch) finish(p *Person) {
 	}
 	head := pruneProposals(p.Proposals[:b.pruneAt:b.pruneAt], live)
 	p.Proposals = append(head, p.Proposals[b.pruneAt:]...)
+	if cap(p.Proposals) > len(p.Proposals)+len(p.Proposals)/4+8 {
+		p.Proposals = append(make([]ProposalRecord, 0, len(p.Proposals)), p.Proposals...)
+	}
 	b.pruneAt, b.goneSince = 0, nil
 }

@@ -77,9 +77,8 @@ func (s *mapStore) Metrics() Metrics                                { return Met
 func (s *mapStore) Ready(context.Context) error                     { return nil }
 
 var (
-	member   = api.Principal{Lane: api.LaneDiscordPresence}
-	operator = api.Principal{Lane: api.LaneOperator}
-	ana      = api.Subject{GuildID: "100", UserID: "200"}
+	member = api.Principal{Lane: api.LaneDiscordPresence}
+	ana    = api.Subject{GuildID: "100", UserID: "200"}
 )
 
 func proposal(id, proposer, body string) api.ProposalRequest {

@@ -13,10 +13,10 @@ import (
 )
 
 // DefaultCacheBytes is the decoded-person cache's bound when the operator
-// sets none (CLANKIE_MEMORY_CACHE_MB): 128 MiB, which holds about 1,650
-// people of 128 facts of ordinary length (about 76 KiB each as
+// sets none (CLANKIE_MEMORY_CACHE_MB): 128 MiB, which holds about 1,500
+// people of 128 facts of ordinary length (about 85 KiB each as
 // decodedBytes counts them, their idempotency records included; 1,000 of
-// them need 75 MiB). An idle service holds none of it: people are loaded
+// them need 83 MiB). An idle service holds none of it: people are loaded
 // on first access.
 const DefaultCacheBytes = 128 << 20
 
@@ -26,15 +26,15 @@ const DefaultCacheBytes = 128 << 20
 // whatever the log on disk weighs. TestDecodedBytesTracksTheHeap holds the
 // estimate to the heap within a quarter.
 func decodedBytes(pf *personFile) int {
-	n := int(unsafe.Sizeof(*pf)) + str(pf.Subject.GuildID) + str(pf.Subject.UserID)
+	n := int(unsafe.Sizeof(*pf)) + shared(pf.Subject.GuildID) + shared(pf.Subject.UserID)
 	n += cap(pf.Facts) * int(unsafe.Sizeof(api.Fact{}))
 	for i := range pf.Facts {
 		f := &pf.Facts[i]
 		p := &f.Provenance
-		n += str(f.FactID) + str(f.Subject.GuildID) + str(f.Subject.UserID) + str(string(f.Kind)) + str(f.Body) +
-			str(string(f.Visibility.Scope)) + str(f.Visibility.ChannelID) + str(f.SupersedesFactID) +
-			str(string(p.SourceSurface)) + str(p.SourceEventID) + str(p.CorrelationID) + str(p.ProposerUserID) +
-			str(p.ChannelID) + str(p.SourceMessageID)
+		n += own(f.FactID) + own(f.Body) + own(p.SourceEventID) + own(p.CorrelationID) + own(p.SourceMessageID) +
+			shared(f.Subject.GuildID) + shared(f.Subject.UserID) + shared(string(f.Kind)) +
+			shared(string(f.Visibility.Scope)) + shared(f.Visibility.ChannelID) + shared(f.SupersedesFactID) +
+			shared(string(p.SourceSurface)) + shared(p.ProposerUserID) + shared(p.ChannelID)
 		if f.ExpiresAt != nil {
 			n += int(unsafe.Sizeof(*f.ExpiresAt))
 		}
@@ -42,19 +42,23 @@ func decodedBytes(pf *personFile) int {
 	n += cap(pf.Proposals) * int(unsafe.Sizeof(people.ProposalRecord{}))
 	for i := range pf.Proposals {
 		r := &pf.Proposals[i]
-		n += str(r.ProposalID) + str(r.Digest) + str(r.FactID)
+		n += own(r.ProposalID) + own(r.Digest) + shared(r.FactID)
 	}
 	return n
 }
 
-// str is what a decoded string holds of its own: nothing for one of up to
-// internMax bytes, which the log's decoder shares with every equal string
-// of the log (ids, kinds, scopes, surfaces; see interner).
-func str(s string) int {
+// own is what a string of its own holds: its bytes, in the allocator's
+// 8-byte steps.
+func own(s string) int { return (len(s) + 7) &^ 7 }
+
+// shared is what a string the log repeats holds of its own: nothing for
+// one of up to internMax bytes, which the log's decoder shares with every
+// equal string of the log (ids, kinds, scopes, surfaces; see interner).
+func shared(s string) int {
 	if len(s) <= internMax {
 		return 0
 	}
-	return len(s)
+	return own(s)
 }
 
 // fileCache keeps recently used person files decoded, so a proposal or a

@@ -193,8 +193,8 @@ func TestDecodedBytesTracksTheHeap(t *testing.T) {
 					f := api.Fact{FactID: fmt.Sprintf("f%07d", i), Subject: subject, Kind: api.KindPersonFact,
 						Body:       fmt.Sprintf("a fact of ordinary length, number %d, about tea and maps and the long walk home", i),
 						Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: at, UpdatedAt: at,
-						Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: "1300000000000000001",
-							CorrelationID: "0123456789abcdef", ProposerUserID: "200000000000000002", ChannelID: "100000000000000011"}}
+						Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: fmt.Sprintf("13%017d", p*1000+i),
+							CorrelationID: fmt.Sprintf("%016x", p*1000+i), ProposerUserID: "200000000000000002", ChannelID: "100000000000000011"}}
 					pf.Facts = append(pf.Facts, f)
 					pf.Proposals = append(pf.Proposals, people.ProposalRecord{ProposalID: fmt.Sprintf("discord-interaction-13000000000%08d", i),
 						Digest: "0123456789abcdef0123456789abcdef", FactID: f.FactID})

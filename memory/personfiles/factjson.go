@@ -25,11 +25,6 @@ import (
 // json.Marshal, so the bytes never differ
 // (FuzzFactJSONAgreesWithEncodingJSON holds them equal).
 
-// marshalFact returns json.Marshal(f).
-func marshalFact(f *api.Fact) ([]byte, error) {
-	return appendFactJSON(make([]byte, 0, 512), f)
-}
-
 // appendFactJSON appends json.Marshal(f)'s bytes to b.
 func appendFactJSON(b []byte, f *api.Fact) ([]byte, error) {
 	if out, ok := appendFact(b, f); ok {

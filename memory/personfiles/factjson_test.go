@@ -37,7 +37,7 @@ func fuzzFact(id, guild, user, kind, body, scope, channel string, confidence flo
 }
 
 // checkAgrees fails unless the hand encoders write json.Marshal's bytes
-// whenever they take the fast path, and marshalFact returns json.Marshal's
+// whenever they take the fast path, and appendFactJSON returns json.Marshal's
 // result either way. It reports whether the fact took the fast path.
 func checkAgrees(t *testing.T, f api.Fact) (fast bool) {
 	t.Helper()
@@ -47,7 +47,7 @@ func checkAgrees(t *testing.T, f api.Fact) (fast bool) {
 		append func([]byte) ([]byte, bool)
 		whole  func() ([]byte, error)
 	}{
-		{"fact", &f, func(b []byte) ([]byte, bool) { return appendFact(b, &f) }, func() ([]byte, error) { return marshalFact(&f) }},
+		{"fact", &f, func(b []byte) ([]byte, bool) { return appendFact(b, &f) }, func() ([]byte, error) { return appendFactJSON(nil, &f) }},
 	} {
 		want, wantErr := json.Marshal(c.v)
 		prefix := []byte("prefix")

@@ -61,10 +61,9 @@ func (in *interner) get(b []byte) string {
 }
 
 type lineReader struct {
-	b   []byte
-	i   int
-	in  *interner
-	buf []byte // unescaping
+	b  []byte
+	i  int
+	in *interner
 }
 
 func (r *lineReader) eat(c byte) bool {
