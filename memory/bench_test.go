@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/config"
+	"github.com/clankie/clankie/internal/benchtext"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/personfiles"
 )
@@ -44,24 +44,6 @@ const (
 	// benchPeople is how many people the proposal benchmark rotates over.
 	benchPeople = 64
 )
-
-var benchWords = strings.Fields("plays bass in a jazz trio on thursdays prefers tea over coffee learning portuguese " +
-	"for a trip to lisbon has two cats named pixel and byte runs the server's minecraft nights likes quiet " +
-	"voice channels after midnight studies marine biology and collects old maps of the harbour")
-
-// benchBody returns a fact of the length people tend to write: 90 to 160
-// characters of ordinary words, different for every i.
-func benchBody(i int) string {
-	want := 90 + (i*37)%71
-	var sb strings.Builder
-	for j := 0; sb.Len() < want; j++ {
-		if j > 0 {
-			sb.WriteByte(' ')
-		}
-		sb.WriteString(benchWords[(i*11+j*7)%len(benchWords)])
-	}
-	return sb.String()
-}
 
 // benchUser returns the i-th member's Discord id.
 func benchUser(i int) string { return fmt.Sprintf("2000000000%08d", i) }
@@ -109,7 +91,7 @@ func seedPeople(b *testing.B, dir string, n, facts int) ([]api.Subject, [][]byte
 			id := benchFactID(i)
 			event := fmt.Sprintf("13%017d", p*facts+i)
 			seeded = append(seeded, api.Fact{
-				FactID: id, Subject: s, Kind: api.KindPersonFact, Body: benchBody(p*facts + i),
+				FactID: id, Subject: s, Kind: api.KindPersonFact, Body: benchtext.Body(p*facts + i),
 				Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: at, UpdatedAt: at,
 				Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: event,
 					CorrelationID: fmt.Sprintf("%016x", p*facts+i), ProposerUserID: s.UserID, ChannelID: benchChannel},
@@ -266,7 +248,7 @@ func (pr *proposer) propose(b *testing.B, svc *benchService, p, i int) (body []b
 // request returns the body of proposal i to person p.
 func (pr *proposer) request(b *testing.B, p, i int) []byte {
 	s := pr.subjects[p]
-	req := fact(fmt.Sprintf("bench-proposal-%d", i), s.GuildID, s.UserID, s.UserID, benchChannel, benchBody(i))
+	req := fact(fmt.Sprintf("bench-proposal-%d", i), s.GuildID, s.UserID, s.UserID, benchChannel, benchtext.Body(i))
 	if !pr.full {
 		req.Fact.SupersedesFactID = pr.oldest[p][0]
 	}
@@ -694,7 +676,7 @@ func seedRecallPerson(b *testing.B, svc *benchService, dir string) (api.Subject,
 	b.Helper()
 	s := api.Subject{GuildID: benchGuild, UserID: benchUser(0)}
 	for i := range api.MaxFactsPerPerson {
-		req := fact(fmt.Sprintf("seed-%03d", i), s.GuildID, s.UserID, s.UserID, benchChannel, benchBody(i))
+		req := fact(fmt.Sprintf("seed-%03d", i), s.GuildID, s.UserID, s.UserID, benchChannel, benchtext.Body(i))
 		body, _ := json.Marshal(req)
 		if status, answer := svc.call(b, txt, "POST", "/v1/memory/discord-people/proposals", body); status != http.StatusCreated {
 			b.Fatalf("seed %d: %d %s", i, status, answer)

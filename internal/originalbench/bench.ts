@@ -18,7 +18,7 @@ const variant = process.argv[2] === "fsync" ? "fsync" : "plain";
 const n = Number(process.argv[3] ?? 2000);
 const { createFileMemory } = await import(variant === "fsync" ? "./memory-fsync.ts" : "./memory.ts");
 
-// The same fact bodies as memory/bench_test.go's benchBody.
+// The same fact bodies as internal/benchtext's Body.
 const words = ("plays bass in a jazz trio on thursdays prefers tea over coffee learning portuguese " +
   "for a trip to lisbon has two cats named pixel and byte runs the server's minecraft nights likes quiet " +
   "voice channels after midnight studies marine biology and collects old maps of the harbour").split(/\s+/);

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/internal/benchtext"
 	"github.com/clankie/clankie/memory/personfiles"
 )
 
@@ -150,23 +151,6 @@ func build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-var words = strings.Fields("plays bass in a jazz trio on thursdays prefers tea over coffee learning portuguese " +
-	"for a trip to lisbon has two cats named pixel and byte runs the server's minecraft nights likes quiet " +
-	"voice channels after midnight studies marine biology and collects old maps of the harbour")
-
-// body returns a fact of 90 to 160 characters, different for every n.
-func body(n int) string {
-	want := 90 + (n*37)%71
-	var sb strings.Builder
-	for j := 0; sb.Len() < want; j++ {
-		if j > 0 {
-			sb.WriteByte(' ')
-		}
-		sb.WriteString(words[(n*11+j*7)%len(words)])
-	}
-	return sb.String()
-}
-
 const idAlphabet = "abcdefghijkmnpqrstuvwxyz23456789"
 
 // factID returns an id of the store's form: "f" and seven characters.
@@ -228,7 +212,7 @@ func writePerson(pdir string, base time.Time, p, n, m int) error {
 			proposer = strconv.Itoa(200000000000000000 + (p+1)%n)
 		}
 		f := api.Fact{
-			FactID: factID(i), Subject: s, Kind: api.KindPersonFact, Body: body(k),
+			FactID: factID(i), Subject: s, Kind: api.KindPersonFact, Body: benchtext.Body(k),
 			Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: at, UpdatedAt: at,
 			Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: event,
 				CorrelationID: fmt.Sprintf("%016x", k), ProposerUserID: proposer, ChannelID: "100000000000000011"},

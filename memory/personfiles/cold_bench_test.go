@@ -6,35 +6,16 @@ import (
 	"os"
 	"path"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/internal/benchtext"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/people"
 )
-
-// coldWords and coldBody are memory/bench_test.go's benchBody: facts of
-// the length people write (90 to 160 characters), the same bodies the
-// original's harness (internal/originalbench) stores.
-var coldWords = strings.Fields("plays bass in a jazz trio on thursdays prefers tea over coffee learning portuguese " +
-	"for a trip to lisbon has two cats named pixel and byte runs the server's minecraft nights likes quiet " +
-	"voice channels after midnight studies marine biology and collects old maps of the harbour")
-
-func coldBody(i int) string {
-	want := 90 + (i*37)%71
-	var sb strings.Builder
-	for j := 0; sb.Len() < want; j++ {
-		if j > 0 {
-			sb.WriteByte(' ')
-		}
-		sb.WriteString(coldWords[(i*11+j*7)%len(coldWords)])
-	}
-	return sb.String()
-}
 
 // seedSteadyLogs writes n people of 128 facts as a service leaves them
 // after a while: each log a compacted state (128 facts, 128 idempotency
@@ -53,7 +34,7 @@ func seedSteadyLogs(b testing.TB, root *os.Root, n int) {
 		fact := func(i int) api.Fact {
 			at := base.Add(time.Duration(p*100000+i) * time.Second)
 			k := p*100000 + i
-			return api.Fact{FactID: fmt.Sprintf("f%07d", i), Subject: subject, Kind: api.KindPersonFact, Body: coldBody(k),
+			return api.Fact{FactID: fmt.Sprintf("f%07d", i), Subject: subject, Kind: api.KindPersonFact, Body: benchtext.Body(k),
 				Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.9, CreatedAt: at, UpdatedAt: at,
 				Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, SourceEventID: fmt.Sprintf("13%017d", k),
 					CorrelationID: fmt.Sprintf("%016x", k), ProposerUserID: subject.UserID, ChannelID: "100000000000000011"}}
@@ -130,7 +111,7 @@ func BenchmarkColdPeople(b *testing.B) {
 				p := k % tc.people
 				subject := api.Subject{GuildID: "100000000000000001", UserID: fmt.Sprintf("2000000000%08d", p)}
 				req := api.ProposalRequest{SchemaVersion: 1, ProposalID: fmt.Sprintf("bench-%d", k), Fact: api.FactInput{
-					Subject: subject, Kind: api.KindPersonFact, Body: coldBody(k), Visibility: api.Visibility{Scope: api.ScopeGuild},
+					Subject: subject, Kind: api.KindPersonFact, Body: benchtext.Body(k), Visibility: api.Visibility{Scope: api.ScopeGuild},
 					Confidence: 0.9, Provenance: api.Provenance{ProposerUserID: subject.UserID, ChannelID: "100000000000000011"}}}
 				start := time.Now()
 				r, _, err := m.Propose(ctx, text, req)
