@@ -77,26 +77,24 @@ func (r *lineReader) eat(c byte) bool {
 	return false
 }
 
-// obj is one object being read: the names seen (a name twice is the
-// codec's to refuse), and whether it has ended.
+// obj is one object being read: whether its '{' was read, the names seen
+// (a name twice is the codec's to refuse), and whether it has ended.
 type obj struct {
-	seen [16][]byte
-	n    int
-	done bool
+	begun bool
+	seen  [16][]byte
+	n     int
+	done  bool
 }
 
-// begin reads an object's '{'.
-func (r *lineReader) begin(o *obj) error {
-	if !r.eat('{') {
-		return errShape
-	}
-	o.done = r.eat('}')
-	return nil
-}
-
-// next reads the next member's name and its ':', leaving the reader at its
-// value; false once the object has ended.
+// next reads the next member's name and its ':' (the object's '{' first),
+// leaving the reader at its value; false once the object has ended.
 func (r *lineReader) next(o *obj) ([]byte, bool, error) {
+	if !o.begun {
+		if !r.eat('{') {
+			return nil, false, errShape
+		}
+		o.begun, o.done = true, r.eat('}')
+	}
 	if o.done {
 		return nil, false, nil
 	}
@@ -313,9 +311,6 @@ func (r *lineReader) time() (time.Time, error) {
 
 func (r *lineReader) subject(s *api.Subject) error {
 	var o obj
-	if err := r.begin(&o); err != nil {
-		return err
-	}
 	for {
 		name, ok, err := r.next(&o)
 		if err != nil || !ok {
@@ -337,9 +332,6 @@ func (r *lineReader) subject(s *api.Subject) error {
 
 func (r *lineReader) fact(f *api.Fact) error {
 	var o obj
-	if err := r.begin(&o); err != nil {
-		return err
-	}
 	for {
 		name, ok, err := r.next(&o)
 		if err != nil || !ok {
@@ -390,9 +382,6 @@ func (r *lineReader) fact(f *api.Fact) error {
 
 func (r *lineReader) visibility(v *api.Visibility) error {
 	var o obj
-	if err := r.begin(&o); err != nil {
-		return err
-	}
 	for {
 		name, ok, err := r.next(&o)
 		if err != nil || !ok {
@@ -416,9 +405,6 @@ func (r *lineReader) visibility(v *api.Visibility) error {
 
 func (r *lineReader) provenance(p *api.Provenance) error {
 	var o obj
-	if err := r.begin(&o); err != nil {
-		return err
-	}
 	for {
 		name, ok, err := r.next(&o)
 		if err != nil || !ok {
@@ -449,9 +435,6 @@ func (r *lineReader) provenance(p *api.Provenance) error {
 
 func (r *lineReader) proposal(p *people.ProposalRecord) error {
 	var o obj
-	if err := r.begin(&o); err != nil {
-		return err
-	}
 	for {
 		name, ok, err := r.next(&o)
 		if err != nil || !ok {
@@ -477,9 +460,6 @@ func (r *lineReader) proposal(p *people.ProposalRecord) error {
 // header or a reset goes to the codec).
 func (r *lineReader) change(l *people.Change) error {
 	var o obj
-	if err := r.begin(&o); err != nil {
-		return err
-	}
 	for {
 		name, ok, err := r.next(&o)
 		if err != nil {
