@@ -196,7 +196,9 @@ func (r *lineReader) str() (string, error) {
 			}
 		}
 	}
-	if end >= len(r.b) {
+	// strconv.Unquote turns a byte that is not UTF-8 into U+FFFD, where the
+	// codec refuses the line: check the raw bytes first.
+	if end >= len(r.b) || !utf8.Valid(r.b[start:end+1]) {
 		return "", errShape
 	}
 	s, err := strconv.Unquote(string(r.b[start : end+1]))

@@ -70,7 +70,7 @@ func TestDecodeLineReadsTheStoresLines(t *testing.T) {
 	// What the codec reads differently, or refuses, is never read by hand.
 	for _, line := range []string{
 		`{"seq":1,"seq":2}`, `{"seq":01}`, `{"seq":1.0}`, `{"seq":-1}`, `{"seq":1} `, ` {"seq":1}`,
-		`{"remove":["a\/b"]}`, `{"remove":["\x41"]}`, `{"remove":["a` + "\x01" + `"]}`, `{"remove":["\ud800"]}`,
+		`{"remove":["a\/b"]}`, `{"remove":["\x41"]}`, "{\"put\":[{\"kind\":\"\xd2\"}]}", "{\"remove\":[\"\\n\xd2\"]}", `{"remove":["a` + "\x01" + `"]}`, `{"remove":["\ud800"]}`,
 		`{"fact":{"confidence":+1}}`, `{"fact":{"confidence":.5}}`, `{"fact":{"createdAt":"2026-12-02T12:00:00+01:00"}}`,
 		`{"fact":{"createdAt":"2026-12-02T12:00:00,5Z"}}`, `{"fact":{"expired":true}}`, `{"fact":null}`, `{"put":[]}`,
 		`{"Seq":3}`, `{"schemaVersion":2,"subject":{"guildId":"1","userId":"2"}}`, `{"proposal":{"factId":"f","factId":"g"}}`,
