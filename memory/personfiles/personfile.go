@@ -156,11 +156,11 @@ func (s *Store) moveAside(name string) error {
 	return nil
 }
 
-// migrateLegacy turns a schema-1 file into a person log (written durably)
-// and removes it. A missing file is nil, nil; an unreadable one is moved
-// aside.
-func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
-	b, err := s.root.ReadFile(path.Join(Dir, legacy))
+// readLegacy reads the schema-1 file legacy as the state of the person
+// named name. A missing file is nil, nil; one that cannot be read as that
+// person is moved aside.
+func (s *Store) readLegacy(legacy, name string) (*personFile, error) {
+	b, err := s.pdir.ReadFile(legacy)
 	if err != nil {
 		if durable.IsNotExist(err) {
 			return nil, nil
@@ -171,9 +171,19 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 	if err != nil || FileName(subject) != name {
 		return nil, s.moveAside(legacy)
 	}
-	pf := &personFile{Person: people.Person{Subject: subject, Facts: facts, Proposals: proposals}}
-	if pf.Facts == nil {
-		pf.Facts = []api.Fact{}
+	if facts == nil {
+		facts = []api.Fact{}
+	}
+	return &personFile{Person: people.Person{Subject: subject, Facts: facts, Proposals: proposals}}, nil
+}
+
+// migrateLegacy turns a schema-1 file into a person log (written durably)
+// and removes it. A missing file is nil, nil; an unreadable one is moved
+// aside.
+func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
+	pf, err := s.readLegacy(legacy, name)
+	if err != nil || pf == nil {
+		return nil, err
 	}
 	if err := s.rewrite(name, pf); err != nil {
 		return nil, err
@@ -191,20 +201,9 @@ func (s *Store) migrateLegacy(legacy, name string) (*personFile, error) {
 // log at every start (and every start scans until a catalog is written),
 // so a log cut short by a crash is only migrated again.
 func (s *Store) migrateUnsynced(legacy, name string) (*personFile, error) {
-	b, err := s.pdir.ReadFile(legacy)
-	if err != nil {
-		if durable.IsNotExist(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read person file: %w", err)
-	}
-	subject, facts, proposals, err := decodeLegacy(b)
-	if err != nil || FileName(subject) != name {
-		return nil, s.moveAside(legacy)
-	}
-	pf := &personFile{Person: people.Person{Subject: subject, Facts: facts, Proposals: proposals}}
-	if pf.Facts == nil {
-		pf.Facts = []api.Fact{}
+	pf, err := s.readLegacy(legacy, name)
+	if err != nil || pf == nil {
+		return nil, err
 	}
 	snap, err := encodeSnapshot(pf)
 	if err != nil {
