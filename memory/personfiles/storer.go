@@ -97,10 +97,10 @@ func (s *Store) View(_ context.Context, subject api.Subject, read func([]api.Fac
 // replaces on disk (a forget, an edit): after the journal line, the person's
 // log is rewritten durably from the new state, and the person's older
 // journal records, which still hold the old content, are blanked. No
-// checkpoint: its catalog write grows with the number of people. The caller
-// holds cp (write) and the person's lock.
-func (s *Store) purge(name string, old *personFile, ch *people.Change) error {
-	pf := clonePerson(old)
+// checkpoint: its catalog write grows with the number of people. pf is the
+// caller's own copy of the state (load copied), which purge changes and
+// the cache then owns. The caller holds cp (write) and the person's lock.
+func (s *Store) purge(name string, pf *personFile, ch *people.Change) error {
 	pf.apply(ch)
 	line, err := encodeChange(ch)
 	if err != nil {
@@ -117,7 +117,7 @@ func (s *Store) purge(name string, old *personFile, ch *people.Change) error {
 	s.markDirty(name, false)
 	s.setCount(name, pf.Subject, len(pf.Facts))
 	if pf.size > 0 {
-		s.keep(name, clonePerson(pf))
+		s.keep(name, pf)
 	} else {
 		s.cache.drop(name)
 	}
