@@ -41,7 +41,7 @@ type Change struct {
 // (every live fact's, and the newest 64 of facts that are gone). A change
 // whose seq is not above the state's was applied already and is skipped.
 func (p *Person) Apply(l *Change) {
-	if l.Subject != nil || l.SchemaVersion != 0 {
+	if l.header() {
 		return // a stray header
 	}
 	if l.Erase {
@@ -64,11 +64,8 @@ func (p *Person) Apply(l *Change) {
 		*p = st
 		return
 	}
-	if l.Seq > 0 {
-		if l.Seq <= p.Seq {
-			return
-		}
-		p.Seq = l.Seq
+	if !p.advance(l) {
+		return
 	}
 	for _, id := range l.Remove {
 		if i := indexOf(p.Facts, id); i >= 0 {
@@ -90,6 +87,23 @@ func (p *Person) Apply(l *Change) {
 			p.Proposals = pruneProposals(p.Proposals, p.Facts)
 		}
 	}
+}
+
+// header reports whether l is a history's header, which changes nothing.
+func (l *Change) header() bool { return l.Subject != nil || l.SchemaVersion != 0 }
+
+// advance moves the state's seq to l's and reports true, or reports false
+// for a change already applied (its seq not above the state's). A line
+// without a seq (a compacted history's fact or record) always applies.
+func (p *Person) advance(l *Change) bool {
+	if l.Seq == 0 {
+		return true
+	}
+	if l.Seq <= p.Seq {
+		return false
+	}
+	p.Seq = l.Seq
+	return true
 }
 
 // put replaces the fact with f's id in place, else appends f.
@@ -132,7 +146,7 @@ func (p *Person) ApplyAll(changes []Change) {
 	b.start(p)
 	for i := range changes {
 		l := &changes[i]
-		if l.Subject != nil || l.SchemaVersion != 0 {
+		if l.header() {
 			continue // a stray header
 		}
 		if l.Erase || len(l.Reset) > 0 {
@@ -141,11 +155,8 @@ func (p *Person) ApplyAll(changes []Change) {
 			b.start(p)
 			continue
 		}
-		if l.Seq > 0 {
-			if l.Seq <= p.Seq {
-				continue
-			}
-			p.Seq = l.Seq
+		if !p.advance(l) {
+			continue
 		}
 		for _, id := range l.Remove {
 			b.remove(id)
