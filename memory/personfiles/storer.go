@@ -160,11 +160,20 @@ func (s *Store) redact(name string) error {
 	return err
 }
 
+// CheckCursor refuses a List cursor that is not a person's file name, the
+// key both stores page by: people.ErrUnknownCursor.
+func CheckCursor(cursor string) error {
+	if cursor != "" && !IsPersonFile(cursor) {
+		return people.ErrUnknownCursor
+	}
+	return nil
+}
+
 // List returns one page of people with their fact counts, ordered by file
 // name; the cursor is the last name of the previous page.
 func (s *Store) List(_ context.Context, cursor string, limit int) (api.PeopleResponse, error) {
-	if cursor != "" && !IsPersonFile(cursor) {
-		return api.PeopleResponse{}, people.ErrUnknownCursor
+	if err := CheckCursor(cursor); err != nil {
+		return api.PeopleResponse{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

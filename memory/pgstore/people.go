@@ -457,8 +457,8 @@ func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.
 // List returns one page of people with facts, ordered by their file-store
 // name; the cursor is the last name of the previous page.
 func (s *People) List(ctx context.Context, cursor string, limit int) (api.PeopleResponse, error) {
-	if cursor != "" && !personfiles.IsPersonFile(cursor) {
-		return api.PeopleResponse{}, people.ErrUnknownCursor
+	if err := personfiles.CheckCursor(cursor); err != nil {
+		return api.PeopleResponse{}, err
 	}
 	resp := api.PeopleResponse{SchemaVersion: api.SchemaVersion, People: []api.PersonSummary{}}
 	var names []string
