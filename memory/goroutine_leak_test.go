@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,7 +38,16 @@ func TestMain(m *testing.M) {
 	}
 	fmt.Println("=== the memory suite again, against PostgreSQL")
 	// Benchmarks run once, in this process: they pick their stores.
-	cmd := exec.Command(os.Args[0], append(os.Args[1:], "-test.bench=^$")...)
+	// Profiles are the parent's: the child writing the same files would
+	// replace a benchmark's profile with its own.
+	var args []string
+	for _, a := range os.Args[1:] {
+		if !slices.ContainsFunc([]string{"-test.cpuprofile", "-test.memprofile", "-test.blockprofile", "-test.mutexprofile", "-test.trace"},
+			func(p string) bool { return strings.HasPrefix(a, p) }) {
+			args = append(args, a)
+		}
+	}
+	cmd := exec.Command(os.Args[0], append(args, "-test.bench=^$")...)
 	cmd.Env = append(os.Environ(), testStoreEnv+"=postgres")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil && code == 0 {

@@ -14,10 +14,6 @@ import (
 // knows a rule. Every method's error is the store's own (a fault the
 // caller shows as it is, or an I/O error); none holds content.
 type Storer interface {
-	// Now is the store's clock, which a change's expiry is checked by
-	// before anything is locked. It is read only before a change: its
-	// failure says nothing was saved.
-	Now(ctx context.Context) (time.Time, error)
 	// Update runs decide on subject's person (empty when nothing is kept
 	// about them) under that person's exclusive lock, with the store's
 	// clock read under it, and commits the Change decide returns by way:
@@ -110,11 +106,7 @@ func New(store Storer) *Memory { return &Memory{store: store} }
 
 // Propose applies a proposal on arrival.
 func (m *Memory) Propose(ctx context.Context, who api.Principal, req api.ProposalRequest) (api.ProposalResponse, ProposeInfo, error) {
-	now, err := m.store.Now(ctx)
-	if err != nil {
-		return api.ProposalResponse{}, ProposeInfo{}, err
-	}
-	digest, err := PrepareProposal(who, &req, now)
+	digest, err := PrepareProposal(who, &req)
 	if err != nil {
 		return api.ProposalResponse{}, ProposeInfo{}, err
 	}
@@ -204,15 +196,11 @@ func (m *Memory) Forget(ctx context.Context, who api.Principal, subject api.Subj
 // Edit is the operator's change of a fact's body, kind, visibility,
 // confidence or expiry; identity, createdAt and provenance never change.
 func (m *Memory) Edit(ctx context.Context, subject api.Subject, factID string, patch api.FactPatch) (api.Fact, error) {
-	now, err := m.store.Now(ctx)
-	if err != nil {
-		return api.Fact{}, err
-	}
-	if err := PrepareEdit(subject, factID, &patch, now); err != nil {
+	if err := PrepareEdit(subject, factID, &patch); err != nil {
 		return api.Fact{}, err
 	}
 	var f api.Fact
-	err = m.store.Update(ctx, subject, Purge, func(p *Person, now time.Time) (ch *Change, err error) {
+	err := m.store.Update(ctx, subject, Purge, func(p *Person, now time.Time) (ch *Change, err error) {
 		f, ch, err = editOn(p, factID, patch, now)
 		return ch, err
 	})

@@ -27,8 +27,6 @@ func newMapStore() *mapStore {
 	return &mapStore{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC), people: map[api.Subject]*Person{}}
 }
 
-func (s *mapStore) Now(context.Context) (time.Time, error) { return s.now, nil }
-
 func (s *mapStore) Update(_ context.Context, subject api.Subject, way Commit, decide func(*Person, time.Time) (*Change, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -38,8 +38,11 @@ type ProposeInfo struct {
 // PrepareProposal validates a proposal before anything is read or written
 // (filling provenance.sourceSurface from the caller) and returns its digest,
 // the fingerprint that tells a retry from a different use of the same id.
-func PrepareProposal(who api.Principal, req *api.ProposalRequest, now time.Time) (string, error) {
-	if err := validateProposal(who, req, now); err != nil {
+// The one rule that needs a clock, an expiry in the future, is proposeOn's,
+// against the clock the store reads under the person's lock: a store whose
+// clock is a database's then needs no round trip of its own to read it.
+func PrepareProposal(who api.Principal, req *api.ProposalRequest) (string, error) {
+	if err := validateProposal(who, req); err != nil {
 		return "", err
 	}
 	return proposalDigest(*req), nil
@@ -52,6 +55,9 @@ func proposeOn(pf *Person, who api.Principal, req api.ProposalRequest, digest st
 	in := req.Fact
 	info := ProposeInfo{BodyLength: len(in.Body)}
 	resp := api.ProposalResponse{SchemaVersion: api.SchemaVersion}
+	if err := validExpiry(in.ExpiresAt, now); err != nil {
+		return resp, info, nil, err
+	}
 
 	key := idKey(req.ProposalID)
 	for i := range pf.Proposals {
@@ -373,7 +379,7 @@ func forgetOn(pf *Person, who api.Principal, factID, requesterUserID string) (ap
 
 // PrepareEdit validates an operator's edit (cleaning the body) before
 // anything is read.
-func PrepareEdit(subject api.Subject, factID string, p *api.FactPatch, now time.Time) error {
+func PrepareEdit(subject api.Subject, factID string, p *api.FactPatch) error {
 	if err := ValidSubject(subject); err != nil {
 		return err
 	}
@@ -402,11 +408,6 @@ func PrepareEdit(subject api.Subject, factID string, p *api.FactPatch, now time.
 			return err
 		}
 	}
-	if p.ExpiresAt.Set {
-		if err := validExpiry(p.ExpiresAt.Value, now); err != nil {
-			return err
-		}
-	}
 	if p.Body == nil && p.Kind == nil && p.Visibility == nil && p.Confidence == nil && !p.ExpiresAt.Set {
 		return invalid("Nothing to change: give body, kind, visibility, confidence or expiresAt.")
 	}
@@ -416,6 +417,11 @@ func PrepareEdit(subject api.Subject, factID string, p *api.FactPatch, now time.
 // editOn works out an edit against a person's state: the edited fact and
 // the change line that puts it.
 func editOn(pf *Person, factID string, p api.FactPatch, now time.Time) (api.Fact, *Change, error) {
+	if p.ExpiresAt.Set {
+		if err := validExpiry(p.ExpiresAt.Value, now); err != nil {
+			return api.Fact{}, nil, err
+		}
+	}
 	i := indexOf(pf.Facts, factID)
 	if i < 0 {
 		return api.Fact{}, nil, fault.New(fault.NotFound, "fact_not_found", "No fact with that id is kept about this person.")

@@ -114,7 +114,7 @@ func validExpiry(t *time.Time, now time.Time) error {
 // validateProposal checks everything a proposal carries before anything is
 // read or written, and fills provenance.sourceSurface from the caller: the
 // one place a proposal is validated (api holds the shape rules it calls).
-func validateProposal(who api.Principal, req *api.ProposalRequest, now time.Time) error {
+func validateProposal(who api.Principal, req *api.ProposalRequest) error {
 	if req.SchemaVersion != api.SchemaVersion {
 		return invalid("schemaVersion must be %d.", api.SchemaVersion)
 	}
@@ -137,9 +137,6 @@ func validateProposal(who api.Principal, req *api.ProposalRequest, now time.Time
 		return err
 	}
 	if err := validConfidence(f.Confidence); err != nil {
-		return err
-	}
-	if err := validExpiry(f.ExpiresAt, now); err != nil {
 		return err
 	}
 	if f.SupersedesFactID != "" {

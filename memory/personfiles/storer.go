@@ -14,9 +14,6 @@ import (
 // reads from the cache. It knows no rule; people.Memory decides every
 // change.
 
-// Now is the store's clock.
-func (s *Store) Now(context.Context) (time.Time, error) { return s.now().UTC(), nil }
-
 // Update runs decide on subject's person under the person's lock and
 // commits its change: Append by the journal and an append to the person's
 // log (change), Purge by a rewrite of the log and a blanking of the
