@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,8 +31,13 @@ type pgProxy struct {
 	ln           net.Listener
 	target       func() (net.Conn, error)
 	dropOnCommit atomic.Bool
-	mu           sync.Mutex
-	conns        []net.Conn
+	// unreachable refuses new connections while a commit's answer is being
+	// lost: the network is gone, so the cancel request pgx sends when its
+	// connection breaks does not reach the server either (it would race
+	// the commit's statements and, on a fast machine, win).
+	unreachable atomic.Bool
+	mu          sync.Mutex
+	conns       []net.Conn
 }
 
 func newPGProxy(t *testing.T) *pgProxy {
@@ -60,6 +66,10 @@ func (p *pgProxy) accept() {
 		if err != nil {
 			return
 		}
+		if p.unreachable.Load() {
+			c.Close()
+			continue
+		}
 		s, err := p.target()
 		if err != nil {
 			c.Close()
@@ -86,15 +96,16 @@ func (p *pgProxy) accept() {
 		}()
 		go func() {
 			buf := make([]byte, 32<<10)
+			var spot commitSpotter
 			for {
 				n, err := c.Read(buf)
 				if n > 0 {
-					// pgx commits with the simple query "commit": once it
-					// is on its way, cut the client off, so the server
-					// commits and the client never hears.
-					commit := p.dropOnCommit.Load() && bytes.Contains(bytes.ToLower(buf[:n]), []byte("commit\x00"))
+					// Once a commit is on its way, cut the client off, so
+					// the server commits and the client never hears.
+					commit := spot.feed(buf[:n]) && p.dropOnCommit.Load()
 					if commit {
 						cut.Store(true)
+						p.unreachable.Store(true)
 					}
 					if _, werr := s.Write(buf[:n]); werr != nil {
 						break
@@ -102,6 +113,7 @@ func (p *pgProxy) accept() {
 					if commit {
 						c.Close()
 						time.Sleep(200 * time.Millisecond)
+						p.unreachable.Store(false)
 						break
 					}
 				}
@@ -112,6 +124,78 @@ func (p *pgProxy) accept() {
 			s.Close()
 		}()
 	}
+}
+
+// commitSpotter reads the client's side of the protocol and tells when a
+// commit has been sent whole: the simple query "commit" (pgx's Tx.Commit),
+// or the Sync that ends a pipeline executing a statement prepared as
+// "commit" (a commit queued in a batch, which pgx prepares once per
+// connection and then binds by name).
+type commitSpotter struct {
+	pending  []byte
+	started  bool            // past the untyped start-up messages
+	commits  map[string]bool // prepared statements whose text is commit
+	boundOne bool            // a commit was bound since the last Sync
+}
+
+// feed takes the next bytes from the client and reports whether a commit
+// was sent whole within them.
+func (c *commitSpotter) feed(b []byte) bool {
+	c.pending = append(c.pending, b...)
+	sent := false
+	for {
+		head := 5
+		if !c.started {
+			head = 4
+		}
+		if len(c.pending) < head {
+			return sent
+		}
+		n := int(binary.BigEndian.Uint32(c.pending[head-4:head])) + head - 4
+		if len(c.pending) < n {
+			return sent
+		}
+		msg := c.pending[:n]
+		c.pending = c.pending[n:]
+		if !c.started {
+			code := binary.BigEndian.Uint32(msg[4:8])
+			c.started = code != 80877103 && code != 80877104 // not an SSL or GSS request
+			continue
+		}
+		body := msg[5:]
+		switch msg[0] {
+		case 'Q':
+			sent = sent || strings.EqualFold(cString(body, 0), "commit")
+		case 'P':
+			name := cString(body, 0)
+			if strings.EqualFold(strings.TrimSpace(cString(body, 1)), "commit") {
+				if c.commits == nil {
+					c.commits = map[string]bool{}
+				}
+				c.commits[name] = true
+			}
+		case 'B':
+			c.boundOne = c.boundOne || c.commits[cString(body, 1)]
+		case 'S':
+			sent = sent || c.boundOne
+			c.boundOne = false
+		}
+	}
+}
+
+// cString returns the i-th NUL-terminated string of b.
+func cString(b []byte, i int) string {
+	for ; i > 0; i-- {
+		j := bytes.IndexByte(b, 0)
+		if j < 0 {
+			return ""
+		}
+		b = b[j+1:]
+	}
+	if j := bytes.IndexByte(b, 0); j >= 0 {
+		return string(b[:j])
+	}
+	return ""
 }
 
 // Close takes the database away: no new connection, every open one cut.
@@ -289,7 +373,13 @@ func TestCommitWithoutAnswerIsReportedUnknown(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || r.errorCode(t) != "outcome_unknown" {
 		t.Fatalf("a commit without an answer: %d %s; want 503 outcome_unknown", r.status, r.body)
 	}
-	r = h.do(txt, "POST", "/v1/memory/discord-people/proposals", req)
+	// The client retries until the network is back.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r = h.do(txt, "POST", "/v1/memory/discord-people/proposals", req)
+		if r.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+	}
 	var resp api.ProposalResponse
 	r.decode(t, &resp)
 	if r.status != http.StatusOK || !resp.Replayed || resp.Fact == nil || resp.Fact.Body != "committed without an answer" {

@@ -187,8 +187,16 @@ func TestPostgresSchema3KeepsEveryPerson(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT max(version), to_regclass('people') IS NOT NULL FROM clankie_schema").Scan(&version, &oldTable); err != nil {
 		t.Fatal(err)
 	}
-	if version != 3 || oldTable {
+	if version != 4 || oldTable {
 		t.Fatalf("after Open the schema is version %d, the people table still there: %v", version, oldTable)
+	}
+	// Migration 4 gave every person a version of their own.
+	var rows, versions int
+	if err := conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT version) FROM person").Scan(&rows, &versions); err != nil {
+		t.Fatal(err)
+	}
+	if rows == 0 || versions != rows {
+		t.Fatalf("%d person rows hold %d versions; want one each", rows, versions)
 	}
 	var got []*people.Person
 	if err := db.People().Each(ctx, func(p *people.Person) error { got = append(got, p); return nil }); err != nil {

@@ -77,7 +77,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 		// process is given the same bearers (config refuses to mint them).
 		// The database comes first, so one that is unreachable or refuses
 		// leaves no memory directory behind.
-		db, err := pgstore.Open(context.Background(), cfg.Store, log, time.Now, pgstore.Options{})
+		db, err := pgstore.Open(context.Background(), cfg.Store, log, time.Now, pgstore.Options{CacheBytes: cfg.CacheBytes()})
 		if err != nil {
 			closeListeners()
 			return nil, err

@@ -111,6 +111,12 @@ var migrations = []string{
 		FROM people p CROSS JOIN LATERAL jsonb_array_elements(
 			CASE WHEN jsonb_typeof(p.state->'proposals') = 'array' THEN p.state->'proposals' ELSE '[]' END) WITH ORDINALITY r(v, ord);
 	DROP TABLE people;`,
+	// 4: a version per person row, new at every committed change, which a
+	// service's cache of people is checked against (personCache): one
+	// sequence, so no two states of anyone share one, a forgotten person
+	// created again included.
+	`CREATE SEQUENCE person_version;
+	ALTER TABLE person ADD COLUMN version bigint NOT NULL DEFAULT nextval('person_version');`,
 }
 
 // migrateLock is the advisory lock key that serialises schema changes of

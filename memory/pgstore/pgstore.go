@@ -11,6 +11,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/memory/fault"
+	"github.com/clankie/clankie/memory/personfiles"
 )
 
 // Variable is the setting that names the database, the only name errors use
@@ -48,9 +50,10 @@ func IsURL(v string) bool {
 
 // DB is an open, migrated database: the pool both stores share.
 type DB struct {
-	pool *pgxpool.Pool
-	log  *zap.Logger
-	now  func() time.Time
+	pool       *pgxpool.Pool
+	log        *zap.Logger
+	now        func() time.Time
+	cacheBytes int
 }
 
 // Options adjust Open, for tests and tools.
@@ -60,6 +63,9 @@ type Options struct {
 	Schema string
 	// MaxConns bounds the pool (default: pgxpool's, at least 4).
 	MaxConns int32
+	// CacheBytes bounds the people each People keeps decoded
+	// (CLANKIE_MEMORY_CACHE_MB; 0 is personfiles.DefaultCacheBytes).
+	CacheBytes int
 	// Unchanged opens without creating or upgrading anything (no schema,
 	// no table): a dry run must write nothing, and SchemaCurrent then says
 	// whether the tables are there to be read.
@@ -96,7 +102,7 @@ func Open(ctx context.Context, dsn string, log *zap.Logger, now func() time.Time
 	if err != nil {
 		return nil, fmt.Errorf("cannot use the database %s names: %s", Variable, reason(err))
 	}
-	db := &DB{pool: pool, log: log, now: now}
+	db := &DB{pool: pool, log: log, now: now, cacheBytes: cmp.Or(o.CacheBytes, personfiles.DefaultCacheBytes)}
 	pctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {

@@ -1,0 +1,141 @@
+package pgstore
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/people"
+)
+
+// personCache keeps people this process read or wrote, each labelled with
+// the version their person row had (person.version, from one sequence, new
+// at every committed change and for every new row, so no two states of
+// anyone ever share one). It is never trusted: every read and every change
+// still asks the database for the row's version, in the same round trip
+// that would read the facts, and the facts and records are sent only when
+// the version differs (or the row is gone). Another service on the same
+// database, a forget, a failed commit: each leaves a version this cache
+// does not hold, and the next access reads the rows. A hit saves sending
+// and decoding a person's rows, which was most of a recall's time and a
+// third of a proposal's.
+//
+// An entry labelled with an older version than its state (a read whose
+// statements saw a commit land between them) is never used: the row's
+// version is by then newer than the label.
+//
+// The bound is in bytes, estimated (approxBytes); recency is hashicorp's
+// simplelru, which personfiles' cache also uses.
+type personCache struct {
+	mu        sync.Mutex
+	lru       *simplelru.LRU[string, cachedPerson]
+	limit     int
+	bytes     int
+	evictions int64
+
+	hits, misses atomic.Int64
+}
+
+type cachedPerson struct {
+	st    *stored
+	bytes int
+}
+
+func newPersonCache(limit int) *personCache {
+	c := &personCache{limit: limit}
+	lru, err := simplelru.NewLRU(math.MaxInt, func(_ string, e cachedPerson) { c.bytes -= e.bytes })
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	c.lru = lru
+	return c
+}
+
+// peek returns name's cached state, or nil, without counting a use: what
+// a read asks the database to compare with.
+func (c *personCache) peek(name string) *stored {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.lru.Get(name); ok {
+		return e.st
+	}
+	return nil
+}
+
+// hit reports whether cached (what peek gave) is the person at version,
+// the row's version as the database answered, and counts the hit or the
+// miss. On a hit the database sent no rows; on a miss it sent them all.
+func (c *personCache) hit(cached *stored, version int64) bool {
+	if cached == nil || cached.version != version {
+		c.misses.Add(1)
+		return false
+	}
+	c.hits.Add(1)
+	return true
+}
+
+// put keeps st, which the caller no longer changes, as name's state at
+// st.version. A person of more than a quarter of the bound is not kept.
+func (c *personCache) put(st *stored) {
+	n := approxBytes(st)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Remove(st.name)
+	if n > c.limit/4 {
+		return
+	}
+	c.lru.Add(st.name, cachedPerson{st: st, bytes: n})
+	c.bytes += n
+	for c.bytes > c.limit {
+		if _, _, ok := c.lru.RemoveOldest(); !ok {
+			break
+		}
+		c.evictions++
+	}
+}
+
+// drop forgets name: an erase, or a change whose outcome is not known.
+func (c *personCache) drop(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Remove(name)
+}
+
+// metrics fills the cache's part of people.Metrics.
+func (c *personCache) metrics(m *people.Metrics) {
+	c.mu.Lock()
+	m.CacheBytes, m.CacheEvictions = int64(c.bytes), c.evictions
+	c.mu.Unlock()
+	m.CacheHits, m.CacheMisses = c.hits.Load(), c.misses.Load()
+}
+
+// approxBytes estimates what a cached person holds: the facts and records
+// as the domain holds them, the rows beside them (which share the facts'
+// strings but for the instants' text), and every string's bytes. Each
+// string pgx decodes is its own allocation.
+func approxBytes(st *stored) int {
+	const rowExtra = int(unsafe.Sizeof(ordered[factRow]{})) + 3*32 // the row and its instants' text
+	p := st.person
+	n := int(unsafe.Sizeof(*st)) + int(unsafe.Sizeof(*p)) + len(st.name)
+	n += cap(p.Facts) * int(unsafe.Sizeof(api.Fact{}))
+	for i := range p.Facts {
+		f := &p.Facts[i]
+		q := &f.Provenance
+		n += len(f.FactID) + len(f.Kind) + len(f.Body) + len(f.Visibility.Scope) + len(f.Visibility.ChannelID) +
+			len(f.SupersedesFactID) + len(q.SourceSurface) + len(q.SourceEventID) + len(q.CorrelationID) +
+			len(q.ProposerUserID) + len(q.ChannelID) + len(q.SourceMessageID) + rowExtra + 16 // a map slot
+		if f.ExpiresAt != nil {
+			n += int(unsafe.Sizeof(*f.ExpiresAt))
+		}
+	}
+	n += cap(p.Proposals) * int(unsafe.Sizeof(people.ProposalRecord{}))
+	for i := range p.Proposals {
+		r := &p.Proposals[i]
+		n += 2*(len(r.ProposalID)+len(r.Digest)+len(r.FactID)) + int(unsafe.Sizeof(ordered[recordRow]{})) + 16
+	}
+	return n
+}
