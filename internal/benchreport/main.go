@@ -59,6 +59,7 @@ type config struct {
 	memoryTime   string
 	coldN        string // BenchmarkColdPeople's calls per run
 	original     string // a git checkout of Volpestyle/clankie, or ""
+	postgres     bool   // CLANKIE_TEST_POSTGRES names a server: the store rows run
 }
 
 func main() {
@@ -121,6 +122,14 @@ func run(ctx context.Context, c config) int {
 			"BenchmarkVoiceJoinToBriefing"}},
 		{name: "bridge process", pkg: "./cmd/clankie/", benchtime: "1x", rounds: 1, benches: []string{
 			"BenchmarkIdleTextBridgeRSS"}},
+	}
+	// The PostgreSQL rows (issue 31) need a server: scripts/test starts
+	// one and exports CLANKIE_TEST_POSTGRES; without it they are skipped.
+	if c.postgres = os.Getenv("CLANKIE_TEST_POSTGRES") != ""; c.postgres {
+		suites = append(suites, suite{name: "stores (file and PostgreSQL)", pkg: "./memory/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
+			"BenchmarkStoreProposalRoundTrip", "BenchmarkStoreConcurrentProposals", "BenchmarkStoreRecall128"}})
+	} else {
+		fmt.Fprintln(os.Stderr, "benchreport: CLANKIE_TEST_POSTGRES is unset: no PostgreSQL rows")
 	}
 	started := time.Now()
 	loadBefore := loadAverage()
@@ -592,6 +601,34 @@ func perSecond(v float64, ok bool) string {
 	return fmt.Sprintf("%.0f/s", v)
 }
 
+// postgresRows are issue 31's PostgreSQL goals: each figure against the
+// file store's, measured in the same go test process of the same round.
+func postgresRows(res results) []row {
+	const prop, conc, rec = "BenchmarkStoreProposalRoundTrip/store=", "BenchmarkStoreConcurrentProposals/store=", "BenchmarkStoreRecall128/store="
+	var out []row
+	p := compare(res, prop+"postgres", prop+"file", "p50-µs")
+	out = append(out, row{"postgres", "proposal, durable, HTTP round trip, 64 people × 16 facts, superseding, one service; median",
+		p.value, "the file store, same benchmark: " + p.base, ratioText(p.ratio, p.ok), "≤ 1.3×", yesNo(p.ok, p.ratio <= 1.3)})
+	r := compare(res, rec+"postgres", rec+"file", "p50-µs")
+	out = append(out, row{"postgres", "recall of all 128 facts of one person over HTTP; median",
+		r.value, "the file store, same benchmark: " + r.base, ratioText(r.ratio, r.ok), "≤ 1.5×", yesNo(r.ok, r.ratio <= 1.5)})
+	w, okW := res.get(conc+"postgres", "writes/s")
+	fw, okF := res.get(conc+"file", "writes/s")
+	wr, okR := res.ratio(conc+"postgres", "writes/s", conc+"file", "writes/s")
+	p99, ok99 := res.get(conc+"postgres", "p99-µs")
+	out = append(out, row{"postgres", fmt.Sprintf("64 concurrent writers, own person (16 facts) each; throughput (p99 %s)", dur(p99*1e3, ok99)),
+		perSecond(w, okW), "the file store, same benchmark: " + perSecond(fw, okF), ratioText(wr, okR),
+		"≥ 0.6×, p99 < 50 ms", yesNo(okR && ok99, wr >= 0.6 && p99 < 50_000)})
+	two, okT := res.get(conc+"postgres-2svc", "writes/s")
+	tr, okTR := res.ratio(conc+"postgres-2svc", "writes/s", conc+"postgres", "writes/s")
+	out = append(out, row{"postgres", "  the same, two services on one database, writers alternating",
+		perSecond(two, okT), "one service, same benchmark: " + perSecond(w, okW), ratioText(tr, okTR), "≥ 0.9×", yesNo(okTR, tr >= 0.9)})
+	t := compare(res, prop+"postgres-2svc", prop+"postgres", "p50-µs")
+	out = append(out, row{"postgres", "  proposal round trip, two services alternating on the same people",
+		t.value, "one service: " + t.base, ratioText(t.ratio, t.ok), "—", "—"})
+	return out
+}
+
 func rows(res results, rss map[string]float64, c config) []row {
 	var out []row
 
@@ -687,6 +724,10 @@ func rows(res results, rss map[string]float64, c config) []row {
 		l, okL := res.get("BenchmarkFirstStart/logs/people="+n, "ns/op")
 		out = append(out, row{"start-up", fmt.Sprintf("first start after an upgrade: %s schema-1 files × 10 facts, no catalog, in process", n),
 			dur(m, okM), "the same people as logs (a deleted catalog: read, not migrated): " + dur(l, okL), ratioText(m/l, okM && okL), "—", "—"})
+	}
+
+	if c.postgres {
+		out = append(out, postgresRows(res)...)
 	}
 
 	// 64 writers, own person each: throughput against the whole-file floor.
