@@ -466,39 +466,33 @@ func (s *People) Update(ctx context.Context, subject api.Subject, _ people.Commi
 }
 
 // View runs read on the person's facts as last committed, without a lock,
-// with the database's clock as of the read (after the facts, so no fact
-// read is newer than it): one round trip, which sends the person's rows
-// only when the cache does not hold the row's version (personCache).
+// with the database's clock as of the read. It first asks for the
+// person's version and the clock in one statement; when the cache holds
+// that version (personCache), that is the whole read. Otherwise a second
+// round trip reads the facts, the records (so the cache can hold the
+// person) and the clock again after them, so no fact read is newer than
+// it.
 func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.Fact, time.Time)) error {
 	return s.db.read(ctx, "person.read", func(ctx context.Context) error {
 		name := personfiles.FileName(subject)
 		cached := s.cache.peek(name)
-		b := &pgx.Batch{}
-		b.Queue("SELECT version FROM person WHERE name = $1", name)
-		queueRows(b, name, cached)
-		b.Queue("SELECT clock_timestamp()")
-		br := s.db.pool.SendBatch(ctx, b)
-		defer br.Close()
-		version := int64(-1) // no row: nothing is kept about them
-		if err := br.QueryRow().Scan(&version); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		st := newStored(subject, name, version)
-		if err := st.readRows(br); err != nil {
-			return err
-		}
+		var version *int64 // nil: no row, nothing is kept about them
 		var now time.Time
-		if err := br.QueryRow().Scan(&now); err != nil {
+		err := s.db.pool.QueryRow(ctx, "SELECT (SELECT version FROM person WHERE name = $1), clock_timestamp()", name).Scan(&version, &now)
+		if err != nil {
 			return err
 		}
+		var st *stored
 		switch {
-		case s.cache.hit(cached, version):
+		case version == nil:
+			s.cache.hit(nil, -1) // a miss, and nothing to read
+			st = newStored(subject, name, -1)
+		case s.cache.hit(cached, *version):
 			st = cached
-		case version >= 0:
-			// Labelled with the version read before the rows: a commit
-			// between them leaves a label older than the state, which the
-			// row's newer version never matches again.
-			s.cache.put(st)
+		default:
+			if st, now, err = s.readPerson(ctx, subject, name, *version); err != nil {
+				return err
+			}
 		}
 		facts := st.person.Facts
 		if facts == nil {
@@ -507,6 +501,28 @@ func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.
 		read(facts, now.UTC())
 		return nil
 	})
+}
+
+// readPerson reads a person's facts and records, without a lock, and the
+// database's clock after them, and keeps the person in the cache labelled
+// version, which was read before: a commit between the two leaves a label
+// older than the state, which the row's newer version never matches again.
+func (s *People) readPerson(ctx context.Context, subject api.Subject, name string, version int64) (*stored, time.Time, error) {
+	b := &pgx.Batch{}
+	queueRows(b, name, nil)
+	b.Queue("SELECT clock_timestamp()")
+	br := s.db.pool.SendBatch(ctx, b)
+	defer br.Close()
+	st := newStored(subject, name, version)
+	if err := st.readRows(br); err != nil {
+		return nil, time.Time{}, err
+	}
+	var now time.Time
+	if err := br.QueryRow().Scan(&now); err != nil {
+		return nil, time.Time{}, err
+	}
+	s.cache.put(st)
+	return st, now, nil
 }
 
 // List returns one page of people with facts, ordered by their file-store
