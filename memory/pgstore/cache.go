@@ -16,13 +16,13 @@ import (
 // the version their person row had (person.version, from one sequence, new
 // at every committed change and for every new row, so no two states of
 // anyone ever share one). It is never trusted: every read and every change
-// still asks the database for the row's version, in the same round trip
-// that would read the facts, and the facts and records are sent only when
-// the version differs (or the row is gone). Another service on the same
-// database, a forget, a failed commit: each leaves a version this cache
-// does not hold, and the next access reads the rows. A hit saves sending
+// still asks the database for the row's version (in the statement that
+// reads the clock, or takes the lock), and reads the facts and records, in
+// a second round trip, only when the version differs. Another service on
+// the same database, a forget, a failed commit: each leaves a version this
+// cache does not hold, and the next access reads the rows. A hit saves sending
 // and decoding a person's rows, which was most of a recall's time and a
-// third of a proposal's.
+// third of a proposal's; a miss of a person held costs a round trip more.
 //
 // An entry labelled with an older version than its state (a read whose
 // statements saw a commit land between them) is never used: the row's

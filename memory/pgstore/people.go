@@ -220,22 +220,14 @@ func newStored(subject api.Subject, name string, version int64) *stored {
 }
 
 const (
-	// unlessCached guards the reads of a person's rows: they are sent only
-	// when the person's row is not at the version the cache holds ($2).
-	unlessCached     = " AND NOT EXISTS (SELECT 1 FROM person WHERE name = $1 AND version = $2)"
-	selectFactsAt    = "SELECT " + factColumns + " FROM person_fact WHERE name = $1" + unlessCached + " ORDER BY ord"
-	selectProposalAt = "SELECT proposal_id, ord, digest, fact_id FROM person_proposal WHERE name = $1" + unlessCached + " ORDER BY ord"
+	selectFacts     = "SELECT " + factColumns + " FROM person_fact WHERE name = $1 ORDER BY ord"
+	selectProposals = "SELECT proposal_id, ord, digest, fact_id FROM person_proposal WHERE name = $1 ORDER BY ord"
 )
 
-// queueRows queues the reads of a person's facts and records, unless
-// their row is at cached's version.
-func queueRows(b *pgx.Batch, name string, cached *stored) {
-	v := int64(-1)
-	if cached != nil {
-		v = cached.version
-	}
-	b.Queue(selectFactsAt, name, v)
-	b.Queue(selectProposalAt, name, v)
+// queueRows queues the reads of a person's facts and records.
+func queueRows(b *pgx.Batch, name string) {
+	b.Queue(selectFacts, name)
+	b.Queue(selectProposals, name)
 }
 
 // readRows reads what queueRows queued into st.
@@ -280,11 +272,13 @@ type locked struct {
 // lockPerson creates the person's row when they are new (a concurrent
 // creator waits on the same insert; a person the cache holds has a row
 // already, or had one: then the lock finds none and this tries again with
-// the insert), locks it until the transaction ends,
-// and reads under the lock the database's clock, the version a change
-// will commit at, and the person's facts and records unless the cache
-// holds them at the row's version: one round trip, which begins the
-// transaction (pipeTx).
+// the insert), locks it until the transaction ends, and reads under the
+// lock the database's clock and the version a change will commit at, in
+// the round trip that begins the transaction (pipeTx). The person's facts
+// and records come in the same round trip for a person the cache does not
+// hold; for one it holds at the row's version they are not read at all;
+// for one it holds at another version (another service's change, a
+// forget) they are read in a second round trip, still under the lock.
 //
 // Every time a person's facts are ordered or expired by comes from the
 // database's clock, never the host's: two services on one database with
@@ -321,7 +315,9 @@ func (s *People) tryLockPerson(ctx context.Context, tx *pipeTx, subject api.Subj
 			name, subject.GuildID, subject.UserID)
 	}
 	b.Queue("SELECT seq, version, nextval('person_version'), clock_timestamp() FROM person WHERE name = $1 FOR UPDATE", name)
-	queueRows(b, name, cached)
+	if cached == nil {
+		queueRows(b, name)
+	}
 	br, err := tx.send(ctx, b)
 	if err != nil {
 		return locked{}, err
@@ -340,11 +336,29 @@ func (s *People) tryLockPerson(ctx context.Context, tx *pipeTx, subject api.Subj
 	l.now = l.now.UTC()
 	l.st = newStored(subject, name, version)
 	l.st.person.Seq = uint64(seq)
-	if err := l.st.readRows(br); err != nil {
-		return locked{}, err
+	switch {
+	case cached == nil:
+		s.cache.hit(nil, version) // a miss: the rows came with the lock
+		err = l.st.readRows(br)
+	case s.cache.hit(cached, version):
+		l.st = cached
+	default:
+		// Another service changed the person, or forgot them: their rows,
+		// in a second round trip, under the lock.
+		if err = br.Close(); err == nil {
+			b = tx.batch()
+			queueRows(b, name)
+			var rows pgx.BatchResults
+			if rows, err = tx.send(ctx, b); err == nil {
+				err = l.st.readRows(rows)
+				if cerr := rows.Close(); err == nil {
+					err = cerr
+				}
+			}
+		}
 	}
-	if s.cache.hit(cached, version) {
-		l.st = cached // its rows were not sent
+	if err != nil {
+		return locked{}, err
 	}
 	return l, nil
 }
@@ -509,7 +523,7 @@ func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.
 // older than the state, which the row's newer version never matches again.
 func (s *People) readPerson(ctx context.Context, subject api.Subject, name string, version int64) (*stored, time.Time, error) {
 	b := &pgx.Batch{}
-	queueRows(b, name, nil)
+	queueRows(b, name)
 	b.Queue("SELECT clock_timestamp()")
 	br := s.db.pool.SendBatch(ctx, b)
 	defer br.Close()
