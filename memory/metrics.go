@@ -73,7 +73,7 @@ func newMetrics(s *Service, fsync prometheus.Histogram) *metrics {
 		counter("clankie_memory_journal_syncs_total", "fdatasyncs of the person store's journal (group commit: one can acknowledge many changes).", func() float64 { return float64(s.people.Metrics().JournalSyncs) }),
 		counter("clankie_memory_journal_changes_total", "Person-store changes made durable by a journal sync; divided by the syncs it is the group-commit factor.", func() float64 { return float64(s.people.Metrics().JournalChanges) }),
 		counter("clankie_memory_journal_sync_seconds_total", "Time spent in journal fdatasyncs.", func() float64 { return s.people.Metrics().JournalSyncTime.Seconds() }),
-		counter("clankie_memory_people_compactions_total", "Person logs rewritten at twice their live size.", func() float64 { return float64(s.people.Metrics().Compactions) }),
+		counter("clankie_memory_people_compactions_total", "Person logs rewritten at 5/4 of their live size.", func() float64 { return float64(s.people.Metrics().Compactions) }),
 		counter("clankie_memory_people_checkpoints_total", "Catalog checkpoints of the person store.", func() float64 { return float64(s.people.Metrics().Checkpoints) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -64,7 +64,7 @@ type Metrics struct {
 	// CacheHits and CacheMisses count person loads served from memory and
 	// from disk.
 	CacheHits, CacheMisses int64
-	// Compactions counts person logs rewritten because they passed twice
+	// Compactions counts person logs rewritten because they passed 5/4 of
 	// their live size; Checkpoints counts catalog checkpoints.
 	Compactions, Checkpoints int64
 	// CacheBytes is what the decoded-person cache holds, as counted

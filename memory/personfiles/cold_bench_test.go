@@ -20,8 +20,8 @@ import (
 // seedSteadyLogs writes n people of 128 facts as a service leaves them
 // after a while: each log a compacted state (128 facts, 128 idempotency
 // records) followed by the lines of proposals that each evicted the oldest
-// fact, until the log is half again its live size (it is compacted at
-// twice), written in place with no catalog, so Open scans them as a first
+// fact, until the log is an eighth past its live size (the mean of a log
+// compacted at 5/4, compactAt), written in place with no catalog, so Open scans them as a first
 // start does.
 func seedSteadyLogs(b testing.TB, root *os.Root, n int) {
 	b.Helper()
@@ -53,7 +53,7 @@ func seedSteadyLogs(b testing.TB, root *os.Root, n int) {
 			b.Fatal(err)
 		}
 		live := len(log)
-		for i := 128; len(log) < live*3/2; i++ {
+		for i := 128; len(log) < live*(4+compactAt)/8; i++ {
 			r := record(i)
 			ch := &people.Change{Seq: uint64(i + 1), Remove: []string{pf.Facts[0].FactID}, Put: []api.Fact{fact(i)}, Proposal: &r}
 			pf.apply(ch)

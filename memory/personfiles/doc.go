@@ -6,7 +6,7 @@
 // A change is one small line: durable first in the store-wide journal
 // (memory/journal), whose fdatasync is shared by every change that arrived
 // meanwhile (group commit), then appended to the person's log, which is
-// compacted once it passes twice its live size. A checkpoint keeps every
+// compacted once it passes 5/4 of its live size. A checkpoint keeps every
 // person's count in the catalog, so start-up reads the catalog and the
 // short journal and no person log; people are loaded on first access, and
 // a cache bounded by what it holds decoded (CLANKIE_MEMORY_CACHE_MB, 128

@@ -34,7 +34,7 @@ import (
 //
 //	{"person":"p-…jsonl","subject":{…},"facts":5,"change":{…a person log change…}}
 //
-// When a change takes a person's log past twice its live size, its record
+// When a change takes a person's log past 5/4 of its live size (compactAt), its record
 // carries the compacted state instead ({"seq":n,"reset":[header, fact and
 // proposal lines]}), and the log is rewritten from it without a sync of
 // its own: until the next checkpoint syncs it, replay rebuilds it from the

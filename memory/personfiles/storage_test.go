@@ -466,7 +466,10 @@ func TestConcurrentChangesShareJournalSyncs(t *testing.T) {
 	}
 }
 
-func TestLogsAreCompactedAtTwiceTheirLiveSize(t *testing.T) {
+// TestLogsAreCompactedAtFiveQuartersOfTheirLiveSize: a log never grows
+// past 5/4 of its state (compactAt), give or take the state's drift
+// between compactions, so a cold read decodes little that is dead.
+func TestLogsAreCompactedAtFiveQuartersOfTheirLiveSize(t *testing.T) {
 	s, root, c := newStore(t)
 	u := api.Subject{GuildID: "g", UserID: "u"}
 	var last string
@@ -486,7 +489,7 @@ func TestLogsAreCompactedAtTwiceTheirLiveSize(t *testing.T) {
 	}
 	got, _ := s.Export(u)
 	snap, _ := encodeSnapshot(func() *personFile { pf, _ := s.load(FileName(u), u, copied); return pf }())
-	if got.Total != 16 || maxSize > 2*len(snap)+4096 || s.Metrics().Compactions == 0 {
+	if got.Total != 16 || maxSize > len(snap)*5/4+256 || s.Metrics().Compactions < 10 {
 		t.Fatalf("%d facts, log peaked at %d bytes, live %d, %d compactions", got.Total, maxSize, len(snap), s.Metrics().Compactions)
 	}
 }
