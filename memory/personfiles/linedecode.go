@@ -169,10 +169,21 @@ func plainASCII(s []byte) bool {
 	return true
 }
 
-// str reads a string value, escapes included.
-func (r *lineReader) str() (string, error) {
+// str reads a string value, escapes included, shared through the
+// interner.
+func (r *lineReader) str() (string, error) { return r.strShared(true) }
+
+// unique reads a string value no other line repeats (an event's, a
+// correlation's or a proposal's id): interning it would only grow the
+// interner's map, which a cold load paid for every fact.
+func (r *lineReader) unique() (string, error) { return r.strShared(false) }
+
+func (r *lineReader) strShared(intern bool) (string, error) {
 	start := r.i
 	if s, err := r.rawString(); err == nil {
+		if !intern {
+			return string(s), nil
+		}
 		return r.in.get(s), nil
 	}
 	r.i = start
@@ -412,7 +423,13 @@ func (r *lineReader) provenance(p *api.Provenance) error {
 		if err != nil || !ok {
 			return err
 		}
-		s, err := r.str()
+		var s string
+		switch string(name) {
+		case "sourceEventId", "correlationId", "sourceMessageId":
+			s, err = r.unique()
+		default:
+			s, err = r.str()
+		}
 		if err != nil {
 			return err
 		}
@@ -444,7 +461,7 @@ func (r *lineReader) proposal(p *people.ProposalRecord) error {
 		}
 		switch string(name) {
 		case "proposalId":
-			p.ProposalID, err = r.str()
+			p.ProposalID, err = r.unique()
 		case "digest":
 			p.Digest, err = r.str()
 		case "factId":
