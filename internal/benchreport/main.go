@@ -72,6 +72,7 @@ func main() {
 	flag.IntVar(&c.rssBigPeople, "rss-big-people", 100000, "people in the second start-up and RSS check (0: skip; -quick: 0 unless given)")
 	flag.StringVar(&c.original, "original", "", "a git checkout (or bare mirror) of Volpestyle/clankie holding "+originalCommit[:7]+
 		": run its person store in process in every round, as the baseline issue 16 names (needs npm and the npm registry)")
+	flag.BoolVar(&c.postgres, "postgres", false, "also run the file and PostgreSQL store benchmarks (the memory package's, against the server CLANKIE_TEST_POSTGRES names; scripts/bench sets both)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "benchreport: unexpected arguments:", flag.Args())
@@ -123,13 +124,14 @@ func run(ctx context.Context, c config) int {
 		{name: "bridge process", pkg: "./cmd/clankie/", benchtime: "1x", rounds: 1, benches: []string{
 			"BenchmarkIdleTextBridgeRSS"}},
 	}
-	// The PostgreSQL rows (issue 31) need a server: scripts/test starts
-	// one and exports CLANKIE_TEST_POSTGRES; without it they are skipped.
-	if c.postgres = os.Getenv("CLANKIE_TEST_POSTGRES") != ""; c.postgres {
+	// The PostgreSQL rows (issue 31) need a server: scripts/bench starts
+	// one, exports CLANKIE_TEST_POSTGRES for the benchmarks and says
+	// -postgres; without it they are skipped.
+	if c.postgres {
 		suites = append(suites, suite{name: "stores (file and PostgreSQL)", pkg: "./memory/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
 			"BenchmarkStoreProposalRoundTrip", "BenchmarkStoreConcurrentProposals", "BenchmarkStoreRecall128"}})
 	} else {
-		fmt.Fprintln(os.Stderr, "benchreport: CLANKIE_TEST_POSTGRES is unset: no PostgreSQL rows")
+		fmt.Fprintln(os.Stderr, "benchreport: no -postgres: no PostgreSQL rows")
 	}
 	started := time.Now()
 	loadBefore := loadAverage()
