@@ -69,7 +69,9 @@ func newMetrics(s *Service, fsync prometheus.Histogram) *metrics {
 		gauge("clankie_memory_episodes_retained", "Episodes kept for good (at most 1024).", func() float64 { return float64(s.episodes.Stats().Retained) }),
 		gauge("clankie_memory_person_files_corrupt", "Person files set aside as unreadable (see 'clankie memory corrupt').", func() float64 { return float64(len(s.corruptFiles())) }),
 		counter("clankie_memory_people_cache_hits_total", "Person lookups served from the decoded-person cache.", func() float64 { return float64(s.people.Metrics().CacheHits) }),
-		counter("clankie_memory_people_cache_misses_total", "Person lookups that read the person's log from disk.", func() float64 { return float64(s.people.Metrics().CacheMisses) }),
+		counter("clankie_memory_people_cache_misses_total", "Person lookups that read the person's log from disk, or (PostgreSQL) their rows, the cache not holding their current version.", func() float64 { return float64(s.people.Metrics().CacheMisses) }),
+		gauge("clankie_memory_people_cache_bytes", "Bytes of decoded people the person cache holds (bounded by CLANKIE_MEMORY_CACHE_MB).", func() float64 { return float64(s.people.Metrics().CacheBytes) }),
+		counter("clankie_memory_people_cache_evictions_total", "People dropped from the person cache, least recently used first, to stay within its bound.", func() float64 { return float64(s.people.Metrics().CacheEvictions) }),
 		counter("clankie_memory_journal_syncs_total", "fdatasyncs of the person store's journal (group commit: one can acknowledge many changes).", func() float64 { return float64(s.people.Metrics().JournalSyncs) }),
 		counter("clankie_memory_journal_changes_total", "Person-store changes made durable by a journal sync; divided by the syncs it is the group-commit factor.", func() float64 { return float64(s.people.Metrics().JournalChanges) }),
 		counter("clankie_memory_journal_sync_seconds_total", "Time spent in journal fdatasyncs.", func() float64 { return s.people.Metrics().JournalSyncTime.Seconds() }),
@@ -78,12 +80,6 @@ func newMetrics(s *Service, fsync prometheus.Histogram) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	if s.people.Stats().Store == api.StoreFile { // PostgreSQL keeps no decoded-person cache
-		reg.MustRegister(
-			gauge("clankie_memory_people_cache_bytes", "Bytes of decoded people the person cache holds (bounded by CLANKIE_MEMORY_CACHE_MB).", func() float64 { return float64(s.people.Metrics().CacheBytes) }),
-			counter("clankie_memory_people_cache_evictions_total", "People dropped from the person cache, least recently used first, to stay within its bound.", func() float64 { return float64(s.people.Metrics().CacheEvictions) }),
-		)
-	}
 	return m
 }
 

@@ -3,6 +3,8 @@ package memory
 import (
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/clankie/clankie/api"
@@ -69,4 +71,20 @@ func TestTwoServicesSeeEachOthersChanges(t *testing.T) {
 	propose(a, "p1", "again")
 	want(b, "b, after a started over", "again")
 	want(a, "a, after starting over", "again")
+	want(a, "a, again", "again")
+
+	// The cache shows in a's metrics: the last recall was a hit, the ones
+	// after b's changes misses, and a holds the person.
+	r := a.do(op, "GET", "/metrics", nil)
+	for _, name := range []string{"clankie_memory_people_cache_hits_total", "clankie_memory_people_cache_misses_total", "clankie_memory_people_cache_bytes"} {
+		var v float64
+		for _, line := range strings.Split(string(r.body), "\n") {
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				v, _ = strconv.ParseFloat(rest, 64)
+			}
+		}
+		if v <= 0 {
+			t.Errorf("%s is %v on a, want more than 0", name, v)
+		}
+	}
 }
