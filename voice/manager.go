@@ -183,7 +183,10 @@ func (m *Manager) Join(ctx context.Context, guildID, userID, textChannelID, guil
 			st := m.budget.status(guildID, now)
 			return "", &voiceapi.BudgetSpentError{Budget: st.Limit, ResetsAt: st.ResetsAt}
 		}
-		s = m.startLocked(guildID, channelID, textChannelID, guildLocale, false)
+		// The invoker counts as consented before the session runs, so its
+		// first briefing already holds them (opting in after the start
+		// raced that briefing, which then went out without them).
+		s = m.startLocked(guildID, channelID, textChannelID, guildLocale, false, userID)
 	}
 	m.mu.Unlock()
 	s.optIn(userID)
@@ -193,9 +196,12 @@ func (m *Manager) Join(ctx context.Context, guildID, userID, textChannelID, guil
 
 // startLocked makes and starts a session; fresh makes its first move a
 // leave and a join (the bot is in a channel already: moved there by
-// someone). m.mu is held.
-func (m *Manager) startLocked(guildID, channelID, textChannelID, guildLocale string, fresh bool) *Session {
+// someone); consented are opted in before it runs. m.mu is held.
+func (m *Manager) startLocked(guildID, channelID, textChannelID, guildLocale string, fresh bool, consented ...string) *Session {
 	s := newSession(m, guildID, channelID, textChannelID, guildLocale)
+	for _, id := range consented {
+		s.consent.optIn(id) // no goroutine of the session runs yet
+	}
 	m.sessions[guildID] = s
 	delete(m.last, guildID)
 	m.wg.Add(1)
