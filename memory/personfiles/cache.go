@@ -3,13 +3,12 @@ package personfiles
 import (
 	"unsafe"
 
-	"math"
 	"sync"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/people"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/clankie/clankie/memory/bytelru"
 )
 
 // DefaultCacheBytes is the decoded-person cache's bound when the operator
@@ -66,27 +65,11 @@ func shared(s string) int {
 // process wrote itself. It is only ever filled from what was durably
 // written or read, and the store is the only writer of its root (the LOCK
 // file), so the cache cannot disagree with the disk. Entries are never
-// handed out: get returns a copy the caller may change.
-//
-// The recency order is hashicorp's simplelru; the bound is ours, in bytes
-// (decodedBytes): the library bounds a count, and a person runs from a few
-// hundred bytes to a quarter of a megabyte, so no count bounds the memory.
-// The LRU gets no practical count cap (math.MaxInt); its eviction
-// callback, which it calls on every removal, keeps the byte total; put
-// removes the oldest while over the limit. simplelru rather than lru.Cache: fileCache's own mutex already
-// makes get-and-take and put-and-trim single steps, so lru.Cache's lock
-// would only be taken twice.
+// handed out: get returns a copy the caller may change. The bound is in
+// bytes (decodedBytes), the recency order bytelru's.
 type fileCache struct {
-	mu        sync.Mutex
-	lru       *simplelru.LRU[string, cached]
-	limit     int   // the bound, in decodedBytes
-	bytes     int   // the entries' decodedBytes, summed
-	evictions int64 // entries removed to stay within limit
-}
-
-type cached struct {
-	pf    *personFile
-	bytes int
+	mu  sync.Mutex
+	lru *bytelru.LRU[*personFile]
 }
 
 // cacheMetrics is the decoded-person cache's state for the metrics.
@@ -97,13 +80,7 @@ type cacheMetrics struct {
 }
 
 func newFileCache(limit int) *fileCache {
-	c := &fileCache{limit: limit}
-	lru, err := simplelru.NewLRU(math.MaxInt, func(_ string, e cached) { c.bytes -= e.bytes })
-	if err != nil {
-		panic(err) // only for a size <= 0
-	}
-	c.lru = lru
-	return c
+	return &fileCache{lru: bytelru.New[*personFile](limit)}
 }
 
 // get returns the cached state as how asks (see access), or false.
@@ -111,39 +88,23 @@ func (c *fileCache) get(name string, how access) (*personFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if how == taken {
-		e, ok := c.lru.Peek(name)
-		if ok {
-			c.lru.Remove(name)
-		}
-		return e.pf, ok
+		return c.lru.Take(name)
 	}
-	e, ok := c.lru.Get(name)
+	pf, ok := c.lru.Get(name)
 	if !ok || how == borrowed {
-		return e.pf, ok
+		return pf, ok
 	}
-	return clonePerson(e.pf), true
+	return clonePerson(pf), true
 }
 
-// put keeps pf as the current contents of name, most recently used, and
-// drops the least recently used entries while the cache holds more than
-// limit. A person of more than a quarter of the bound is not kept: it
-// would push out many people to save one read. n is what pf counts
-// (decodedBytes); the caller must not change pf afterwards.
+// put keeps pf as the current contents of name, most recently used, within
+// the bound (bytelru.LRU.Put: a person of more than a quarter of it is not
+// kept). n is what pf counts (decodedBytes); the caller must not change pf
+// afterwards.
 func (c *fileCache) put(name string, pf *personFile, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lru.Remove(name)
-	if n > c.limit/4 {
-		return
-	}
-	c.lru.Add(name, cached{pf: pf, bytes: n})
-	c.bytes += n
-	for c.bytes > c.limit {
-		if _, _, ok := c.lru.RemoveOldest(); !ok {
-			break // nothing left: only a broken byte count gets here
-		}
-		c.evictions++
-	}
+	c.lru.Put(name, pf, n)
 }
 
 // drop forgets name (removed, moved aside, or a write that failed).
@@ -156,7 +117,7 @@ func (c *fileCache) drop(name string) {
 func (c *fileCache) metrics() cacheMetrics {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return cacheMetrics{Bytes: int64(c.bytes), Evictions: c.evictions}
+	return cacheMetrics{Bytes: int64(c.lru.Bytes()), Evictions: c.lru.Evictions()}
 }
 
 // cacheMetrics returns the decoded-person cache's bytes and evictions (the

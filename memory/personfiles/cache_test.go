@@ -33,8 +33,8 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	if got, ok := c.get("p-1_2.json", taken); !ok || got != pf {
 		t.Fatalf("take: %v %v", taken, ok)
 	}
-	if _, ok := c.get("p-1_2.json", copied); ok || c.bytes != 0 {
-		t.Fatalf("a taken entry is still cached (%d bytes)", c.bytes)
+	if _, ok := c.get("p-1_2.json", copied); ok || c.lru.Bytes() != 0 {
+		t.Fatalf("a taken entry is still cached (%d bytes)", c.lru.Bytes())
 	}
 	c.put("p-1_2.json", pf, 100)
 	c.drop("p-1_2.json")
@@ -44,8 +44,8 @@ func TestFileCacheCopiesAndStaysBounded(t *testing.T) {
 	for i := range 100 {
 		c.put(fmt.Sprintf("p-%d.json", i), &personFile{}, testCacheBytes/10)
 	}
-	if c.bytes > testCacheBytes || c.lru.Len() != 10 {
-		t.Fatalf("cache holds %d bytes in %d entries", c.bytes, c.lru.Len())
+	if c.lru.Bytes() > testCacheBytes || c.lru.Len() != 10 {
+		t.Fatalf("cache holds %d bytes in %d entries", c.lru.Bytes(), c.lru.Len())
 	}
 	if _, ok := c.get("p-99.json", copied); !ok {
 		t.Fatal("the most recent entry was evicted")

@@ -1,12 +1,11 @@
 package pgstore
 
 import (
-	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/clankie/clankie/memory/bytelru"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/people"
@@ -28,31 +27,17 @@ import (
 // statements saw a commit land between them) is never used: the row's
 // version is by then newer than the label.
 //
-// The bound is in bytes, estimated (approxBytes); recency is hashicorp's
-// simplelru, which personfiles' cache also uses.
+// The bound is in bytes, estimated (approxBytes), the recency order
+// bytelru's, which personfiles' cache also uses.
 type personCache struct {
-	mu        sync.Mutex
-	lru       *simplelru.LRU[string, cachedPerson]
-	limit     int
-	bytes     int
-	evictions int64
+	mu  sync.Mutex
+	lru *bytelru.LRU[*stored]
 
 	hits, misses atomic.Int64
 }
 
-type cachedPerson struct {
-	st    *stored
-	bytes int
-}
-
 func newPersonCache(limit int) *personCache {
-	c := &personCache{limit: limit}
-	lru, err := simplelru.NewLRU(math.MaxInt, func(_ string, e cachedPerson) { c.bytes -= e.bytes })
-	if err != nil {
-		panic(err) // only for a size <= 0
-	}
-	c.lru = lru
-	return c
+	return &personCache{lru: bytelru.New[*stored](limit)}
 }
 
 // peek returns name's cached state, or nil, without counting a use: what
@@ -60,42 +45,33 @@ func newPersonCache(limit int) *personCache {
 func (c *personCache) peek(name string) *stored {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.lru.Get(name); ok {
-		return e.st
-	}
-	return nil
+	st, _ := c.lru.Get(name)
+	return st
 }
 
 // hit reports whether cached (what peek gave) is the person at version,
 // the row's version as the database answered, and counts the hit or the
-// miss. On a hit the database sent no rows; on a miss it sent them all.
+// miss.
 func (c *personCache) hit(cached *stored, version int64) bool {
 	if cached == nil || cached.version != version {
-		c.misses.Add(1)
+		c.miss()
 		return false
 	}
 	c.hits.Add(1)
 	return true
 }
 
+// miss counts a person read from the database's rows, or found to have none.
+func (c *personCache) miss() { c.misses.Add(1) }
+
 // put keeps st, which the caller no longer changes, as name's state at
-// st.version. A person of more than a quarter of the bound is not kept.
+// st.version, within the bound (bytelru.LRU.Put: a person of more than a
+// quarter of it is not kept).
 func (c *personCache) put(st *stored) {
 	n := approxBytes(st)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lru.Remove(st.name)
-	if n > c.limit/4 {
-		return
-	}
-	c.lru.Add(st.name, cachedPerson{st: st, bytes: n})
-	c.bytes += n
-	for c.bytes > c.limit {
-		if _, _, ok := c.lru.RemoveOldest(); !ok {
-			break
-		}
-		c.evictions++
-	}
+	c.lru.Put(st.name, st, n)
 }
 
 // drop forgets name: an erase, or a change whose outcome is not known.
@@ -108,7 +84,7 @@ func (c *personCache) drop(name string) {
 // metrics fills the cache's part of people.Metrics.
 func (c *personCache) metrics(m *people.Metrics) {
 	c.mu.Lock()
-	m.CacheBytes, m.CacheEvictions = int64(c.bytes), c.evictions
+	m.CacheBytes, m.CacheEvictions = int64(c.lru.Bytes()), c.lru.Evictions()
 	c.mu.Unlock()
 	m.CacheHits, m.CacheMisses = c.hits.Load(), c.misses.Load()
 }

@@ -334,26 +334,24 @@ func (s *People) tryLockPerson(ctx context.Context, tx *pipeTx, subject api.Subj
 		return locked{}, err
 	}
 	l.now = l.now.UTC()
+	if s.cache.hit(cached, version) {
+		l.st = cached
+		return l, nil
+	}
 	l.st = newStored(subject, name, version)
 	l.st.person.Seq = uint64(seq)
-	switch {
-	case cached == nil:
-		s.cache.hit(nil, version) // a miss: the rows came with the lock
+	if cached == nil { // the rows came with the lock
 		err = l.st.readRows(br)
-	case s.cache.hit(cached, version):
-		l.st = cached
-	default:
+	} else if err = br.Close(); err == nil {
 		// Another service changed the person, or forgot them: their rows,
 		// in a second round trip, under the lock.
-		if err = br.Close(); err == nil {
-			b = tx.batch()
-			queueRows(b, name)
-			var rows pgx.BatchResults
-			if rows, err = tx.send(ctx, b); err == nil {
-				err = l.st.readRows(rows)
-				if cerr := rows.Close(); err == nil {
-					err = cerr
-				}
+		b = tx.batch()
+		queueRows(b, name)
+		var rows pgx.BatchResults
+		if rows, err = tx.send(ctx, b); err == nil {
+			err = l.st.readRows(rows)
+			if cerr := rows.Close(); err == nil {
+				err = cerr
 			}
 		}
 	}
@@ -499,7 +497,7 @@ func (s *People) View(ctx context.Context, subject api.Subject, read func([]api.
 		var st *stored
 		switch {
 		case version == nil:
-			s.cache.hit(nil, -1) // a miss, and nothing to read
+			s.cache.miss() // and nothing to read
 			st = newStored(subject, name, -1)
 		case s.cache.hit(cached, *version):
 			st = cached
