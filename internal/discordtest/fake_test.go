@@ -940,6 +940,15 @@ func TestReconnectResumesAndInvalidSessionReidentifies(t *testing.T) {
 	s.AddHandler(func(_ *discordgo.Session, v *discordgo.VoiceStateUpdate) { voice <- v.UserID })
 	openSession(t, f, s)
 	first := recv(t, ctx, readies, "READY")
+	// Each disruption waits for the connection's first heartbeat: discordgo
+	// sends it without checking whether the connection is closing, and when
+	// that write fails it calls Close (1000, which ends the session) on
+	// whatever connection the reconnect has opened by then (see
+	// Fake.WaitHeartbeat). Real Discord never sends op 7 within
+	// milliseconds of READY.
+	if err := f.WaitHeartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// op 7: discordgo closes, reconnects and RESUMEs; an event dispatched
 	// while it is away is replayed.
@@ -965,6 +974,9 @@ func TestReconnectResumesAndInvalidSessionReidentifies(t *testing.T) {
 
 	// A dropped connection with a resumable code: discordgo reconnects and
 	// RESUMEs the new session.
+	if err := f.WaitHeartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
 	f.DropConnections(discordtest.CloseUnknownError)
 	recv(t, ctx, resumed, "RESUMED after drop")
 	if n := len(f.Identifies()); n != 2 {
