@@ -32,7 +32,7 @@ func decodedBytes(pf *personFile) int {
 		p := &f.Provenance
 		n += own(f.FactID) + own(f.Body) + own(p.SourceEventID) + own(p.CorrelationID) + own(p.SourceMessageID) +
 			shared(f.Subject.GuildID) + shared(f.Subject.UserID) + shared(string(f.Kind)) +
-			shared(string(f.Visibility.Scope)) + shared(f.Visibility.ChannelID) + shared(f.SupersedesFactID) +
+			shared(string(f.Visibility.Scope)) + shared(f.Visibility.ChannelID) + own(f.SupersedesFactID) +
 			shared(string(p.SourceSurface)) + shared(p.ProposerUserID) + shared(p.ChannelID)
 		if f.ExpiresAt != nil {
 			n += int(unsafe.Sizeof(*f.ExpiresAt))
@@ -41,7 +41,7 @@ func decodedBytes(pf *personFile) int {
 	n += cap(pf.Proposals) * int(unsafe.Sizeof(people.ProposalRecord{}))
 	for i := range pf.Proposals {
 		r := &pf.Proposals[i]
-		n += own(r.ProposalID) + own(r.Digest) + shared(r.FactID)
+		n += own(r.ProposalID) + own(r.Digest) + own(r.FactID)
 	}
 	return n
 }

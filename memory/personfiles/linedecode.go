@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math/bits"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -39,9 +40,9 @@ func decodeLine(line []byte, l *people.Change, in *interner) error {
 	return jsonv2.Unmarshal(line, l)
 }
 
-// interner shares the strings of up to 20 bytes a log repeats (kinds,
-// scopes, surfaces, and the Discord ids of the subject, the channel and
-// the proposer on every fact), so a decoded person holds each once;
+// interner shares the strings of up to 20 bytes a log repeats on every
+// fact (kinds, scopes, surfaces, and the Discord ids of the subject, the
+// channel and the proposer), so a decoded person holds each once;
 // decodedBytes counts them so.
 type interner struct{ m map[string]string }
 
@@ -56,7 +57,7 @@ func (in *interner) get(b []byte) string {
 		return s
 	}
 	if in.m == nil {
-		in.m = make(map[string]string, 64)
+		in.m = make(map[string]string, 16)
 	}
 	s := string(b)
 	in.m[s] = s
@@ -123,59 +124,71 @@ func (r *lineReader) next(o *obj) ([]byte, bool, error) {
 
 // rawString reads a string without escapes and returns its bytes (valid
 // UTF-8 without control characters), else errShape (str then handles
-// escapes).
+// escapes). Most strings are plain ASCII: one pass (firstSpecial) finds
+// their closing quote and proves them so.
 func (r *lineReader) rawString() ([]byte, error) {
 	if !r.eat('"') {
 		return nil, errShape
 	}
-	j := bytes.IndexByte(r.b[r.i:], '"')
+	rest := r.b[r.i:]
+	if j := firstSpecial(rest); j < len(rest) && rest[j] == '"' {
+		r.i += j + 1
+		return rest[:j], nil
+	}
+	j := bytes.IndexByte(rest, '"')
 	if j < 0 {
 		return nil, errShape
 	}
-	s := r.b[r.i : r.i+j]
-	if !plainASCII(s) {
-		for _, c := range s {
-			if c < 0x20 || c == '\\' {
-				return nil, errShape
-			}
-		}
-		if !utf8.Valid(s) {
+	s := rest[:j]
+	for _, c := range s {
+		if c < 0x20 || c == '\\' {
 			return nil, errShape
 		}
+	}
+	if !utf8.Valid(s) {
+		return nil, errShape
 	}
 	r.i += j + 1
 	return s, nil
 }
 
-// plainASCII reports whether every byte of s is printable ASCII other
-// than a backslash, eight bytes at a time: most of a log is such strings.
-func plainASCII(s []byte) bool {
+// firstSpecial returns the index of the first byte of s that is a quote, a
+// backslash, a control byte or not ASCII (len(s) if none), eight bytes at
+// a time. Each mask's lowest set bit marks its first match exactly (a
+// borrow only runs upwards), so the lowest bit of their union is the
+// first byte of any kind.
+func firstSpecial(s []byte) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for len(s) >= 8 {
-		w := binary.LittleEndian.Uint64(s)
-		below := (w - 0x20*ones) & ^w & highs // a byte under 0x20 (for ASCII bytes)
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := binary.LittleEndian.Uint64(s[i:])
+		below := (w - 0x20*ones) & ^w & highs
 		x := w ^ '\\'*ones
-		slash := (x - ones) & ^x & highs // a backslash
-		if w&highs != 0 || below != 0 || slash != 0 {
-			return false
-		}
-		s = s[8:]
-	}
-	for _, c := range s {
-		if c < 0x20 || c >= 0x80 || c == '\\' {
-			return false
+		slash := (x - ones) & ^x & highs
+		q := w ^ '"'*ones
+		quote := (q - ones) & ^q & highs
+		if m := w&highs | below | slash | quote; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
 		}
 	}
-	return true
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '\\' || c == '"' {
+			return i
+		}
+	}
+	return i
 }
 
 // str reads a string value, escapes included, shared through the
 // interner.
 func (r *lineReader) str() (string, error) { return r.strShared(true) }
 
-// unique reads a string value no other line repeats (an event's, a
-// correlation's or a proposal's id): interning it would only grow the
-// interner's map, which a cold load paid for every fact.
+// unique reads a string value that is not shared: an id no other line
+// repeats (an event's, a correlation's or a proposal's), or a fact's id,
+// which a log names only a few times (its fact, its record, a remove).
+// Interning them would only grow the interner's map, which a cold load
+// paid for every fact; it stays at the handful of strings every fact
+// repeats.
 func (r *lineReader) unique() (string, error) { return r.strShared(false) }
 
 func (r *lineReader) strShared(intern bool) (string, error) {
@@ -266,6 +279,7 @@ func (r *lineReader) uint() (uint64, error) {
 	return n, nil
 }
 
+// strings reads an array of fact ids (unique: see factId).
 func (r *lineReader) strings() ([]string, error) {
 	if !r.eat('[') {
 		return nil, errShape
@@ -275,7 +289,7 @@ func (r *lineReader) strings() ([]string, error) {
 		return []string{}, nil
 	}
 	for {
-		s, err := r.str()
+		s, err := r.unique()
 		if err != nil {
 			return nil, err
 		}
@@ -305,6 +319,7 @@ func (r *lineReader) time() (time.Time, error) {
 			return time.Time{}, errShape
 		}
 	}
+	ns := 0
 	if frac := s[len(shape) : len(s)-1]; len(frac) > 0 {
 		if len(frac) < 2 || len(frac) > 10 || frac[0] != '.' {
 			return time.Time{}, errShape
@@ -313,13 +328,44 @@ func (r *lineReader) time() (time.Time, error) {
 			if c < '0' || c > '9' {
 				return time.Time{}, errShape
 			}
+			ns = ns*10 + int(c-'0')
+		}
+		for range 10 - len(frac) {
+			ns *= 10
 		}
 	}
-	t, err := time.Parse(time.RFC3339, string(s))
-	if err != nil {
+	// The digits are checked above; time.Parse's own range checks follow,
+	// without its allocation and layout walk.
+	year, month, day := digits(s[0:4]), time.Month(digits(s[5:7])), digits(s[8:10])
+	hour, minute, sec := digits(s[11:13]), digits(s[14:16]), digits(s[17:19])
+	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
 		return time.Time{}, errShape
 	}
-	return t, nil
+	return time.Date(year, month, day, hour, minute, sec, ns, time.UTC), nil
+}
+
+// digits returns the value of b's decimal digits (checked by the caller).
+func digits(b []byte) int {
+	n := 0
+	for _, c := range b {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// daysIn returns the number of days of month in year (proleptic
+// Gregorian, as time.Parse counts them).
+func daysIn(month time.Month, year int) int {
+	switch month {
+	case time.February:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case time.April, time.June, time.September, time.November:
+		return 30
+	}
+	return 31
 }
 
 func (r *lineReader) subject(s *api.Subject) error {
@@ -353,7 +399,7 @@ func (r *lineReader) fact(f *api.Fact) error {
 		var s string
 		switch string(name) {
 		case "factId":
-			f.FactID, err = r.str()
+			f.FactID, err = r.unique()
 		case "subject":
 			err = r.subject(&f.Subject)
 		case "kind":
@@ -381,7 +427,7 @@ func (r *lineReader) fact(f *api.Fact) error {
 				f.ExpiresAt = &t
 			}
 		case "supersedesFactId":
-			f.SupersedesFactID, err = r.str()
+			f.SupersedesFactID, err = r.unique()
 		case "provenance":
 			err = r.provenance(&f.Provenance)
 		default:
@@ -463,9 +509,9 @@ func (r *lineReader) proposal(p *people.ProposalRecord) error {
 		case "proposalId":
 			p.ProposalID, err = r.unique()
 		case "digest":
-			p.Digest, err = r.str()
+			p.Digest, err = r.unique()
 		case "factId":
-			p.FactID, err = r.str()
+			p.FactID, err = r.unique()
 		default:
 			err = errShape
 		}

@@ -73,6 +73,13 @@ func TestDecodeLineReadsTheStoresLines(t *testing.T) {
 		`{"remove":["a\/b"]}`, `{"remove":["\x41"]}`, "{\"put\":[{\"kind\":\"\xd2\"}]}", "{\"remove\":[\"\\n\xd2\"]}", `{"remove":["a` + "\x01" + `"]}`, `{"remove":["\ud800"]}`,
 		`{"fact":{"confidence":+1}}`, `{"fact":{"confidence":.5}}`, `{"fact":{"createdAt":"2026-12-02T12:00:00+01:00"}}`,
 		`{"fact":{"createdAt":"2026-12-02T12:00:00,5Z"}}`, `{"fact":{"expired":true}}`, `{"fact":null}`, `{"put":[]}`,
+		`{"fact":{"createdAt":"2024-02-29T23:59:59.5Z"}}`, `{"fact":{"createdAt":"2023-02-29T12:00:00Z"}}`,
+		`{"fact":{"createdAt":"2100-02-29T12:00:00Z"}}`, `{"fact":{"createdAt":"2000-02-29T12:00:00Z"}}`,
+		`{"fact":{"createdAt":"2026-04-31T12:00:00Z"}}`, `{"fact":{"createdAt":"2026-13-01T12:00:00Z"}}`,
+		`{"fact":{"createdAt":"2026-00-01T12:00:00Z"}}`, `{"fact":{"createdAt":"2026-12-00T12:00:00Z"}}`,
+		`{"fact":{"createdAt":"2026-12-02T24:00:00Z"}}`, `{"fact":{"createdAt":"2026-12-02T23:60:00Z"}}`,
+		`{"fact":{"createdAt":"2026-12-31T23:59:60Z"}}`, `{"fact":{"createdAt":"0000-01-01T00:00:00.000000001Z"}}`,
+		`{"fact":{"createdAt":"2026-12-02T12:00:00.1234567890Z"}}`, `{"fact":{"createdAt":"2026-12-02T12:00:00.Z"}}`,
 		`{"Seq":3}`, `{"schemaVersion":2,"subject":{"guildId":"1","userId":"2"}}`, `{"proposal":{"factId":"f","factId":"g"}}`,
 	} {
 		checkDecodeLine(t, []byte(line))
