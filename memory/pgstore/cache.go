@@ -103,7 +103,7 @@ func approxBytes(st *stored) int {
 		q := &f.Provenance
 		n += len(f.FactID) + len(f.Kind) + len(f.Body) + len(f.Visibility.Scope) + len(f.Visibility.ChannelID) +
 			len(f.SupersedesFactID) + len(q.SourceSurface) + len(q.SourceEventID) + len(q.CorrelationID) +
-			len(q.ProposerUserID) + len(q.ChannelID) + len(q.SourceMessageID) + rowExtra + 16 // a map slot
+			len(q.ProposerUserID) + len(q.ChannelID) + len(q.SourceMessageID) + rowExtra
 		if f.ExpiresAt != nil {
 			n += int(unsafe.Sizeof(*f.ExpiresAt))
 		}
@@ -111,7 +111,7 @@ func approxBytes(st *stored) int {
 	n += cap(p.Proposals) * int(unsafe.Sizeof(people.ProposalRecord{}))
 	for i := range p.Proposals {
 		r := &p.Proposals[i]
-		n += 2*(len(r.ProposalID)+len(r.Digest)+len(r.FactID)) + int(unsafe.Sizeof(ordered[recordRow]{})) + 16
+		n += 2*(len(r.ProposalID)+len(r.Digest)+len(r.FactID)) + int(unsafe.Sizeof(ordered[recordRow]{}))
 	}
 	return n
 }

@@ -198,13 +198,17 @@ type recordRow struct{ digest, factID string }
 
 // stored is a person as the database holds them at one version: the
 // state, and each fact's and record's row and ord, which a change is
-// compared with. Once made it is not changed (the cache shares it).
+// compared with. factRows[i] is person.Facts[i]'s, recordRows[i]
+// person.Proposals[i]'s: a change leaves most of both where they were, so
+// save finds each one's old row by walking them side by side, without a
+// map to rebuild at every change. Once made it is not changed (the cache
+// shares it).
 type stored struct {
-	name    string
-	version int64 // person.version; -1 for a person with no row
-	person  *people.Person
-	facts   map[string]ordered[factRow]
-	records map[string]ordered[recordRow]
+	name       string
+	version    int64 // person.version; -1 for a person with no row
+	person     *people.Person
+	factRows   []ordered[factRow]
+	recordRows []ordered[recordRow]
 	// nextFact and nextRecord are above every ord in use.
 	nextFact, nextRecord int64
 }
@@ -215,8 +219,7 @@ type ordered[T any] struct {
 }
 
 func newStored(subject api.Subject, name string, version int64) *stored {
-	return &stored{name: name, version: version, person: people.NewPerson(subject),
-		facts: map[string]ordered[factRow]{}, records: map[string]ordered[recordRow]{}}
+	return &stored{name: name, version: version, person: people.NewPerson(subject)}
 }
 
 const (
@@ -238,7 +241,7 @@ func (st *stored) readRows(br pgx.BatchResults) error {
 	}
 	err = readFacts(rows, st.person.Subject, func(r factRow, ord int64, f api.Fact) {
 		st.person.Facts = append(st.person.Facts, f)
-		st.facts[r.id] = ordered[factRow]{ord, r}
+		st.factRows = append(st.factRows, ordered[factRow]{ord, r})
 		st.nextFact = max(st.nextFact, ord+1)
 	})
 	if err != nil {
@@ -255,7 +258,7 @@ func (st *stored) readRows(br pgx.BatchResults) error {
 			return err
 		}
 		st.person.Proposals = append(st.person.Proposals, rec)
-		st.records[rec.ProposalID] = ordered[recordRow]{ord, recordRow{rec.Digest, rec.FactID}}
+		st.recordRows = append(st.recordRows, ordered[recordRow]{ord, recordRow{rec.Digest, rec.FactID}})
 		st.nextRecord = max(st.nextRecord, ord+1)
 	}
 	return rows.Err()
@@ -367,62 +370,98 @@ func (s *People) tryLockPerson(ctx context.Context, tx *pipeTx, subject api.Subj
 // id, with an ord that keeps after's order), and the person's count,
 // change counter and version set. A person with no facts left keeps their
 // row (their records still answer retries) but is not counted.
+//
+// Each of after's facts and records is looked for in the state loaded from
+// just past the last one found (Apply removes, replaces in place and
+// appends, so that is where it is), then from the start. A fact found
+// there with the same value at an ord still in order is left as it is,
+// its row not made again.
 func (st *stored) save(b *pgx.Batch, after *people.Person, version int64) (*stored, error) {
-	next := newStored(after.Subject, st.name, version)
-	next.person = after
-	next.nextFact, next.nextRecord = st.nextFact, st.nextRecord
-	last := int64(-1)
+	next := &stored{name: st.name, version: version, person: after, nextFact: st.nextFact, nextRecord: st.nextRecord,
+		factRows: make([]ordered[factRow], len(after.Facts)), recordRows: make([]ordered[recordRow], len(after.Proposals))}
+	before := st.person.Facts
+	kept := make([]bool, len(before)+len(st.person.Proposals))
+	last, j := int64(-1), 0
 	for i := range after.Facts {
-		r, err := newFactRow(&after.Facts[i])
+		f := &after.Facts[i]
+		k := indexFrom(len(before), j, func(k int) bool { return before[k].FactID == f.FactID })
+		var old ordered[factRow]
+		if k >= 0 {
+			old, kept[k], j = st.factRows[k], true, k+1
+			if before[k] == *f && old.ord > last {
+				next.factRows[i], last = old, old.ord
+				continue
+			}
+		}
+		r, err := newFactRow(f)
 		if err != nil {
 			return nil, err
 		}
-		old, ok := st.facts[r.id]
 		ord := old.ord
-		if !ok || ord <= last {
+		if k < 0 || ord <= last {
 			ord, next.nextFact = next.nextFact, next.nextFact+1
 		}
 		switch {
-		case !ok:
+		case k < 0:
 			b.Queue(insertFact, r.args(st.name, ord)...)
 		case ord != old.ord || r != old.row:
 			b.Queue(updateFact, r.args(st.name, ord)...)
 		}
-		next.facts[r.id] = ordered[factRow]{ord, r}
-		last = ord
+		next.factRows[i], last = ordered[factRow]{ord, r}, ord
 	}
-	for id := range st.facts {
-		if _, ok := next.facts[id]; !ok {
-			b.Queue("DELETE FROM person_fact WHERE name = $1 AND fact_id = $2", st.name, id)
+	for k := range before {
+		if !kept[k] {
+			b.Queue("DELETE FROM person_fact WHERE name = $1 AND fact_id = $2", st.name, before[k].FactID)
 		}
 	}
 
-	last = -1
-	for _, rec := range after.Proposals {
+	records, keptRecord := st.person.Proposals, kept[len(before):]
+	last, j = -1, 0
+	for i := range after.Proposals {
+		rec := &after.Proposals[i]
 		r := recordRow{rec.Digest, rec.FactID}
-		old, ok := st.records[rec.ProposalID]
+		k := indexFrom(len(records), j, func(k int) bool { return records[k].ProposalID == rec.ProposalID })
+		var old ordered[recordRow]
+		if k >= 0 {
+			old, keptRecord[k], j = st.recordRows[k], true, k+1
+		}
 		ord := old.ord
-		if !ok || ord <= last {
+		if k < 0 || ord <= last {
 			ord, next.nextRecord = next.nextRecord, next.nextRecord+1
 		}
 		switch {
-		case !ok:
+		case k < 0:
 			b.Queue("INSERT INTO person_proposal (name, proposal_id, ord, digest, fact_id) VALUES ($1, $2, $3, $4, $5)",
 				st.name, rec.ProposalID, ord, r.digest, r.factID)
 		case ord != old.ord || r != old.row:
 			b.Queue("UPDATE person_proposal SET ord = $3, digest = $4, fact_id = $5 WHERE name = $1 AND proposal_id = $2",
 				st.name, rec.ProposalID, ord, r.digest, r.factID)
 		}
-		next.records[rec.ProposalID] = ordered[recordRow]{ord, r}
-		last = ord
+		next.recordRows[i], last = ordered[recordRow]{ord, r}, ord
 	}
-	for id := range st.records {
-		if _, ok := next.records[id]; !ok {
-			b.Queue("DELETE FROM person_proposal WHERE name = $1 AND proposal_id = $2", st.name, id)
+	for k := range records {
+		if !keptRecord[k] {
+			b.Queue("DELETE FROM person_proposal WHERE name = $1 AND proposal_id = $2", st.name, records[k].ProposalID)
 		}
 	}
 	b.Queue("UPDATE person SET facts = $2, seq = $3, version = $4 WHERE name = $1", st.name, len(after.Facts), int64(after.Seq), version)
 	return next, nil
+}
+
+// indexFrom returns the first k of [from, n), else of [0, from), for
+// which is(k), or -1.
+func indexFrom(n, from int, is func(k int) bool) int {
+	for k := from; k < n; k++ {
+		if is(k) {
+			return k
+		}
+	}
+	for k := range min(from, n) {
+		if is(k) {
+			return k
+		}
+	}
+	return -1
 }
 
 // erase queues the deletion of everything kept about the person, records
