@@ -444,6 +444,20 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int, group 
 	} else {
 		close(synced)
 	}
+	b.Cleanup(func() { // after the server's, registered next
+		close(reqs)
+		<-synced
+		f.Close()
+	})
+	return serveFloor(b, answerBytes, func(*http.Request) error { return durably() })
+}
+
+// serveFloor starts the bare net/http handler of the floors: it reads the
+// request's body, calls durably, and answers answerBytes bytes of JSON with
+// 201. The server stops at the test's cleanup, before the cleanups
+// registered ahead of this call. Its client is like the benchmark's.
+func serveFloor(b *testing.B, answerBytes int, durably func(*http.Request) error) *benchService {
+	b.Helper()
 	answer := append(append([]byte(`{"x":"`), bytes.Repeat([]byte("a"), max(answerBytes-9, 0))...), `"}`+"\n"...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -454,7 +468,7 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int, group 
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		if err := durably(); err != nil {
+		if err := durably(r); err != nil {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
@@ -470,9 +484,6 @@ func startFloorService(b *testing.B, dir string, record, answerBytes int, group 
 		svc.client.close()
 		srv.Close()
 		<-done
-		close(reqs)
-		<-synced
-		f.Close()
 	})
 	return svc
 }

@@ -129,7 +129,7 @@ func run(ctx context.Context, c config) int {
 	// -postgres; without it they are skipped.
 	if c.postgres {
 		suites = append(suites, suite{name: "stores (file and PostgreSQL)", pkg: "./memory/", benchtime: c.memoryTime, rounds: c.rounds, benches: []string{
-			"BenchmarkStoreProposalRoundTrip", "BenchmarkStoreConcurrentProposals", "BenchmarkStoreRecall128"}})
+			"BenchmarkStoreProposalRoundTrip", "BenchmarkStoreConcurrentProposals", "BenchmarkStoreRecall128", "BenchmarkStoreFloor"}})
 	} else {
 		fmt.Fprintln(os.Stderr, "benchreport: no -postgres: no PostgreSQL rows")
 	}
@@ -607,6 +607,7 @@ func perSecond(v float64, ok bool) string {
 // file store's, measured in the same go test process of the same round.
 func postgresRows(res results) []row {
 	const prop, conc, rec = "BenchmarkStoreProposalRoundTrip/store=", "BenchmarkStoreConcurrentProposals/store=", "BenchmarkStoreRecall128/store="
+	const floor = "BenchmarkStoreFloor/op="
 	var out []row
 	p := compare(res, prop+"postgres", prop+"file", "p50-µs")
 	out = append(out, row{"postgres", "proposal, durable, HTTP round trip, 64 people × 16 facts, superseding, one service; median",
@@ -621,6 +622,19 @@ func postgresRows(res results) []row {
 	out = append(out, row{"postgres", fmt.Sprintf("64 concurrent writers, own person (16 facts) each; throughput (p99 %s)", dur(p99*1e3, ok99)),
 		perSecond(w, okW), "the file store, same benchmark: " + perSecond(fw, okF), ratioText(wr, okR),
 		"≥ 0.6×, p99 < 50 ms", yesNo(okR && ok99, wr >= 0.6 && p99 < 50_000)})
+	// Each figure over the database's own floor (BenchmarkStoreFloor): the
+	// same requests to a bare handler that runs one statement, which no
+	// schema can go below; what is left over it is this store's.
+	fp := compare(res, prop+"postgres", floor+"proposal", "p50-µs")
+	out = append(out, row{"postgres", "  the proposal over PostgreSQL's floor: one autocommitted UPDATE per request, bare handler",
+		fp.value, "the floor, same run: " + fp.base, ratioText(fp.ratio, fp.ok), "—", "—"})
+	fr := compare(res, rec+"postgres", floor+"recall", "p50-µs")
+	out = append(out, row{"postgres", "  the recall over PostgreSQL's floor: one SELECT per request, bare handler",
+		fr.value, "the floor, same run: " + fr.base, ratioText(fr.ratio, fr.ok), "—", "—"})
+	fwv, okFW := res.get(floor+"writers", "writes/s")
+	fwr, okFWR := res.ratio(conc+"postgres", "writes/s", floor+"writers", "writes/s")
+	out = append(out, row{"postgres", "  the 64 writers over PostgreSQL's floor: one autocommitted UPDATE each, bare handler",
+		perSecond(w, okW), "the floor, same run: " + perSecond(fwv, okFW), ratioText(fwr, okFWR), "—", "—"})
 	two, okT := res.get(conc+"postgres-2svc", "writes/s")
 	tr, okTR := res.ratio(conc+"postgres-2svc", "writes/s", conc+"postgres", "writes/s")
 	out = append(out, row{"postgres", "  the same, two services on one database, writers alternating",
