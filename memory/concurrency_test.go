@@ -320,7 +320,7 @@ func concurrentEpisodes(t *testing.T, services int) {
 	if onPostgres() {
 		// A store opened afresh on the same database holds the newest 128.
 		es := openTestDB(t, h.dir, zap.NewNop(), nil).Episodes()
-		if err := es.Refresh(); err != nil {
+		if err := es.Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		checkNewest(t, es, total, id, newest)

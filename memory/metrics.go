@@ -167,7 +167,7 @@ func (s *Service) MetricsHandler() http.Handler {
 		// A shared store's counts are as of its last refresh: take one per
 		// scrape (an outage leaves the last figures; /readyz tells it).
 		_ = s.people.Refresh(r.Context())
-		_ = s.episodes.Refresh()
+		_ = s.episodes.Refresh(r.Context())
 		h.ServeHTTP(w, r)
 	})
 }

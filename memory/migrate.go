@@ -42,8 +42,8 @@ func (c MigrateCounts) String() string {
 type migrationStore struct {
 	eachPerson  func(context.Context, func(*people.Person) error) error
 	putPerson   func(context.Context, *people.Person, bool) (bool, error)
-	allEpisodes func() ([]api.Episode, error)
-	merge       func([]api.Episode, bool) (int, error)
+	allEpisodes func(context.Context) ([]api.Episode, error)
+	merge       func(context.Context, []api.Episode, bool) (int, error)
 	close       func() error
 }
 
@@ -71,8 +71,8 @@ func emptyTarget() *migrationStore {
 	return &migrationStore{
 		eachPerson:  func(context.Context, func(*people.Person) error) error { return nil },
 		putPerson:   func(context.Context, *people.Person, bool) (bool, error) { return true, nil },
-		allEpisodes: func() ([]api.Episode, error) { return nil, nil },
-		merge:       func(eps []api.Episode, _ bool) (int, error) { return len(eps), nil },
+		allEpisodes: func(context.Context) ([]api.Episode, error) { return nil, nil },
+		merge:       func(_ context.Context, eps []api.Episode, _ bool) (int, error) { return len(eps), nil },
 		close:       func() error { return nil },
 	}
 }
@@ -153,8 +153,8 @@ func openMigrationStore(ctx context.Context, where, flag string, source, dryRun 
 	return &migrationStore{
 		eachPerson:  ps.Each,
 		putPerson:   people.New(ps).Put,
-		allEpisodes: func() ([]api.Episode, error) { eps, _ := es.All(); return eps, nil },
-		merge:       es.Merge,
+		allEpisodes: func(context.Context) ([]api.Episode, error) { eps, _ := es.All(); return eps, nil },
+		merge:       func(_ context.Context, eps []api.Episode, dryRun bool) (int, error) { return es.Merge(eps, dryRun) },
 		close: func() error {
 			err := ps.Close()
 			_ = lock.Release()
@@ -211,13 +211,13 @@ func Migrate(ctx context.Context, from, to string, dryRun bool, log *zap.Logger)
 		dst.close()
 		return c, fmt.Errorf("copy people: %w", err)
 	}
-	eps, err := src.allEpisodes()
+	eps, err := src.allEpisodes(ctx)
 	if err != nil {
 		dst.close()
 		return c, fmt.Errorf("read episodes: %w", err)
 	}
 	c.Episodes = len(eps)
-	if c.EpisodesWritten, err = dst.merge(eps, dryRun); err != nil {
+	if c.EpisodesWritten, err = dst.merge(ctx, eps, dryRun); err != nil {
 		dst.close()
 		return c, fmt.Errorf("copy episodes: %w", err)
 	}

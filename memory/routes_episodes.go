@@ -11,7 +11,7 @@ func (s *Service) recordEpisode(r *request) (reply, error) {
 	if err := decode(r, &req); err != nil {
 		return reply{}, err
 	}
-	resp, info, err := s.episodes.Record(r.who.Lane, req)
+	resp, info, err := s.episodes.Record(r.Context(), r.who.Lane, req)
 	return reply{body: resp, replayed: info.Replayed, receipt: []zap.Field{
 		zap.String("episodeId", resp.Episode.EpisodeID), zap.Bool("replayed", info.Replayed),
 		zap.Bool("retained", resp.Retained), zap.Bool("corrected", resp.Corrected != nil && *resp.Corrected),
@@ -24,7 +24,7 @@ func (s *Service) episodeCard(r *request) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	if err := s.episodes.Refresh(); err != nil {
+	if err := s.episodes.Refresh(r.Context()); err != nil {
 		return reply{}, err
 	}
 	var card api.Card
@@ -53,12 +53,12 @@ func (s *Service) editEpisode(r *request) (reply, error) {
 	if err := decode(r, &p); err != nil {
 		return reply{}, err
 	}
-	ep, err := s.episodes.Patch(r.PathValue("episodeId"), p)
+	ep, err := s.episodes.Patch(r.Context(), r.PathValue("episodeId"), p)
 	return reply{body: ep, receipt: []zap.Field{zap.String("episodeId", r.PathValue("episodeId")),
 		zap.Bool("retained", ep.Retained)}}, err
 }
 
 func (s *Service) forgetEpisode(r *request) (reply, error) {
-	err := s.episodes.Forget(r.PathValue("episodeId"))
+	err := s.episodes.Forget(r.Context(), r.PathValue("episodeId"))
 	return reply{receipt: []zap.Field{zap.String("episodeId", r.PathValue("episodeId"))}}, err
 }

@@ -59,7 +59,7 @@ func (fx *routeFixture) stats(tb testing.TB) (people.Stats, episodes.Stats) {
 	if err := fx.people.Refresh(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	if err := fx.episodes.Refresh(); err != nil {
+	if err := fx.episodes.Refresh(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
 	return fx.people.Stats(), fx.episodes.Stats()
@@ -94,7 +94,7 @@ func (fx *routeFixture) reseed(tb testing.TB) {
 		fx.factID = resp.Fact.FactID
 	}
 	if _, ok := fx.episodes.Get(fuzzEpisodeID); !ok {
-		_, _, err := fx.episodes.Record(api.LaneOperator, api.EpisodeRequest{
+		_, _, err := fx.episodes.Record(context.Background(), api.LaneOperator, api.EpisodeRequest{
 			SchemaVersion: api.SchemaVersion, EpisodeID: fuzzEpisodeID, Lane: api.LaneOperator,
 			Room: "the console", Summary: "the fuzz target", Visibility: api.EpisodeShareable,
 			Retain: true, OccurredAt: fuzzNow.Add(-time.Hour),

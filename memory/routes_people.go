@@ -14,7 +14,7 @@ func (s *Service) catalog(r *request) (reply, error) {
 	if err := s.people.Refresh(r.Context()); err != nil {
 		return reply{}, err
 	}
-	if err := s.episodes.Refresh(); err != nil {
+	if err := s.episodes.Refresh(r.Context()); err != nil {
 		return reply{}, err
 	}
 	ps := s.people.Stats()
@@ -138,7 +138,7 @@ func (s *Service) briefing(r *request) (reply, error) {
 	if req.CorrelationID != "" && isToken(req.CorrelationID) {
 		r.correlationID = req.CorrelationID
 	}
-	if err := s.episodes.Refresh(); err != nil {
+	if err := s.episodes.Refresh(r.Context()); err != nil {
 		return reply{}, err // the table's wrapper writes the receipt
 	}
 	text, counts, err := s.people.Briefing(r.Context(), req, s.episodes.VoiceNotes())

@@ -134,7 +134,7 @@ func Start(cfg config.Memory, log *zap.Logger) (*Server, error) {
 			fps.Close()
 			return fail(fmt.Errorf("load interaction claims: %w", err))
 		}
-		ps, es, cs = fps, fes, fcs
+		ps, es, cs = fps, FileEpisodes{fes}, fcs
 		closeDB = func() error { return errors.Join(fps.Close(), fcs.Close()) }
 	}
 	svc := NewService(root, cfg.Dir, bearers, ps, es, cs, log, time.Now, fsync)

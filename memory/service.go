@@ -5,6 +5,7 @@
 package memory
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
@@ -22,20 +23,38 @@ import (
 )
 
 // EpisodeStore is what the routes need of the episode store: the files
-// (episodes.Store) or PostgreSQL (pgstore.Episodes).
+// (FileEpisodes) or PostgreSQL (pgstore.Episodes). The calls that may
+// reach a database take the request's context.
 type EpisodeStore interface {
 	Stats() episodes.Stats
-	Record(lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error)
+	Record(ctx context.Context, lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error)
 	Card(lane api.Lane) api.Card
 	Search(lane api.Lane, q string, limit int) (api.Card, error)
 	Records(lane api.Lane, q string, limit int) ([]api.Episode, error)
-	Patch(id string, p api.EpisodePatch) (api.Episode, error)
-	Forget(id string) error
+	Patch(ctx context.Context, id string, p api.EpisodePatch) (api.Episode, error)
+	Forget(ctx context.Context, id string) error
 	VoiceNotes() []api.Episode
 	// Refresh brings a store shared with other processes (PostgreSQL) up
 	// to date before Stats, Card and VoiceNotes.
-	Refresh() error
+	Refresh(ctx context.Context) error
 }
+
+// FileEpisodes is the episode files (episodes.Store) as an EpisodeStore.
+// A file write is not cut short by a client that hangs up, and the files
+// need no refresh, so the context is not used.
+type FileEpisodes struct{ *episodes.Store }
+
+func (f FileEpisodes) Record(_ context.Context, lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error) {
+	return f.Store.Record(lane, req)
+}
+
+func (f FileEpisodes) Patch(_ context.Context, id string, p api.EpisodePatch) (api.Episode, error) {
+	return f.Store.Patch(id, p)
+}
+
+func (f FileEpisodes) Forget(_ context.Context, id string) error { return f.Store.Forget(id) }
+
+func (f FileEpisodes) Refresh(context.Context) error { return nil }
 
 // Service is the HTTP face of the stores.
 type Service struct {

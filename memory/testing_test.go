@@ -95,10 +95,11 @@ func newTestServiceOn(tb testing.TB, dir string, tokens config.Tokens, log *zap.
 	if err != nil {
 		tb.Fatal(err)
 	}
-	es, err := episodes.Open(root, log, now, durable.Disk{})
+	fes, err := episodes.Open(root, log, now, durable.Disk{})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	es := FileEpisodes{fes}
 	cs, err := openFileClaims(root, now, durable.Disk{})
 	if err != nil {
 		tb.Fatal(err)

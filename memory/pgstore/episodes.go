@@ -67,9 +67,10 @@ func load(ctx context.Context, q interface {
 }
 
 // Refresh brings the read copy up to date when another writer (this
-// process or another) moved the clock.
-func (e *Episodes) Refresh() error {
-	return e.db.read(context.Background(), "episodes.read", func(ctx context.Context) error {
+// process or another) moved the clock. It runs under ctx (the request's),
+// bounded like every read.
+func (e *Episodes) Refresh(ctx context.Context) error {
+	return e.db.read(ctx, "episodes.read", func(ctx context.Context) error {
 		var v int64
 		if err := e.db.pool.QueryRow(ctx, "SELECT version FROM episode_clock WHERE id = 1").Scan(&v); err != nil {
 			return err
@@ -108,11 +109,13 @@ func (e *Episodes) current() *episodes.Store {
 }
 
 // change runs op on the current episodes under the clock's lock and writes
-// what it changed. op's error (a rule's refusal) writes nothing.
-func (e *Episodes) change(op string, fn func(st *episodes.Store) error) error {
+// what it changed. op's error (a rule's refusal) writes nothing. Like
+// every write it keeps ctx's values but not its cancellation: a client
+// that hangs up does not cut a commit short (DB.write).
+func (e *Episodes) change(ctx context.Context, op string, fn func(st *episodes.Store) error) error {
 	var next *episodes.Store
 	var nextVersion int64
-	err := e.db.write(context.Background(), op, func(ctx context.Context, tx pgx.Tx) error {
+	err := e.db.write(ctx, op, func(ctx context.Context, tx pgx.Tx) error {
 		var v int64
 		if err := tx.QueryRow(ctx, "SELECT version FROM episode_clock WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
 			return err
@@ -199,10 +202,10 @@ func writeDiff(ctx context.Context, tx pgx.Tx, before []api.Episode, beforeAsked
 }
 
 // Record is POST /v1/memory/captain-episodes (see episodes.Store.Record).
-func (e *Episodes) Record(lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error) {
+func (e *Episodes) Record(ctx context.Context, lane api.Lane, req api.EpisodeRequest) (api.EpisodeResponse, episodes.RecordInfo, error) {
 	var resp api.EpisodeResponse
 	var info episodes.RecordInfo
-	err := e.change("episode.record", func(st *episodes.Store) error {
+	err := e.change(ctx, "episode.record", func(st *episodes.Store) error {
 		var err error
 		resp, info, err = st.Record(lane, req)
 		if err == nil && info.Replayed {
@@ -217,9 +220,9 @@ func (e *Episodes) Record(lane api.Lane, req api.EpisodeRequest) (api.EpisodeRes
 }
 
 // Patch is the operator's edit (see episodes.Store.Patch).
-func (e *Episodes) Patch(id string, p api.EpisodePatch) (api.Episode, error) {
+func (e *Episodes) Patch(ctx context.Context, id string, p api.EpisodePatch) (api.Episode, error) {
 	var ep api.Episode
-	err := e.change("episode.edit", func(st *episodes.Store) error {
+	err := e.change(ctx, "episode.edit", func(st *episodes.Store) error {
 		var err error
 		ep, err = st.Patch(id, p)
 		return err
@@ -228,8 +231,8 @@ func (e *Episodes) Patch(id string, p api.EpisodePatch) (api.Episode, error) {
 }
 
 // Forget removes a note by id (see episodes.Store.Forget).
-func (e *Episodes) Forget(id string) error {
-	return e.change("episode.forget", func(st *episodes.Store) error { return st.Forget(id) })
+func (e *Episodes) Forget(ctx context.Context, id string) error {
+	return e.change(ctx, "episode.forget", func(st *episodes.Store) error { return st.Forget(id) })
 }
 
 // The reads return from the copy Refresh made current.

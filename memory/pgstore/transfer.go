@@ -14,8 +14,8 @@ import (
 // through people.Memory's Each and Put, over People's Storer.)
 
 // All returns every episode, oldest first, current as of now.
-func (e *Episodes) All() ([]api.Episode, error) {
-	if err := e.Refresh(); err != nil {
+func (e *Episodes) All(ctx context.Context) ([]api.Episode, error) {
+	if err := e.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	eps, _ := e.current().All()
@@ -25,9 +25,9 @@ func (e *Episodes) All() ([]api.Episode, error) {
 // Merge puts eps into the store (episodes.MergeEpisodes) under the clock's
 // lock, re-derives the ring and returns how many notes changed; dryRun
 // writes nothing.
-func (e *Episodes) Merge(eps []api.Episode, dryRun bool) (int, error) {
+func (e *Episodes) Merge(ctx context.Context, eps []api.Episode, dryRun bool) (int, error) {
 	n := 0
-	err := e.db.write(context.Background(), "migrate.episodes", func(ctx context.Context, tx pgx.Tx) error {
+	err := e.db.write(ctx, "migrate.episodes", func(ctx context.Context, tx pgx.Tx) error {
 		var v int64
 		if err := tx.QueryRow(ctx, "SELECT version FROM episode_clock WHERE id = 1 FOR UPDATE").Scan(&v); err != nil {
 			return err
