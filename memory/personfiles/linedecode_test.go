@@ -2,6 +2,8 @@ package personfiles
 
 import (
 	"bytes"
+	"os"
+	"path"
 	"reflect"
 	"testing"
 	"time"
@@ -98,4 +100,46 @@ func FuzzDecodeLineAgreesWithTheCodec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		checkDecodeLine(t, line)
 	})
+}
+
+// TestDecodeLogKeepsNothingOfItsInput: readLog reads every log into a
+// buffer it then reuses for the next load, so a decoded person must hold
+// none of the log's bytes, on the hand path or the codec's.
+func TestDecodeLogKeepsNothingOfItsInput(t *testing.T) {
+	root, err := os.OpenRoot(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	seedSteadyLogs(t, root, 1)
+	subject := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000000"}
+	log, err := root.ReadFile(path.Join(Dir, FileName(subject)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	escaped := api.Fact{FactID: "fesc", Subject: subject, Kind: api.KindPersonFact, Body: "café \"quoted\"\n🎻",
+		Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.5, CreatedAt: at, UpdatedAt: at}
+	line, err := encodeChange(&people.Change{Seq: 1 << 20, Put: []api.Fact{escaped}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = append(log, line...)
+	want, _, err := decodeLog(bytes.Clone(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := decodeLog(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range log {
+		log[i] = 'x'
+	}
+	if n := len(got.Facts); n != 129 || got.Facts[n-1].Body != escaped.Body {
+		t.Fatalf("decoded %d facts, the last %q", n, got.Facts[n-1].Body)
+	}
+	if !people.SameState(&got.Person, &want.Person) {
+		t.Fatal("the decoded person changed with the buffer it was read from")
+	}
 }

@@ -103,7 +103,14 @@ func (s *Store) readLog(name string) (*personFile, error) {
 		return nil, fmt.Errorf("open person log: %w", err)
 	}
 	defer release()
-	b, err := readAll(f)
+	bp, _ := s.readBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	b, err := readAll(f, *bp)
+	if *bp = b; cap(b) <= maxReadBuf {
+		defer s.readBufs.Put(bp) // after decodeLog, which keeps nothing of b
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read person log: %w", err)
 	}
@@ -128,14 +135,24 @@ func (s *Store) readLog(name string) (*personFile, error) {
 	return pf, nil
 }
 
+// maxReadBuf is the largest read buffer kept for the next load: a log of
+// 128 facts at its steady size is about 100 KiB.
+const maxReadBuf = 1 << 20
+
 // readAll reads a whole file from offset 0 with one read for a file whose
-// size does not change meanwhile (the caller holds the person's lock).
-func readAll(f *os.File) ([]byte, error) {
+// size does not change meanwhile (the caller holds the person's lock), into
+// buf's array when it is large enough.
+func readAll(f *os.File, buf []byte) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return buf[:0], err
 	}
-	b := make([]byte, st.Size())
+	b := buf[:0]
+	if size := int(st.Size()); cap(b) >= size {
+		b = b[:size]
+	} else {
+		b = make([]byte, size)
+	}
 	n, err := f.ReadAt(b, 0)
 	if err == io.EOF {
 		err = nil

@@ -55,6 +55,10 @@ type Store struct {
 	sealed  bool            // the catalog says its generation's journal records are sealed
 
 	cache *fileCache
+	// readBufs holds the buffers person logs are read into (*[]byte):
+	// decodeLog copies what it keeps, so a buffer serves the next load,
+	// sparing a cold load the allocation and zeroing of a whole log.
+	readBufs sync.Pool
 	// checkpointing is set while a change that found the journal full
 	// checkpoints (checkpointIfFull).
 	checkpointing atomic.Bool
