@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/bufpool"
 )
 
 // factMemo keeps the JSON the codec wrote of the facts of each person's
@@ -29,10 +30,10 @@ import (
 type factMemo struct {
 	limit int // bytes of JSON kept, over all people
 
-	// answers holds answer buffers (*[]byte) for reuse: a recall of 128
+	// answers holds answer buffers for reuse: a recall of 128
 	// facts is 75 KiB, and the garbage of one per request made the
 	// collector run often enough to slow every recall's copying.
-	answers sync.Pool
+	answers *bufpool.Pool
 
 	mu     sync.Mutex
 	size   int
@@ -48,7 +49,7 @@ type memoFact struct {
 }
 
 func newFactMemo(limit int) *factMemo {
-	return &factMemo{limit: limit, people: map[api.Subject][]memoFact{}}
+	return &factMemo{limit: limit, people: map[api.Subject][]memoFact{}, answers: bufpool.New(1 << 20)}
 }
 
 // factsNull is the facts member of a recall answer encoded without its
@@ -115,20 +116,11 @@ func (m *factMemo) encodeRecall(resp api.RecallResponse, epoch uint64) ([]byte, 
 }
 
 // buffer returns an empty buffer of at least n bytes' capacity.
-func (m *factMemo) buffer(n int) []byte {
-	if p, ok := m.answers.Get().(*[]byte); ok && cap(*p) >= n {
-		return (*p)[:0]
-	}
-	return make([]byte, 0, n)
-}
+func (m *factMemo) buffer(n int) []byte { return m.answers.Get(n) }
 
 // release takes back an answer encodeRecall returned, once it is
 // written.
-func (m *factMemo) release(b []byte) {
-	if cap(b) <= 1<<20 {
-		m.answers.Put(&b)
-	}
-}
+func (m *factMemo) release(b []byte) { m.answers.Put(b) }
 
 // lookup returns the memo's JSON of each fact that it holds unchanged,
 // nil for the others, and whether the person's entries are exactly these

@@ -144,20 +144,29 @@ func BenchmarkColdPeople(b *testing.B) {
 	}
 }
 
+// steadyLog returns the log seedSteadyLogs writes for one person, and
+// that person's subject.
+func steadyLog(tb testing.TB) ([]byte, api.Subject) {
+	tb.Helper()
+	root, err := os.OpenRoot(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer root.Close()
+	seedSteadyLogs(tb, root, 1)
+	subject := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000000"}
+	log, err := root.ReadFile(path.Join(Dir, FileName(subject)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return log, subject
+}
+
 // BenchmarkDecodeSteadyLog is the cold path's own cost: reading one
 // person's log of 128 facts at its steady size (decodeLog, the replay
 // included), without the disk.
 func BenchmarkDecodeSteadyLog(b *testing.B) {
-	root, err := os.OpenRoot(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer root.Close()
-	seedSteadyLogs(b, root, 1)
-	log, err := root.ReadFile(path.Join(Dir, FileName(api.Subject{GuildID: "100000000000000001", UserID: "200000000000000000"})))
-	if err != nil {
-		b.Fatal(err)
-	}
+	log, _ := steadyLog(b)
 	b.SetBytes(int64(len(log)))
 	for b.Loop() {
 		pf, _, err := decodeLog(log)

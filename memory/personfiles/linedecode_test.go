@@ -2,8 +2,6 @@ package personfiles
 
 import (
 	"bytes"
-	"os"
-	"path"
 	"reflect"
 	"testing"
 	"time"
@@ -106,17 +104,7 @@ func FuzzDecodeLineAgreesWithTheCodec(f *testing.F) {
 // buffer it then reuses for the next load, so a decoded person must hold
 // none of the log's bytes, on the hand path or the codec's.
 func TestDecodeLogKeepsNothingOfItsInput(t *testing.T) {
-	root, err := os.OpenRoot(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
-	seedSteadyLogs(t, root, 1)
-	subject := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000000"}
-	log, err := root.ReadFile(path.Join(Dir, FileName(subject)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, subject := steadyLog(t)
 	at := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	escaped := api.Fact{FactID: "fesc", Subject: subject, Kind: api.KindPersonFact, Body: "café \"quoted\"\n🎻",
 		Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.5, CreatedAt: at, UpdatedAt: at}

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/bufpool"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/people"
 )
@@ -103,14 +104,8 @@ func (s *Store) readLog(name string) (*personFile, error) {
 		return nil, fmt.Errorf("open person log: %w", err)
 	}
 	defer release()
-	bp, _ := s.readBufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
-	b, err := readAll(f, *bp)
-	if *bp = b; cap(b) <= maxReadBuf {
-		defer s.readBufs.Put(bp) // after decodeLog, which keeps nothing of b
-	}
+	b, err := readAll(f, s.readBufs)
+	defer s.readBufs.Put(b) // after decodeLog, which keeps nothing of b
 	if err != nil {
 		return nil, fmt.Errorf("read person log: %w", err)
 	}
@@ -140,19 +135,14 @@ func (s *Store) readLog(name string) (*personFile, error) {
 const maxReadBuf = 1 << 20
 
 // readAll reads a whole file from offset 0 with one read for a file whose
-// size does not change meanwhile (the caller holds the person's lock), into
-// buf's array when it is large enough.
-func readAll(f *os.File, buf []byte) ([]byte, error) {
+// size does not change meanwhile (the caller holds the person's lock),
+// into a buffer from bufs.
+func readAll(f *os.File, bufs *bufpool.Pool) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return buf[:0], err
+		return nil, err
 	}
-	b := buf[:0]
-	if size := int(st.Size()); cap(b) >= size {
-		b = b[:size]
-	} else {
-		b = make([]byte, size)
-	}
+	b := bufs.Get(int(st.Size()))[:st.Size()]
 	n, err := f.ReadAt(b, 0)
 	if err == io.EOF {
 		err = nil

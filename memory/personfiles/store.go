@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/bufpool"
 	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/fault"
 	"github.com/clankie/clankie/memory/journal"
@@ -55,10 +56,10 @@ type Store struct {
 	sealed  bool            // the catalog says its generation's journal records are sealed
 
 	cache *fileCache
-	// readBufs holds the buffers person logs are read into (*[]byte):
-	// decodeLog copies what it keeps, so a buffer serves the next load,
-	// sparing a cold load the allocation and zeroing of a whole log.
-	readBufs sync.Pool
+	// readBufs holds the buffers person logs are read into: decodeLog
+	// copies what it keeps, so a buffer serves the next load, sparing a
+	// cold load the allocation and zeroing of a whole log.
+	readBufs *bufpool.Pool
 	// checkpointing is set while a change that found the journal full
 	// checkpoints (checkpointIfFull).
 	checkpointing atomic.Bool
@@ -87,7 +88,8 @@ func Open(root *os.Root, log *zap.Logger, now func() time.Time, files durable.Di
 		opts.CacheBytes = DefaultCacheBytes
 	}
 	s := &Store{root: root, log: log, now: now, files: files, hashed: map[string]api.Subject{},
-		dirty: map[string]bool{}, cache: newFileCache(opts.CacheBytes), logs: newLogFiles(), seed: maphash.MakeSeed()}
+		dirty: map[string]bool{}, cache: newFileCache(opts.CacheBytes), logs: newLogFiles(), seed: maphash.MakeSeed(),
+		readBufs: bufpool.New(maxReadBuf)}
 	if err := durable.MkdirAll(root, Dir); err != nil {
 		return nil, err
 	}
