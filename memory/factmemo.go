@@ -27,6 +27,12 @@ import (
 // the person's entries does not put them back (its epoch is older than
 // the forget), so a forgotten fact's body does not stay behind in the
 // memo of the service that forgot it.
+//
+// The bound counts JSON. A fact the file store read from a log for a
+// person its cache did not keep (more than a quarter of the cache) has
+// strings that are parts of that log's text (personfiles.ownStrings), and
+// its entry keeps that text until it is replaced: for such people up to
+// about twice what the bound counts.
 type factMemo struct {
 	limit int // bytes of JSON kept, over all people
 

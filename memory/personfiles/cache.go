@@ -50,14 +50,62 @@ func decodedBytes(pf *personFile) int {
 // 8-byte steps.
 func own(s string) int { return (len(s) + 7) &^ 7 }
 
-// shared is what a string the log repeats holds of its own: nothing for
-// one of up to internMax bytes, which the log's decoder shares with every
-// equal string of the log (ids, kinds, scopes, surfaces; see interner).
+// shared is what a string facts repeat holds of its own: nothing for one
+// of up to shareMax bytes, which the log's decoder shares with every equal
+// string of the log (see interner).
 func shared(s string) int {
-	if len(s) <= internMax {
+	if len(s) <= shareMax {
 		return 0
 	}
 	return own(s)
+}
+
+// shareMax is the longest string the interner shares: a snowflake's 20
+// digits.
+const shareMax = 20
+
+// ownStrings gives a state read from a log (decodeLog) strings of their
+// own, as decodedBytes counts them. decodeLog's strings of a fact's or a
+// record's own (ids, bodies, digests) are parts of the text of the whole
+// log, which is what makes a cold load cheap: one copy of its input
+// instead of one allocation per string. But a part keeps the whole text
+// alive, removed facts and member names included, so a person the cache
+// keeps gets those strings copied into one allocation of their own (the
+// strings facts repeat are the interner's already).
+func ownStrings(pf *personFile) {
+	size := 0
+	eachOwnString(pf, func(s *string) { size += len(*s) })
+	buf := make([]byte, 0, size)
+	eachOwnString(pf, func(s *string) {
+		at := len(buf)
+		buf = append(buf, *s...)
+		*s = unsafe.String(unsafe.SliceData(buf[at:]), len(*s)) // buf is never written again
+	})
+	pf.inLog = false
+}
+
+// eachOwnString calls fn with each non-empty string of pf's facts and
+// records that is the fact's or record's own: what decodedBytes counts
+// with own (the others, which facts repeat, the log's interner shares).
+func eachOwnString(pf *personFile, fn func(*string)) {
+	for i := range pf.Facts {
+		f := &pf.Facts[i]
+		p := &f.Provenance
+		for _, s := range [...]*string{&f.FactID, &f.Body, &f.SupersedesFactID, &p.SourceEventID, &p.CorrelationID,
+			&p.SourceMessageID} {
+			if *s != "" {
+				fn(s)
+			}
+		}
+	}
+	for i := range pf.Proposals {
+		r := &pf.Proposals[i]
+		for _, s := range [...]*string{&r.ProposalID, &r.Digest, &r.FactID} {
+			if *s != "" {
+				fn(s)
+			}
+		}
+	}
 }
 
 // fileCache keeps recently used person files decoded, so a proposal or a
@@ -105,6 +153,13 @@ func (c *fileCache) put(name string, pf *personFile, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lru.Put(name, pf, n)
+}
+
+// admits reports whether put keeps a person who counts n.
+func (c *fileCache) admits(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Admits(n)
 }
 
 // drop forgets name (removed, moved aside, or a write that failed).

@@ -1,7 +1,9 @@
 package personfiles
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"testing"
@@ -9,7 +11,9 @@ import (
 	"unsafe"
 
 	"github.com/clankie/clankie/api"
+	"github.com/clankie/clankie/memory/durable"
 	"github.com/clankie/clankie/memory/people"
+	"go.uber.org/zap"
 )
 
 // testCacheBytes is the bound the cache tests use: small, so a few puts fill it.
@@ -179,7 +183,9 @@ func BenchmarkFileCache(b *testing.B) {
 // TestDecodedBytesTracksTheHeap holds decodedBytes to what decoded people
 // really keep on the heap, within a quarter, for people of 16 and 128
 // facts of ordinary length with their idempotency records, decoded from
-// their logs the way the store loads them.
+// their logs and given their own strings the way the cache keeps them
+// (decodeLog's strings are parts of the log's text: without ownStrings
+// each person would keep their whole log).
 func TestDecodedBytesTracksTheHeap(t *testing.T) {
 	for _, facts := range []int{16, 128} {
 		t.Run(fmt.Sprintf("facts=%d", facts), func(t *testing.T) {
@@ -215,6 +221,7 @@ func TestDecodedBytesTracksTheHeap(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				ownStrings(pf)
 				kept[p] = pf
 				counted += decodedBytes(pf)
 			}
@@ -227,6 +234,52 @@ func TestDecodedBytesTracksTheHeap(t *testing.T) {
 			t.Logf("%d people: decodedBytes %d (%d per person), heap %d: ratio %.2f", persons, counted, counted/persons, heap, ratio)
 			if ratio < 0.75 || ratio > 1.25 {
 				t.Fatalf("decodedBytes counts %.2f of the heap the people hold", ratio)
+			}
+		})
+	}
+}
+
+// TestTheCacheKeepsNoLogText: a person read from their log holds strings
+// that are parts of the log's whole text, so whichever way they come into
+// the cache (a read, a change, a forget), the cache keeps them only with
+// strings of their own (ownStrings), never the text of the log.
+func TestTheCacheKeepsNoLogText(t *testing.T) {
+	subject := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000000"}
+	for _, tc := range []struct {
+		way string
+		do  func(m *people.Memory) error
+	}{
+		{"read", func(m *people.Memory) error {
+			_, err := m.Recall(context.Background(), subject, people.RecallQuery{Who: operator, RecallQuery: api.RecallQuery{Limit: 8}})
+			return err
+		}},
+		{"change", func(m *people.Memory) error {
+			_, _, err := m.Propose(context.Background(), text, proposal("p-new", subject.GuildID, subject.UserID, subject.UserID, "3", "new"))
+			return err
+		}},
+		{"forget", func(m *people.Memory) error {
+			_, err := m.Forget(context.Background(), operator, subject, "f0000100", "")
+			return err
+		}},
+	} {
+		t.Run(tc.way, func(t *testing.T) {
+			root, err := os.OpenRoot(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			seedSteadyLogs(t, root, 1)
+			s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if err := tc.do(people.New(s)); err != nil {
+				t.Fatal(err)
+			}
+			pf, ok := s.cache.get(FileName(subject), borrowed)
+			if !ok || pf.inLog || len(pf.Facts) < 127 {
+				t.Fatalf("cached: %v; strings from the log's text: %v", ok, ok && pf.inLog)
 			}
 		})
 	}

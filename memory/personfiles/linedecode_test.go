@@ -19,15 +19,14 @@ import (
 func checkDecodeLine(t *testing.T, line []byte) bool {
 	t.Helper()
 	var fast people.Change
-	var in interner
-	fastErr := (&lineReader{b: line, in: &in}).change(&fast)
+	fastErr := (&lineReader{b: line, s: string(line), in: &interner{}}).change(&fast)
 	var want people.Change
 	wantErr := jsonv2.Unmarshal(line, &want)
 	if fastErr == nil && (wantErr != nil || !reflect.DeepEqual(fast, want)) {
 		t.Fatalf("%q: read by hand as\n%+v\nthe codec: %+v, %v", line, fast, want, wantErr)
 	}
 	var got people.Change
-	err := decodeLine(line, &got, &in)
+	err := decodeLine(line, string(line), &got, &interner{})
 	if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: decodeLine %+v, %v; the codec %+v, %v", line, got, err, want, wantErr)
 	}
@@ -62,6 +61,12 @@ func TestDecodeLineReadsTheStoresLines(t *testing.T) {
 		}
 		lines = append(lines, bytes.TrimSuffix(line, []byte("\n")))
 	}
+	// Members in another order than the store's, or left out, are read by
+	// hand as well: names are matched ahead first, then looked up.
+	lines = append(lines,
+		[]byte(`{"proposal":{"factId":"f","proposalId":"p"},"seq":3}`),
+		[]byte(`{"fact":{"provenance":{"channelId":"3","sourceSurface":"discord_text"},"body":"b","factId":"f","visibility":{"channelId":"3","scope":"channel"},"subject":{"userId":"2","guildId":"1"}}}`),
+		[]byte(`{"fact":{}}`), []byte(`{}`))
 	for _, line := range lines {
 		if !checkDecodeLine(t, line) {
 			t.Errorf("%s: not read by hand", line)
@@ -81,6 +86,8 @@ func TestDecodeLineReadsTheStoresLines(t *testing.T) {
 		`{"fact":{"createdAt":"2026-12-31T23:59:60Z"}}`, `{"fact":{"createdAt":"0000-01-01T00:00:00.000000001Z"}}`,
 		`{"fact":{"createdAt":"2026-12-02T12:00:00.1234567890Z"}}`, `{"fact":{"createdAt":"2026-12-02T12:00:00.Z"}}`,
 		`{"Seq":3}`, `{"schemaVersion":2,"subject":{"guildId":"1","userId":"2"}}`, `{"proposal":{"factId":"f","factId":"g"}}`,
+		`{"proposal":{"factId":"f","proposalId":"p","factId":"g"}}`, `{"fact":{"body":"a","kind":"k","body":"b"}}`,
+		`{"seq":1,"seqx":2}`, `{"se":1}`, `{"fact":{"factId" :"f"}}`, `{"fact":{"fact\u0049d":"f"}}`, `{"proposal":{"digest":"d",}}`,
 	} {
 		checkDecodeLine(t, []byte(line))
 	}

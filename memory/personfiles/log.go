@@ -59,6 +59,9 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	pf = &personFile{Person: people.Person{Subject: *h.Subject, Facts: []api.Fact{}, Seq: h.Seq}}
 	good = len(first) + 1
 	lines := make([]people.Change, 0, bytes.Count(rest, []byte("\n")))
+	// One string of the whole log: every plain string a line holds is a
+	// part of it, so a load makes one copy of its input, not one per string.
+	text := string(b)
 	var in interner
 	for len(rest) > 0 {
 		line, after, whole := bytes.Cut(rest, []byte("\n"))
@@ -71,12 +74,12 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 			continue
 		}
 		lines = append(lines, people.Change{})
-		if decodeLine(line, &lines[len(lines)-1], &in) != nil {
+		if decodeLine(line, text[good-len(line)-1:good-1], &lines[len(lines)-1], &in) != nil {
 			lines = lines[:len(lines)-1] // a whole line that does not parse costs only itself
 		}
 	}
 	pf.ApplyAll(lines)
-	pf.size = int64(good)
+	pf.size, pf.inLog = int64(good), true
 	return pf, good, nil
 }
 
