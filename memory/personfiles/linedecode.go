@@ -152,7 +152,9 @@ func (r *lineReader) next(o *obj, names []string) (int, error) {
 	k := -1
 	rest := r.b[r.i:]
 	for j := o.at; j < len(names); j++ {
-		if n := names[j]; len(rest) >= len(n) && string(rest[:len(n)]) == n {
+		// Every name starts with a quote; its first letter tells most
+		// apart before the bytes are compared.
+		if n := names[j]; len(rest) >= len(n) && rest[1] == n[1] && string(rest[:len(n)]) == n {
 			k = j
 			r.i += len(n)
 			break
