@@ -155,47 +155,72 @@ func (p *Person) ApplyAll(changes []Change) {
 			records++
 		}
 	}
+	r := p.Replay(facts, records)
+	for i := range changes {
+		r.Add(&changes[i])
+	}
+	r.Done()
+}
+
+// Replay is ApplyAll a line at a time, for a reader that decodes each
+// line into the same Change: Add keeps nothing of the line but copies of
+// its values. Person.Replay starts one, Done ends it; the person is not
+// to be read in between.
+type Replay struct {
+	p *Person
+	b factBatch
+}
+
+// Replay starts replaying lines onto p, with room made for about facts
+// and records more (a guess: more only costs growing).
+func (p *Person) Replay(facts, records int) *Replay {
 	p.Facts = slices.Grow(p.Facts, facts)
 	p.Proposals = slices.Grow(p.Proposals, records)
-	var b factBatch
-	b.start(p)
-	for i := range changes {
-		l := &changes[i]
-		if l.header() {
-			continue // a stray header
-		}
-		if l.Erase || len(l.Reset) > 0 {
-			b.finish(p)
-			p.Apply(l)
-			b.start(p)
-			continue
-		}
-		if !p.advance(l) {
-			continue
-		}
-		for _, id := range l.Remove {
-			b.remove(id)
-		}
-		for _, id := range l.ClearDigest {
-			p.clearDigest(id)
-		}
-		if l.Fact != nil {
-			b.put(p, *l.Fact)
-		}
-		for _, f := range l.Put {
-			b.put(p, f)
-		}
-		if l.Proposal != nil {
-			p.Proposals = append(p.Proposals, l.Proposal.keyed())
-			b.records[l.Proposal.FactID] = true
-			if l.Seq > 0 {
-				// The prune this proposal makes, made at the end as of now.
-				b.pruneAt, b.goneSince = len(p.Proposals), nil
-			}
+	r := &Replay{p: p}
+	r.b.start(p)
+	return r
+}
+
+// Add makes one change, as Apply would in turn.
+func (r *Replay) Add(l *Change) {
+	p, b := r.p, &r.b
+	if l.header() {
+		return // a stray header
+	}
+	if l.Erase || len(l.Reset) > 0 {
+		b.finish(p)
+		p.Apply(l)
+		b.start(p)
+		return
+	}
+	if !p.advance(l) {
+		return
+	}
+	for _, id := range l.Remove {
+		b.remove(id)
+	}
+	for _, id := range l.ClearDigest {
+		p.clearDigest(id)
+	}
+	if l.Fact != nil {
+		b.put(p, l.Fact)
+	}
+	for i := range l.Put {
+		b.put(p, &l.Put[i])
+	}
+	if l.Proposal != nil {
+		p.Proposals = append(p.Proposals, l.Proposal.keyed())
+		b.records[l.Proposal.FactID] = true
+		if l.Seq > 0 {
+			// The prune this proposal makes, made at the end as of now.
+			b.pruneAt, b.goneSince = len(p.Proposals), nil
 		}
 	}
-	b.finish(p)
 }
+
+// Done makes what the replay left pending: the holes closed, the records
+// pruned.
+func (r *Replay) Done() { r.b.finish(r.p) }
 
 // factBatch is ApplyAll's view of the facts: a slot per fact ever put,
 // holes where one was removed, and the slot of each live id; and the prune
@@ -224,9 +249,9 @@ func (b *factBatch) start(p *Person) {
 	}
 }
 
-func (b *factBatch) put(p *Person, f api.Fact) {
+func (b *factBatch) put(p *Person, f *api.Fact) {
 	if i, ok := b.slot[f.FactID]; ok {
-		b.facts[i] = f
+		b.facts[i] = *f
 		return
 	}
 	if b.pruneAt > 0 && b.records[f.FactID] {
@@ -236,7 +261,7 @@ func (b *factBatch) put(p *Person, f api.Fact) {
 		b.start(p)
 	}
 	b.slot[f.FactID] = len(b.facts)
-	b.facts = append(b.facts, f)
+	b.facts = append(b.facts, *f)
 	b.gone = append(b.gone, false)
 }
 

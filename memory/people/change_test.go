@@ -9,8 +9,8 @@ import (
 	"github.com/clankie/clankie/api"
 )
 
-// ApplyAll must leave exactly the state Apply leaves applying the same
-// changes one by one: facts in the same order, the same idempotency
+// ApplyAll, and Replay fed from one reused Change, must leave exactly the
+// state Apply leaves applying the same changes one by one: facts in the same order, the same idempotency
 // records, the same seq, for histories of puts, replacements, removals,
 // digest clearings, proposals past the record bound, stale lines, resets
 // and erases.
@@ -75,6 +75,40 @@ func TestApplyAllIsApplyInTurn(t *testing.T) {
 		}
 		if !reflect.DeepEqual(one, all) {
 			t.Fatalf("seed %d: ApplyAll\n%+v\nApply in turn\n%+v", seed, all, one)
+		}
+		// A reader replays each line from the same Change, its buffers
+		// reused: Replay must keep nothing of a line but its values.
+		reused := NewPerson(subject)
+		r := reused.Replay(0, 0)
+		var l Change
+		var fact api.Fact
+		var rec ProposalRecord
+		for i := range changes {
+			c := &changes[i]
+			l = Change{SchemaVersion: c.SchemaVersion, Subject: c.Subject, Seq: c.Seq, Reset: c.Reset, Erase: c.Erase,
+				Remove: append(l.Remove[:0], c.Remove...), ClearDigest: append(l.ClearDigest[:0], c.ClearDigest...),
+				Put: append(l.Put[:0], c.Put...)}
+			if c.Fact != nil {
+				fact, l.Fact = *c.Fact, &fact
+			}
+			if c.Proposal != nil {
+				rec, l.Proposal = *c.Proposal, &rec
+			}
+			r.Add(&l)
+			fact, rec = api.Fact{FactID: "scribbled"}, ProposalRecord{FactID: "scribbled"}
+			for j := range l.Put {
+				l.Put[j] = api.Fact{FactID: "scribbled"}
+			}
+			for j := range l.Remove {
+				l.Remove[j] = "scribbled"
+			}
+			for j := range l.ClearDigest {
+				l.ClearDigest[j] = "scribbled"
+			}
+		}
+		r.Done()
+		if !reflect.DeepEqual(one, reused) {
+			t.Fatalf("seed %d: Replay of a reused line\n%+v\nApply in turn\n%+v", seed, reused, one)
 		}
 	}
 }

@@ -47,8 +47,15 @@ var errShape = errors.New("not a line in the store's own shape")
 // (a part of the whole log's, see decodeLog): the strings of a fact's or
 // a record's own (ids, bodies, digests) are parts of it, not copies; the
 // ones facts repeat come from in.
-func decodeLine(line []byte, text string, l *people.Change, in *interner) error {
-	if err := (&lineReader{b: line, s: text, in: in}).change(l); err == nil {
+//
+// A line read by hand is read into bufs, which the next line reuses (a
+// nil bufs: new ones): l holds them until then, and people.Replay keeps
+// only copies of what it is given.
+func decodeLine(line []byte, text string, l *people.Change, in *interner, bufs *lineBufs) error {
+	if bufs == nil {
+		bufs = new(lineBufs)
+	}
+	if err := (&lineReader{b: line, s: text, in: in, bufs: bufs}).change(l); err == nil {
 		return nil
 	}
 	*l = people.Change{}
@@ -99,10 +106,20 @@ func (in *interner) get(slot int, b []byte) string {
 }
 
 type lineReader struct {
-	b  []byte
-	s  string // b as a string: the strings of a fact's own are parts of it
-	i  int
-	in *interner
+	b    []byte
+	s    string // b as a string: the strings of a fact's own are parts of it
+	i    int
+	in   *interner
+	bufs *lineBufs
+}
+
+// lineBufs is what a line is read into, line after line: a log's fact
+// lines, records and puts allocate nothing of their own.
+type lineBufs struct {
+	fact          api.Fact
+	record        people.ProposalRecord
+	put           []api.Fact
+	remove, clear []string
 }
 
 func (r *lineReader) eat(c byte) bool {
@@ -384,14 +401,17 @@ func (r *lineReader) uint() (uint64, error) {
 	return n, nil
 }
 
-// strings reads an array of fact ids.
-func (r *lineReader) strings() ([]string, error) {
+// strings reads an array of fact ids into buf (reused: see lineBufs).
+func (r *lineReader) strings(buf *[]string) ([]string, error) {
 	if !r.eat('[') {
 		return nil, errShape
 	}
-	var out []string
+	out := (*buf)[:0]
+	if out == nil {
+		out = []string{}
+	}
 	if r.eat(']') {
-		return []string{}, nil
+		return out, nil
 	}
 	for {
 		s, err := r.str()
@@ -400,6 +420,7 @@ func (r *lineReader) strings() ([]string, error) {
 		}
 		out = append(out, s)
 		if r.eat(']') {
+			*buf = out
 			return out, nil
 		}
 		if !r.eat(',') {
@@ -612,16 +633,18 @@ func (r *lineReader) change(l *people.Change) error {
 		case lineSeq:
 			l.Seq, err = r.uint()
 		case lineFact:
-			l.Fact = new(api.Fact)
+			r.bufs.fact = api.Fact{}
+			l.Fact = &r.bufs.fact
 			err = r.fact(l.Fact)
 		case lineRemove:
-			l.Remove, err = r.strings()
+			l.Remove, err = r.strings(&r.bufs.remove)
 		case lineClearDigest:
-			l.ClearDigest, err = r.strings()
+			l.ClearDigest, err = r.strings(&r.bufs.clear)
 		case linePut:
 			err = r.facts(&l.Put)
 		case lineProposal:
-			l.Proposal = new(people.ProposalRecord)
+			r.bufs.record = people.ProposalRecord{}
+			l.Proposal = &r.bufs.record
 			err = r.proposal(l.Proposal)
 		}
 		if err != nil {
@@ -638,7 +661,10 @@ func (r *lineReader) facts(out *[]api.Fact) error {
 	if !r.eat('[') {
 		return errShape
 	}
-	*out = []api.Fact{}
+	*out = r.bufs.put[:0]
+	if *out == nil {
+		*out = []api.Fact{}
+	}
 	for !r.eat(']') {
 		if len(*out) > 0 && !r.eat(',') {
 			return errShape
@@ -648,5 +674,6 @@ func (r *lineReader) facts(out *[]api.Fact) error {
 			return err
 		}
 	}
+	r.bufs.put = *out
 	return nil
 }

@@ -2,6 +2,8 @@ package personfiles
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -19,14 +21,14 @@ import (
 func checkDecodeLine(t *testing.T, line []byte) bool {
 	t.Helper()
 	var fast people.Change
-	fastErr := (&lineReader{b: line, s: string(line), in: &interner{}}).change(&fast)
+	fastErr := (&lineReader{b: line, s: string(line), in: &interner{}, bufs: &lineBufs{}}).change(&fast)
 	var want people.Change
 	wantErr := jsonv2.Unmarshal(line, &want)
 	if fastErr == nil && (wantErr != nil || !reflect.DeepEqual(fast, want)) {
 		t.Fatalf("%q: read by hand as\n%+v\nthe codec: %+v, %v", line, fast, want, wantErr)
 	}
 	var got people.Change
-	err := decodeLine(line, string(line), &got, &interner{})
+	err := decodeLine(line, string(line), &got, &interner{}, nil)
 	if (err == nil) != (wantErr == nil) || err == nil && !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: decodeLine %+v, %v; the codec %+v, %v", line, got, err, want, wantErr)
 	}
@@ -136,5 +138,83 @@ func TestDecodeLogKeepsNothingOfItsInput(t *testing.T) {
 	}
 	if !people.SameState(&got.Person, &want.Person) {
 		t.Fatal("the decoded person changed with the buffer it was read from")
+	}
+}
+
+// TestDecodeLogIsApplyInTurn: decodeLog reads every line into the same
+// buffers and replays it as it goes; what it gives must be what applying
+// the lines one by one gives, for logs of fact and record lines, changes
+// that put several facts, remove and clear, and lines the hand reading
+// leaves to the codec (a reset).
+func TestDecodeLogIsApplyInTurn(t *testing.T) {
+	subject := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000002"}
+	at := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	for seed := range 200 {
+		rng := rand.New(rand.NewPCG(uint64(seed), 11))
+		id := func() string { return fmt.Sprintf("f%07d", rng.IntN(40)) }
+		fact := func(i int) api.Fact {
+			f := api.Fact{FactID: id(), Subject: subject, Kind: api.KindPersonFact, Body: fmt.Sprintf("body %d of seed %d", i, seed),
+				Visibility: api.Visibility{Scope: api.ScopeGuild}, Confidence: 0.5, CreatedAt: at.Add(time.Duration(i) * time.Second),
+				UpdatedAt:  at.Add(time.Duration(i) * time.Second),
+				Provenance: api.Provenance{SourceSurface: api.SurfaceDiscordText, ProposerUserID: fmt.Sprint(200000000000000000 + rng.IntN(3)), ChannelID: "100000000000000011"}}
+			if rng.IntN(4) == 0 {
+				f.Visibility = api.Visibility{Scope: api.ScopeChannel, ChannelID: fmt.Sprint(100000000000000000 + rng.IntN(3))}
+			}
+			return f
+		}
+		header := people.Change{SchemaVersion: logVersion, Subject: &subject}
+		changes := []people.Change{header}
+		seq := uint64(0)
+		for i := range 10 + rng.IntN(200) {
+			var ch people.Change
+			switch r := rng.IntN(100); {
+			case r < 2:
+				seq++
+				ch.Seq = seq
+				ch.Reset = []people.Change{{SchemaVersion: logVersion, Subject: &subject, Seq: seq}}
+				for range rng.IntN(4) {
+					f := fact(i)
+					ch.Reset = append(ch.Reset, people.Change{Fact: &f})
+				}
+			case r < 30:
+				f := fact(i)
+				ch.Fact = &f
+			case r < 40:
+				ch.Proposal = &people.ProposalRecord{ProposalID: fmt.Sprint("discord-interaction-", i), FactID: id()}
+			default:
+				seq++
+				ch.Seq = seq
+				for range rng.IntN(3) {
+					ch.Remove = append(ch.Remove, id())
+				}
+				for range rng.IntN(2) {
+					ch.ClearDigest = append(ch.ClearDigest, id())
+				}
+				for range rng.IntN(4) {
+					ch.Put = append(ch.Put, fact(i))
+				}
+				ch.Proposal = &people.ProposalRecord{ProposalID: fmt.Sprint("p", i), Digest: fmt.Sprintf("%032x", i), FactID: id()}
+			}
+			changes = append(changes, ch)
+		}
+		var log []byte
+		for i := range changes {
+			line, err := encodeLine(&changes[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			log = append(log, line...)
+		}
+		want := people.NewPerson(subject)
+		for i := range changes {
+			want.Apply(&changes[i])
+		}
+		got, good, err := decodeLog(log)
+		if err != nil || good != len(log) {
+			t.Fatalf("seed %d: %v, %d of %d bytes", seed, err, good, len(log))
+		}
+		if !people.SameState(&got.Person, want) || got.Seq != want.Seq {
+			t.Fatalf("seed %d: decodeLog\n%+v\nApply in turn\n%+v", seed, got.Person, *want)
+		}
 	}
 }

@@ -46,7 +46,9 @@ var errUnreadable = errors.New("the person log has no readable header")
 // semantics: names matched exactly, invalid UTF-8 refused): every line is
 // one this store wrote with encoding/json, so the stricter reading refuses
 // nothing it wrote, and a line it does refuse costs only itself, as
-// before.
+// before. Each line is read into the same buffers and replayed as it is
+// read (people.Replay, which keeps copies): the lines are never held all
+// at once.
 func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	first, rest, ok := bytes.Cut(b, []byte("\n"))
 	if !ok {
@@ -58,11 +60,16 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	}
 	pf = &personFile{Person: people.Person{Subject: *h.Subject, Facts: []api.Fact{}, Seq: h.Seq}}
 	good = len(first) + 1
-	lines := make([]people.Change, 0, bytes.Count(rest, []byte("\n")))
-	// One string of the whole log: every plain string a line holds is a
-	// part of it, so a load makes one copy of its input, not one per string.
+	// Room for what the lines may put: a fact line puts a fact, a record
+	// line a record, a change (a seq) usually one of each.
+	changes := bytes.Count(b, []byte("\n{\"seq\":"))
+	replay := pf.Replay(bytes.Count(b, []byte("\n{\"fact\":"))+changes, bytes.Count(b, []byte("\n{\"proposal\":"))+changes)
+	// One string of the whole log: a fact's own strings are parts of it,
+	// so a load makes one copy of its input, not one per string.
 	text := string(b)
 	var in interner
+	var bufs lineBufs
+	var l people.Change
 	for len(rest) > 0 {
 		line, after, whole := bytes.Cut(rest, []byte("\n"))
 		if !whole {
@@ -73,12 +80,12 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		lines = append(lines, people.Change{})
-		if decodeLine(line, text[good-len(line)-1:good-1], &lines[len(lines)-1], &in) != nil {
-			lines = lines[:len(lines)-1] // a whole line that does not parse costs only itself
+		l = people.Change{}
+		if decodeLine(line, text[good-len(line)-1:good-1], &l, &in, &bufs) == nil {
+			replay.Add(&l) // a whole line that does not parse costs only itself
 		}
 	}
-	pf.ApplyAll(lines)
+	replay.Done()
 	pf.size, pf.inLog = int64(good), true
 	return pf, good, nil
 }
