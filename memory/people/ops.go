@@ -219,7 +219,7 @@ func newFactSet(facts []api.Fact) factSet {
 	for i := range facts {
 		id := facts[i].FactID
 		k := idKey(id)
-		j := int(k & uint64(n-1))
+		j := s.first(k)
 		for s.keys[j] != 0 && !(s.keys[j] == k && s.ids[j] == id) {
 			j = (j + 1) & (n - 1)
 		}
@@ -228,6 +228,11 @@ func newFactSet(facts []api.Fact) factSet {
 	return s
 }
 
+// first is the slot where key's probe starts. A key's lowest bit is
+// always set (idKey), so the slot is taken from the bits above it: every
+// slot is used, not every other one.
+func (s factSet) first(key uint64) int { return int(key>>1) & (len(s.keys) - 1) }
+
 // has reports whether r's fact is in the set.
 func (s factSet) has(r *ProposalRecord) bool {
 	k := r.fkey
@@ -235,7 +240,7 @@ func (s factSet) has(r *ProposalRecord) bool {
 		k = idKey(r.FactID)
 	}
 	n := len(s.keys)
-	for j := int(k & uint64(n-1)); s.keys[j] != 0; j = (j + 1) & (n - 1) {
+	for j := s.first(k); s.keys[j] != 0; j = (j + 1) & (n - 1) {
 		if s.keys[j] == k && s.ids[j] == r.FactID {
 			return true
 		}

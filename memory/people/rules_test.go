@@ -70,3 +70,28 @@ func TestNewestFirstAgreesWithAStableSort(t *testing.T) {
 		})
 	}
 }
+
+// TestIDKeysTellIDsApart: idKey is only a key compared before an id's
+// bytes, so a collision costs a comparison, not a wrong answer; but keys
+// that collide often would make every scan compare bytes. Ids of every
+// length the store sees (fact ids, snowflakes, proposal ids of 38 bytes)
+// get distinct keys, and factSet's probes start in every slot.
+func TestIDKeysTellIDsApart(t *testing.T) {
+	seen := map[uint64]string{}
+	slots := factSet{keys: make([]uint64, 1024)}
+	used := map[int]bool{}
+	for i := range 100000 {
+		for _, id := range []string{fmt.Sprintf("f%07d", i), fmt.Sprint(1300000000000000000 + i),
+			fmt.Sprintf("discord-interaction-%d", 1300000000000000000+i), fmt.Sprint(i)} {
+			k := idKey(id)
+			if other, ok := seen[k]; ok && other != id {
+				t.Fatalf("%q and %q share a key", id, other)
+			}
+			seen[k] = id
+			used[slots.first(k)] = true
+		}
+	}
+	if len(used) != len(slots.keys) {
+		t.Fatalf("probes start in %d of %d slots", len(used), len(slots.keys))
+	}
+}

@@ -62,8 +62,8 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	good = len(first) + 1
 	// Room for what the lines may put: a fact line puts a fact, a record
 	// line a record, a change (a seq) usually one of each.
-	changes := bytes.Count(b, []byte("\n{\"seq\":"))
-	replay := pf.Replay(bytes.Count(b, []byte("\n{\"fact\":"))+changes, bytes.Count(b, []byte("\n{\"proposal\":"))+changes)
+	facts, records, changes := lineKinds(rest)
+	replay := pf.Replay(facts+changes, records+changes)
 	// One string of the whole log: a fact's own strings are parts of it,
 	// so a load makes one copy of its input, not one per string.
 	text := string(b)
@@ -88,6 +88,27 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	replay.Done()
 	pf.size, pf.inLog = int64(good), true
 	return pf, good, nil
+}
+
+// lineKinds counts b's fact lines, record lines and changes (lines with a
+// seq) by how they start, in one pass.
+func lineKinds(b []byte) (facts, records, changes int) {
+	for len(b) > 0 {
+		switch {
+		case bytes.HasPrefix(b, []byte(`{"fact":`)):
+			facts++
+		case bytes.HasPrefix(b, []byte(`{"proposal":`)):
+			records++
+		case bytes.HasPrefix(b, []byte(`{"seq":`)):
+			changes++
+		}
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			break
+		}
+		b = b[i+1:]
+	}
+	return facts, records, changes
 }
 
 // apply replays one line onto the state (Person.Apply).
