@@ -2,6 +2,7 @@ package people
 
 import (
 	"encoding/json"
+	"math/bits"
 	"slices"
 
 	"github.com/clankie/clankie/api"
@@ -76,16 +77,15 @@ func sameFact(a, b *api.Fact) bool {
 }
 
 // idKey returns a 64-bit hash of id, never 0: a key a scan compares
-// before an id's bytes, kept in memory only. Ids are tens of bytes (a
-// proposal's is "discord-interaction-" and a snowflake), so it takes
-// them eight bytes at a time, each word mixed in by a multiply and a
-// shift (a cold load keys every record it replays).
+// before an id's bytes, kept in memory only, and the slot factSet probes
+// first. Ids are tens of bytes (a proposal's is "discord-interaction-" and
+// a snowflake), so it takes them eight bytes at a time, then mixes every
+// bit into every other (murmur3's finaliser): ids that differ only in
+// their last digits must not share low bits, which factSet's slots come
+// from.
 func idKey(id string) uint64 {
 	h := uint64(len(id)) * 0x9e3779b97f4a7c15
-	mix := func(w uint64) {
-		h = (h ^ w) * 0xbf58476d1ce4e5b9
-		h ^= h >> 31
-	}
+	mix := func(w uint64) { h = bits.RotateLeft64((h^w)*0x9e3779b97f4a7c15, 29) }
 	for ; len(id) >= 8; id = id[8:] {
 		mix(uint64(id[0]) | uint64(id[1])<<8 | uint64(id[2])<<16 | uint64(id[3])<<24 |
 			uint64(id[4])<<32 | uint64(id[5])<<40 | uint64(id[6])<<48 | uint64(id[7])<<56)
@@ -97,6 +97,11 @@ func idKey(id string) uint64 {
 		}
 		mix(w)
 	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
 	return h | 1
 }
 

@@ -73,25 +73,41 @@ func TestNewestFirstAgreesWithAStableSort(t *testing.T) {
 
 // TestIDKeysTellIDsApart: idKey is only a key compared before an id's
 // bytes, so a collision costs a comparison, not a wrong answer; but keys
-// that collide often would make every scan compare bytes. Ids of every
-// length the store sees (fact ids, snowflakes, proposal ids of 38 bytes)
-// get distinct keys, and factSet's probes start in every slot.
+// that collide often would make every scan compare bytes, and factSet
+// takes a probe's first slot from a key's low bits, so ids that differ
+// only in a few characters must not share them. Ids of every shape the
+// store sees (fact ids, sequential ones as the benchmarks seed them,
+// snowflakes, proposal ids of 38 bytes) get distinct keys, and 128 of one
+// shape, the ids of one person, spread over a table of 256 about as random
+// keys would (about 101 distinct first slots).
 func TestIDKeysTellIDsApart(t *testing.T) {
-	seen := map[uint64]string{}
-	slots := factSet{keys: make([]uint64, 1024)}
-	used := map[int]bool{}
-	for i := range 100000 {
-		for _, id := range []string{fmt.Sprintf("f%07d", i), fmt.Sprint(1300000000000000000 + i),
-			fmt.Sprintf("discord-interaction-%d", 1300000000000000000+i), fmt.Sprint(i)} {
-			k := idKey(id)
-			if other, ok := seen[k]; ok && other != id {
-				t.Fatalf("%q and %q share a key", id, other)
-			}
-			seen[k] = id
-			used[slots.first(k)] = true
-		}
+	shapes := map[string]func(i int) string{
+		"fact id":           func(i int) string { return fmt.Sprintf("f%07d", i) },
+		"random fact id":    func(i int) string { return newFactID(nil) },
+		"snowflake":         func(i int) string { return fmt.Sprint(1300000000000000000 + i) },
+		"proposal id":       func(i int) string { return fmt.Sprintf("discord-interaction-%d", 1300000000000000000+i) },
+		"short":             func(i int) string { return fmt.Sprint(i) },
+		"bench proposal id": func(i int) string { return fmt.Sprintf("bench-%d", i) },
 	}
-	if len(used) != len(slots.keys) {
-		t.Fatalf("probes start in %d of %d slots", len(used), len(slots.keys))
+	seen := map[uint64]string{}
+	for name, id := range shapes {
+		for i := range 100000 {
+			s := id(i)
+			k := idKey(s)
+			if other, ok := seen[k]; ok && other != s {
+				t.Fatalf("%s: %q and %q share a key", name, s, other)
+			}
+			seen[k] = s
+		}
+		for start := 0; start < 100000; start += 12345 {
+			table := factSet{keys: make([]uint64, 256)}
+			first := map[int]bool{}
+			for i := range 128 {
+				first[table.first(idKey(id(start+i)))] = true
+			}
+			if len(first) < 85 {
+				t.Fatalf("%s from %d: 128 ids start their probes in only %d of 256 slots", name, start, len(first))
+			}
+		}
 	}
 }
