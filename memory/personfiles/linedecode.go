@@ -147,7 +147,7 @@ type obj struct {
 // by comparing the bytes ahead with the members that may come next, not
 // read and then looked up. A name in another order is read and looked up;
 // one that is not a member, or a member twice, is errShape.
-func (r *lineReader) next(o *obj, names []string) (int, error) {
+func (r *lineReader) next(o *obj, names []member) (int, error) {
 	if !o.begun {
 		if !r.eat('{') {
 			return 0, errShape
@@ -169,11 +169,9 @@ func (r *lineReader) next(o *obj, names []string) (int, error) {
 	k := -1
 	rest := r.b[r.i:]
 	for j := o.at; j < len(names); j++ {
-		// Every name starts with a quote; its first letter tells most
-		// apart before the bytes are compared.
-		if n := names[j]; len(rest) >= len(n) && rest[1] == n[1] && string(rest[:len(n)]) == n {
+		if m := &names[j]; m.ahead(rest) {
 			k = j
-			r.i += len(n)
+			r.i += len(m.name)
 			break
 		}
 	}
@@ -182,8 +180,8 @@ func (r *lineReader) next(o *obj, names []string) (int, error) {
 		if err != nil || !r.eat(':') {
 			return 0, errShape
 		}
-		for j, n := range names {
-			if string(name) == n[1:len(n)-2] {
+		for j := range names {
+			if n := names[j].name; string(name) == n[1:len(n)-2] {
 				k = j
 				break
 			}
@@ -200,17 +198,51 @@ func (r *lineReader) next(o *obj, names []string) (int, error) {
 	return k, nil
 }
 
+// member is one member name as the store writes it, quoted with its
+// colon, and its first bytes as words: next compares a word of the line
+// with each member that may come next, and its bytes only when that
+// matches.
+type member struct {
+	name       string
+	head, mask [2]uint64 // the first 16 bytes (or fewer), little-endian
+	longer     bool      // the name runs past 16 bytes
+}
+
+func members(names ...string) []member {
+	out := make([]member, len(names))
+	for i, n := range names {
+		m := member{name: `"` + n + `":`}
+		for b := range min(len(m.name), 16) {
+			m.head[b/8] |= uint64(m.name[b]) << (8 * (b % 8))
+			m.mask[b/8] |= 0xff << (8 * (b % 8))
+		}
+		m.longer = len(m.name) > 16
+		out[i] = m
+	}
+	return out
+}
+
+// ahead reports whether b starts with the member's name.
+func (m *member) ahead(b []byte) bool {
+	if len(b) < 16 || len(b) < len(m.name) {
+		return len(b) >= len(m.name) && string(b[:len(m.name)]) == m.name
+	}
+	return binary.LittleEndian.Uint64(b)&m.mask[0] == m.head[0] &&
+		binary.LittleEndian.Uint64(b[8:])&m.mask[1] == m.head[1] &&
+		(!m.longer || string(b[16:len(m.name)]) == m.name[16:])
+}
+
 // The members of each object the store writes, in the order it writes
 // them (factjson.go, encodeChange), and their indices.
 var (
-	subjectNames    = []string{`"guildId":`, `"userId":`}
-	visibilityNames = []string{`"scope":`, `"channelId":`}
-	factNames       = []string{`"factId":`, `"subject":`, `"kind":`, `"body":`, `"visibility":`, `"confidence":`,
-		`"createdAt":`, `"updatedAt":`, `"expiresAt":`, `"supersedesFactId":`, `"provenance":`}
-	provenanceNames = []string{`"sourceSurface":`, `"sourceEventId":`, `"correlationId":`, `"proposerUserId":`,
-		`"channelId":`, `"sourceMessageId":`}
-	proposalNames = []string{`"proposalId":`, `"digest":`, `"factId":`}
-	lineNames     = []string{`"seq":`, `"fact":`, `"remove":`, `"clearDigest":`, `"put":`, `"proposal":`}
+	subjectNames    = members("guildId", "userId")
+	visibilityNames = members("scope", "channelId")
+	factNames       = members("factId", "subject", "kind", "body", "visibility", "confidence", "createdAt", "updatedAt",
+		"expiresAt", "supersedesFactId", "provenance")
+	provenanceNames = members("sourceSurface", "sourceEventId", "correlationId", "proposerUserId", "channelId",
+		"sourceMessageId")
+	proposalNames = members("proposalId", "digest", "factId")
+	lineNames     = members("seq", "fact", "remove", "clearDigest", "put", "proposal")
 )
 
 const (
@@ -347,6 +379,15 @@ func (r *lineReader) str() (string, error) {
 
 // shared reads a string value that facts repeat, through the interner.
 func (r *lineReader) shared(slot int) (string, error) {
+	// Most often the member holds what it held on the line before, whose
+	// bytes are known plain: compare them, quotes around, and skip the
+	// scan.
+	if last := r.in.last[slot]; last != "" {
+		if end := r.i + 1 + len(last); end < len(r.b) && r.b[r.i] == '"' && r.b[end] == '"' && string(r.b[r.i+1:end]) == last {
+			r.i = end + 1
+			return last, nil
+		}
+	}
 	start := r.i
 	if b, err := r.rawString(); err == nil {
 		return r.in.get(slot, b), nil
