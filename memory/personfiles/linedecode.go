@@ -148,16 +148,17 @@ type obj struct {
 // read and then looked up. A name in another order is read and looked up;
 // one that is not a member, or a member twice, is errShape.
 func (r *lineReader) next(o *obj, names []member) (int, error) {
-	if !o.begun {
-		if !r.eat('{') {
-			return 0, errShape
+	if o.seen == 0 {
+		if !o.begun {
+			if !r.eat('{') {
+				return 0, errShape
+			}
+			o.begun, o.done = true, r.eat('}')
 		}
-		o.begun, o.done = true, r.eat('}')
-	}
-	if o.done {
-		return -1, nil
-	}
-	if o.seen != 0 {
+		if o.done {
+			return -1, nil
+		}
+	} else {
 		if r.eat('}') {
 			o.done = true
 			return -1, nil
@@ -167,12 +168,14 @@ func (r *lineReader) next(o *obj, names []member) (int, error) {
 		}
 	}
 	k := -1
-	rest := r.b[r.i:]
-	for j := o.at; j < len(names); j++ {
-		if m := &names[j]; m.ahead(rest) {
-			k = j
-			r.i += len(m.name)
-			break
+	if r.i < len(r.b) {
+		rest := r.b[r.i:]
+		for j := o.at; j < len(names); j++ {
+			if m := &names[j]; m.ahead(rest) {
+				k = j
+				r.i += len(m.name)
+				break
+			}
 		}
 	}
 	if k < 0 {
@@ -190,10 +193,11 @@ func (r *lineReader) next(o *obj, names []member) (int, error) {
 			return 0, errShape // not a member: the codec's
 		}
 	}
-	if o.seen&(1<<k) != 0 {
+	bit := uint32(1) << (uint(k) & 31) // an object has fewer than 32 members
+	if o.seen&bit != 0 {
 		return 0, errShape
 	}
-	o.seen |= 1 << k
+	o.seen |= bit
 	o.at = k + 1
 	return k, nil
 }
@@ -481,10 +485,14 @@ func (r *lineReader) time() (time.Time, error) {
 	if len(s) < len(shape)+1 || s[len(s)-1] != 'Z' {
 		return time.Time{}, errShape
 	}
-	for i := range len(shape) {
-		if shape[i] == '0' && (s[i] < '0' || s[i] > '9') || shape[i] != '0' && s[i] != shape[i] {
-			return time.Time{}, errShape
-		}
+	// The shape, checked a word at a time: "0000-00-", "00T00:00" and,
+	// overlapping, "00:00:00" (each separator in place, every other byte
+	// a digit).
+	le := binary.LittleEndian
+	if !shaped(le.Uint64(s[0:]), 0xff0000ff00000000, 0x2d00002d00000000) ||
+		!shaped(le.Uint64(s[8:]), 0x0000ff0000ff0000, 0x00003a0000540000) ||
+		!shaped(le.Uint64(s[11:]), 0x0000ff0000ff0000, 0x00003a00003a0000) {
+		return time.Time{}, errShape
 	}
 	ns := 0
 	if frac := s[len(shape) : len(s)-1]; len(frac) > 0 {
@@ -509,6 +517,19 @@ func (r *lineReader) time() (time.Time, error) {
 		return time.Time{}, errShape
 	}
 	return time.Date(year, month, day, hour, minute, sec, ns, time.UTC), nil
+}
+
+// shaped reports whether w holds the bytes seps names where sepMask is set
+// and an ASCII digit in every other byte.
+func shaped(w, sepMask, seps uint64) bool {
+	const zeros, highs, six = 0x3030303030303030, 0xf0f0f0f0f0f0f0f0, 0x0606060606060606
+	if w&sepMask != seps {
+		return false
+	}
+	d := w&^sepMask | zeros&sepMask // a '0' in each separator's place
+	// Each byte is 0x30 to 0x39: its high half is 3, and adding 6 does not
+	// carry into it (no byte carries into the next: 0x3f + 6 < 0x100).
+	return d&highs == zeros && (d+six)&highs == zeros
 }
 
 // digits returns the value of b's decimal digits (checked by the caller).
