@@ -80,7 +80,10 @@ func TestDecodeLineReadsTheStoresLines(t *testing.T) {
 	lines = append(lines,
 		[]byte(`{"proposal":{"factId":"f","proposalId":"p"},"seq":3}`),
 		[]byte(`{"fact":{"provenance":{"channelId":"3","sourceSurface":"discord_text"},"body":"b","factId":"f","visibility":{"channelId":"3","scope":"channel"},"subject":{"userId":"2","guildId":"1"}}}`),
-		[]byte(`{"fact":{}}`), []byte(`{}`))
+		[]byte(`{"fact":{}}`), []byte(`{}`),
+		// A fact or record line with more than its one member.
+		[]byte(`{"fact":{"factId":"f","subject":{"guildId":"1","userId":"2"},"kind":"k","body":"b","visibility":{"scope":"guild"},"confidence":1,"createdAt":"2026-12-02T12:00:00Z","updatedAt":"2026-12-02T12:00:00Z","provenance":{}},"seq":4}`),
+		[]byte(`{"proposal":{"proposalId":"p","factId":"f"},"remove":["g"]}`))
 	for _, line := range lines {
 		if !checkDecodeLine(t, line) {
 			t.Errorf("%s: not read by hand", line)
