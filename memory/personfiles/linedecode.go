@@ -680,11 +680,11 @@ func (r *lineReader) timeTo(dst *time.Time) bool {
 }
 
 func (r *lineReader) fact(f *api.Fact) error {
-	if start := r.i; !r.factInOrder(f) {
-		r.i, *f = start, api.Fact{}
-	} else {
+	start := r.i
+	if r.factInOrder(f) {
 		return nil
 	}
+	r.i, *f = start, api.Fact{} // read again, member by member
 	var o obj
 	for {
 		k, err := r.next(&o, factNames)
