@@ -639,16 +639,9 @@ func (r *lineReader) factInOrder(f *api.Fact) bool {
 	if r.lit(`,"supersedesFactId":`) && !r.strTo(&f.SupersedesFactID) || !r.lit(`,"provenance":{`) {
 		return false
 	}
-	p := &f.Provenance
 	first := true
-	for _, m := range [...]struct {
-		name string
-		slot int // -1: a string of the fact's own
-		s    *string
-	}{{`"sourceSurface":`, internSurface, (*string)(&p.SourceSurface)}, {`"sourceEventId":`, -1, &p.SourceEventID},
-		{`"correlationId":`, -1, &p.CorrelationID}, {`"proposerUserId":`, internProposer, &p.ProposerUserID},
-		{`"channelId":`, internChannel, &p.ChannelID}, {`"sourceMessageId":`, -1, &p.SourceMessageID}} {
-		if !r.optional(m.name, first) {
+	for k, m := range provenanceFields(&f.Provenance) {
+		if !r.optional(provenanceNames[k].name, first) {
 			continue
 		}
 		first = false
@@ -752,12 +745,23 @@ func (r *lineReader) visibility(v *api.Visibility) error {
 	}
 }
 
+// provenanceField is where a provenance member's value goes, and its
+// interner slot (-1: a string of the fact's own).
+type provenanceField struct {
+	s    *string
+	slot int
+}
+
+// provenanceFields returns p's members in provenanceNames' order, for
+// factInOrder and provenance alike.
+func provenanceFields(p *api.Provenance) [6]provenanceField {
+	return [6]provenanceField{{(*string)(&p.SourceSurface), internSurface}, {&p.SourceEventID, -1},
+		{&p.CorrelationID, -1}, {&p.ProposerUserID, internProposer}, {&p.ChannelID, internChannel},
+		{&p.SourceMessageID, -1}}
+}
+
 func (r *lineReader) provenance(p *api.Provenance) error {
-	fields := [...]struct {
-		s    *string
-		slot int // -1: not shared
-	}{{(*string)(&p.SourceSurface), internSurface}, {&p.SourceEventID, -1}, {&p.CorrelationID, -1},
-		{&p.ProposerUserID, internProposer}, {&p.ChannelID, internChannel}, {&p.SourceMessageID, -1}}
+	fields := provenanceFields(p)
 	var o obj
 	for {
 		k, err := r.next(&o, provenanceNames)
