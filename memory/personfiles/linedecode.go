@@ -70,7 +70,8 @@ func decodeLine(line []byte, text string, l *people.Change, in *interner, bufs *
 
 // interner holds one copy of each string facts repeat (the Discord ids
 // of the subject, the visibility's channel and the proposer, kinds,
-// scopes, surfaces: see eachString), so a decoded person holds each once,
+// scopes, surfaces: the ones decodedBytes counts with shared), so a
+// decoded person holds each once,
 // as decodedBytes counts them. Each member has its slot: a log repeats
 // the same value in it fact after fact, so the last value of the slot is
 // compared first, and only a new value is looked up.
@@ -347,7 +348,7 @@ func firstSpecial(s []byte) int {
 // str reads a string value, escapes included. A plain one (almost every
 // string) is a part of the line's string, not a copy: a cold load makes
 // none of its own, and a person kept in the cache has its strings copied
-// out of the log's (see compactStrings).
+// out of the log's (see ownStrings).
 func (r *lineReader) str() (string, error) {
 	start := r.i
 	if from, to, err := r.rawSpan(); err == nil {
