@@ -28,11 +28,11 @@ import (
 // the forget), so a forgotten fact's body does not stay behind in the
 // memo of the service that forgot it.
 //
-// The bound counts JSON. A fact the file store read from a log for a
-// person its cache did not keep (more than a quarter of the cache) has
-// strings that are parts of that log's text (personfiles.ownStrings), and
-// its entry keeps that text until it is replaced: for such people up to
-// about twice what the bound counts.
+// The bound counts JSON. A fact the file store read from a log has
+// strings that are parts of one allocation of their person's own
+// (personfiles.ownStrings), which its entry keeps until it is replaced: a
+// person with few facts in the memo keeps up to the strings of all of
+// them.
 type factMemo struct {
 	limit int // bytes of JSON kept, over all people
 

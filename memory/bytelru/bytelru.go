@@ -63,7 +63,7 @@ func (c *LRU[V]) Take(key string) (V, bool) {
 // read.
 func (c *LRU[V]) Put(key string, v V, n int) {
 	c.lru.Remove(key)
-	if !c.Admits(n) {
+	if n > c.limit/4 {
 		return
 	}
 	c.lru.Add(key, entry[V]{v: v, bytes: n})
@@ -75,9 +75,6 @@ func (c *LRU[V]) Put(key string, v V, n int) {
 		c.evictions++
 	}
 }
-
-// Admits reports whether Put keeps a value of n bytes.
-func (c *LRU[V]) Admits(n int) bool { return n <= c.limit/4 }
 
 // Remove drops key.
 func (c *LRU[V]) Remove(key string) { c.lru.Remove(key) }

@@ -64,48 +64,56 @@ func shared(s string) int {
 // digits.
 const shareMax = 20
 
-// ownStrings gives a state read from a log (decodeLog) strings of their
-// own, as decodedBytes counts them. decodeLog's strings of a fact's or a
-// record's own (ids, bodies, digests) are parts of the text of the whole
-// log, which is what makes a cold load cheap: one copy of its input
-// instead of one allocation per string. But a part keeps the whole text
-// alive, removed facts and member names included, so a person the cache
-// keeps gets those strings copied into one allocation of their own (the
-// strings facts repeat are the interner's already).
+// ownStrings gives a state decodeLog read strings of their own, as
+// decodedBytes counts them. While a log's lines are read, a fact's or a
+// record's own strings (ids, bodies, digests) are parts of the read buffer
+// seen as one string: no allocation per string, and no copy of the whole
+// log. Once the replay is done, what is left of them (removed facts' and
+// pruned records' are not) is copied into one allocation, and the buffer
+// goes back to be read into again. The strings facts repeat are the
+// interner's copies already.
 func ownStrings(pf *personFile) {
 	size := 0
-	eachOwnString(pf, func(s *string) { size += len(*s) })
-	buf := make([]byte, 0, size)
-	eachOwnString(pf, func(s *string) {
-		at := len(buf)
-		buf = append(buf, *s...)
-		*s = unsafe.String(unsafe.SliceData(buf[at:]), len(*s)) // buf is never written again
-	})
-	pf.inLog = false
-}
-
-// eachOwnString calls fn with each non-empty string of pf's facts and
-// records that is the fact's or record's own: what decodedBytes counts
-// with own (the others, which facts repeat, the log's interner shares).
-func eachOwnString(pf *personFile, fn func(*string)) {
 	for i := range pf.Facts {
 		f := &pf.Facts[i]
 		p := &f.Provenance
-		for _, s := range [...]*string{&f.FactID, &f.Body, &f.SupersedesFactID, &p.SourceEventID, &p.CorrelationID,
-			&p.SourceMessageID} {
-			if *s != "" {
-				fn(s)
-			}
-		}
+		size += len(f.FactID) + len(f.Body) + len(f.SupersedesFactID) + len(p.SourceEventID) + len(p.CorrelationID) +
+			len(p.SourceMessageID)
 	}
 	for i := range pf.Proposals {
 		r := &pf.Proposals[i]
-		for _, s := range [...]*string{&r.ProposalID, &r.Digest, &r.FactID} {
-			if *s != "" {
-				fn(s)
-			}
-		}
+		size += len(r.ProposalID) + len(r.Digest) + len(r.FactID)
 	}
+	o := owner(make([]byte, 0, size))
+	for i := range pf.Facts {
+		f := &pf.Facts[i]
+		p := &f.Provenance
+		o.own(&f.FactID)
+		o.own(&f.Body)
+		o.own(&f.SupersedesFactID)
+		o.own(&p.SourceEventID)
+		o.own(&p.CorrelationID)
+		o.own(&p.SourceMessageID)
+	}
+	for i := range pf.Proposals {
+		r := &pf.Proposals[i]
+		o.own(&r.ProposalID)
+		o.own(&r.Digest)
+		o.own(&r.FactID)
+	}
+}
+
+// owner is the one allocation ownStrings copies strings into; it never
+// grows (ownStrings sizes it), so a string once made from it stays put.
+type owner []byte
+
+func (o *owner) own(s *string) {
+	if *s == "" {
+		return
+	}
+	at := len(*o)
+	*o = append(*o, *s...)
+	*s = unsafe.String(&(*o)[at], len(*s))
 }
 
 // fileCache keeps recently used person files decoded, so a proposal or a
@@ -153,13 +161,6 @@ func (c *fileCache) put(name string, pf *personFile, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lru.Put(name, pf, n)
-}
-
-// admits reports whether put keeps a person who counts n.
-func (c *fileCache) admits(n int) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Admits(n)
 }
 
 // drop forgets name (removed, moved aside, or a write that failed).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
+	"reflect"
 	"runtime"
 	"slices"
 	"testing"
@@ -221,7 +223,6 @@ func TestDecodedBytesTracksTheHeap(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ownStrings(pf)
 				kept[p] = pf
 				counted += decodedBytes(pf)
 			}
@@ -239,28 +240,35 @@ func TestDecodedBytesTracksTheHeap(t *testing.T) {
 	}
 }
 
-// TestTheCacheKeepsNoLogText: a person read from their log holds strings
-// that are parts of the log's whole text, so whichever way they come into
-// the cache (a read, a change, a forget), the cache keeps them only with
-// strings of their own (ownStrings), never the text of the log.
-func TestTheCacheKeepsNoLogText(t *testing.T) {
+// TestNothingReadKeepsTheReadBuffer: a log is read into a pooled buffer
+// that the next load reads another log into, and decodeLog reads strings
+// as parts of it until ownStrings copies them out. Whichever way a person
+// comes into the cache (a read, a change, a forget), and when the cache
+// keeps nothing and the answer is all that holds them, what was read must
+// still be what is on disk after other people's logs were read into the
+// same buffer. It fails if decodeLog skips ownStrings.
+func TestNothingReadKeepsTheReadBuffer(t *testing.T) {
 	subject := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000000"}
+	other := api.Subject{GuildID: "100000000000000001", UserID: "200000000000000001"}
+	recall := func(m *people.Memory, who api.Subject) ([]api.Fact, error) {
+		r, err := m.Recall(context.Background(), who, people.RecallQuery{Who: operator, RecallQuery: api.RecallQuery{Limit: 128}})
+		return r.Facts, err
+	}
 	for _, tc := range []struct {
-		way string
-		do  func(m *people.Memory) error
+		way   string
+		cache int
+		do    func(m *people.Memory) ([]api.Fact, error)
 	}{
-		{"read", func(m *people.Memory) error {
-			_, err := m.Recall(context.Background(), subject, people.RecallQuery{Who: operator, RecallQuery: api.RecallQuery{Limit: 8}})
-			return err
-		}},
-		{"change", func(m *people.Memory) error {
+		{"read", 0, func(m *people.Memory) ([]api.Fact, error) { return recall(m, subject) }},
+		{"change", 0, func(m *people.Memory) ([]api.Fact, error) {
 			_, _, err := m.Propose(context.Background(), text, proposal("p-new", subject.GuildID, subject.UserID, subject.UserID, "3", "new"))
-			return err
+			return nil, err
 		}},
-		{"forget", func(m *people.Memory) error {
+		{"forget", 0, func(m *people.Memory) ([]api.Fact, error) {
 			_, err := m.Forget(context.Background(), operator, subject, "f0000100", "")
-			return err
+			return nil, err
 		}},
+		{"answer", 1, func(m *people.Memory) ([]api.Fact, error) { return recall(m, subject) }},
 	} {
 		t.Run(tc.way, func(t *testing.T) {
 			root, err := os.OpenRoot(t.TempDir())
@@ -268,18 +276,54 @@ func TestTheCacheKeepsNoLogText(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			seedSteadyLogs(t, root, 1)
-			s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{}, Options{})
+			seedSteadyLogs(t, root, 2)
+			s, err := Open(root, zap.NewNop(), time.Now, durable.Disk{}, Options{CacheBytes: tc.cache})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := tc.do(people.New(s)); err != nil {
+			m := people.New(s)
+			answer, err := tc.do(m)
+			if err != nil {
 				t.Fatal(err)
 			}
+			for range 3 { // the other person's log, read into the buffer again and again
+				if _, err := recall(m, other); err != nil {
+					t.Fatal(err)
+				}
+				s.cache.drop(FileName(other))
+			}
+			b, err := root.ReadFile(path.Join(Dir, FileName(subject)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, onDisk, err := DecodeFile(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if answer != nil {
+				if len(answer) != len(onDisk) || len(answer) < 127 {
+					t.Fatalf("answered %d facts, %d on disk", len(answer), len(onDisk))
+				}
+				byID := map[string]api.Fact{}
+				for _, f := range onDisk {
+					byID[f.FactID] = f
+				}
+				for _, f := range answer {
+					if !reflect.DeepEqual(f, byID[f.FactID]) {
+						t.Fatalf("the answer's fact %q changed after other reads:\n%+v\non disk\n%+v", f.FactID, f, byID[f.FactID])
+					}
+				}
+			}
+			if tc.cache == 1 {
+				return
+			}
 			pf, ok := s.cache.get(FileName(subject), borrowed)
-			if !ok || pf.inLog || len(pf.Facts) < 127 {
-				t.Fatalf("cached: %v; strings from the log's text: %v", ok, ok && pf.inLog)
+			if !ok || len(pf.Facts) < 127 {
+				t.Fatalf("cached: %v", ok)
+			}
+			if !reflect.DeepEqual(pf.Facts, onDisk) {
+				t.Fatal("the cached facts changed after other reads into the buffer they were read from")
 			}
 		})
 	}

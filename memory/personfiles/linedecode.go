@@ -29,8 +29,8 @@ import (
 // time of both.
 //
 // Three things keep it from doing more per line than it must. A string of
-// a fact's or a record's own (an id, a body, a digest) is a part of one
-// string of the whole log (decodeLog), not an allocation of its own; the
+// a fact's or a record's own (an id, a body, a digest) is a part of the
+// whole log's bytes seen as one string (decodeLog), not an allocation of its own; the
 // ones every fact repeats come from an interner that compares the bytes
 // with the last value of the member first. A fact or a record exactly as
 // the store writes it, and the lines that hold one, are read by comparing
@@ -42,9 +42,9 @@ import (
 // cache=none, 4 alternating runs: recall p50 527-585 µs against 697-758
 // µs, proposal p50 1172-1439 µs against 1343-1596 µs; the in-order
 // reading then took a further 7.6% of the instructions of a decode
-// (cachegrind: 2.37 M to 2.19 M per BenchmarkDecodeSteadyLog log). A
-// person the cache keeps has those parts copied out (ownStrings), so the
-// log's text is not kept with them.
+// (cachegrind: 2.37 M to 2.19 M per BenchmarkDecodeSteadyLog log).
+// decodeLog copies what is left of those parts out when the replay ends
+// (ownStrings), so nothing it returns keeps the log's bytes.
 
 // errShape is decodeLine's refusal: the line is not in the shape it reads.
 var errShape = errors.New("not a line in the store's own shape")
@@ -346,9 +346,8 @@ func firstSpecial(s []byte) int {
 }
 
 // str reads a string value, escapes included. A plain one (almost every
-// string) is a part of the line's string, not a copy: a cold load makes
-// none of its own, and a person kept in the cache has its strings copied
-// out of the log's (see ownStrings).
+// string) is a part of the line's string, not a copy: decodeLog copies
+// the ones the replay keeps once, at its end (see ownStrings).
 func (r *lineReader) str() (string, error) {
 	start := r.i
 	if from, to, err := r.rawSpan(); err == nil {

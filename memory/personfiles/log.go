@@ -6,6 +6,7 @@ import (
 
 	"errors"
 	"strconv"
+	"unsafe"
 
 	jsonv2 "github.com/go-json-experiment/json"
 
@@ -48,7 +49,7 @@ var errUnreadable = errors.New("the person log has no readable header")
 // nothing it wrote, and a line it does refuse costs only itself, as
 // before. Each line is read into the same buffers and replayed as it is
 // read (people.Replay, which keeps copies): the lines are never held all
-// at once.
+// at once. The state keeps nothing of b: the caller may write b again.
 func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	first, rest, ok := bytes.Cut(b, []byte("\n"))
 	if !ok {
@@ -64,9 +65,11 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	// line a record, a change (a seq) usually one of each.
 	facts, records, changes := lineKinds(rest)
 	replay := pf.Replay(facts+changes, records+changes)
-	// One string of the whole log: a fact's own strings are parts of it,
-	// so a load makes one copy of its input, not one per string.
-	text := string(b)
+	// b seen as a string, not copied: while the lines are read, a fact's
+	// own strings are parts of it, and at the end ownStrings gives the
+	// state one allocation of its own, so nothing read keeps b (a pooled
+	// read buffer, written again by the next load).
+	text := unsafe.String(unsafe.SliceData(b), len(b))
 	var in interner
 	var bufs lineBufs
 	var l people.Change
@@ -86,7 +89,8 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 		}
 	}
 	replay.Done()
-	pf.size, pf.inLog = int64(good), true
+	ownStrings(pf)
+	pf.size = int64(good)
 	return pf, good, nil
 }
 

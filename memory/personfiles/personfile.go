@@ -23,10 +23,6 @@ type personFile struct {
 	people.Person
 	size int64 // bytes of the log on disk (0: no log)
 	live int64 // bytes of the compacted log when last measured
-	// inLog says the state's strings may be parts of the text of the log
-	// it was read from (decodeLog), which they keep whole: keep gives them
-	// storage of their own first (ownStrings).
-	inLog bool
 }
 
 // access is how a caller holds a person's state from load. Every caller
@@ -418,14 +414,9 @@ func (s *Store) writeSnapshot(name string, pf *personFile, snap []byte) error {
 	return nil
 }
 
-// keep puts pf in the cache, which then owns it. A state read from a log
-// gets strings of its own first, unless the cache would not keep it.
+// keep puts pf in the cache, which then owns it.
 func (s *Store) keep(name string, pf *personFile) {
-	n := decodedBytes(pf)
-	if pf.inLog && s.cache.admits(n) {
-		ownStrings(pf)
-	}
-	s.cache.put(name, pf, n)
+	s.cache.put(name, pf, decodedBytes(pf))
 }
 
 // clonePerson copies a person's state so the cache never shares a slice
