@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
 	"math/bits"
 	"strconv"
 	"time"
@@ -123,6 +124,7 @@ type lineReader struct {
 // lineBufs is what a line is read into, line after line: a log's fact
 // lines, records and puts allocate nothing of their own.
 type lineBufs struct {
+	subject       api.Subject
 	fact          api.Fact
 	record        people.ProposalRecord
 	put           []api.Fact
@@ -800,13 +802,29 @@ func (r *lineReader) proposal(p *people.ProposalRecord) error {
 	}
 }
 
-// change reads a whole line: a change, a fact line or a record line (a
-// header or a reset goes to the codec).
+// change reads a whole line: a change, a fact line, a record line or a
+// header as the store writes it (a reset goes to the codec).
 func (r *lineReader) change(l *people.Change) error {
 	// A compacted log's fact and record lines, most of its lines, are read
 	// without a name lookup: {"fact":…} and {"proposal":…}.
 	// Any other line, or one of these with more, is read member by member.
 	switch start := r.i; {
+	case r.lit(`{"schemaVersion":`):
+		// The header, each member where encodeLine writes it (the codec
+		// reads one in another shape, or with more).
+		r.bufs.subject = api.Subject{}
+		if v, err := r.uint(); err == nil && v <= math.MaxInt32 && r.lit(`,"subject":`) && r.subject(&r.bufs.subject) == nil {
+			var seq uint64
+			if r.lit(`,"seq":`) {
+				seq, err = r.uint()
+			}
+			if err == nil && r.lit(`}`) && r.i == len(r.b) {
+				l.SchemaVersion, l.Subject, l.Seq = int(v), &r.bufs.subject, seq
+				return nil
+			}
+		}
+		r.i = start
+		return errShape
 	case r.lit(`{"fact":`):
 		r.bufs.fact = api.Fact{}
 		if r.fact(&r.bufs.fact) == nil && r.lit(`}`) && r.i == len(r.b) {

@@ -26,6 +26,7 @@ func checkDecodeLine(t *testing.T, line []byte) bool {
 	for _, before := range []string{
 		`{"seq":4,"remove":["fa","fb","fc"],"clearDigest":["fa","fb"],"put":[{"factId":"fx","kind":"k","body":"stale","visibility":{"scope":"channel","channelId":"9"},"expiresAt":"2027-01-01T00:00:00Z","supersedesFactId":"fa","provenance":{"sourceMessageId":"5"}},{"factId":"fy","body":"stale"}],"proposal":{"proposalId":"stale","digest":"d","factId":"fx"}}`,
 		`{"fact":{"factId":"fz","body":"stale","expiresAt":"2027-01-01T00:00:00Z","provenance":{"sourceEventId":"7"}}}`,
+		`{"schemaVersion":2,"subject":{"guildId":"stale","userId":"stale"},"seq":7}`,
 	} {
 		var l people.Change
 		if err := (&lineReader{b: []byte(before), s: before, in: in, bufs: bufs}).change(&l); err != nil {
@@ -83,7 +84,12 @@ func TestDecodeLineReadsTheStoresLines(t *testing.T) {
 		[]byte(`{"fact":{}}`), []byte(`{}`),
 		// A fact or record line with more than its one member.
 		[]byte(`{"fact":{"factId":"f","subject":{"guildId":"1","userId":"2"},"kind":"k","body":"b","visibility":{"scope":"guild"},"confidence":1,"createdAt":"2026-12-02T12:00:00Z","updatedAt":"2026-12-02T12:00:00Z","provenance":{}},"seq":4}`),
-		[]byte(`{"proposal":{"proposalId":"p","factId":"f"},"remove":["g"]}`))
+		[]byte(`{"proposal":{"proposalId":"p","factId":"f"},"remove":["g"]}`),
+		// A header as encodeSnapshot writes it, with and without a seq, and
+		// with its subject's members in another order or left out.
+		[]byte(`{"schemaVersion":2,"subject":{"guildId":"1","userId":"2"}}`),
+		[]byte(`{"schemaVersion":2,"subject":{"guildId":"100000000000000001","userId":"200000000000000002"},"seq":18446744073709551615}`),
+		[]byte(`{"schemaVersion":2,"subject":{"userId":"2","guildId":"1"},"seq":0}`), []byte(`{"schemaVersion":2,"subject":{}}`))
 	for _, line := range lines {
 		if !checkDecodeLine(t, line) {
 			t.Errorf("%s: not read by hand", line)
@@ -106,8 +112,11 @@ func TestDecodeLineReadsTheStoresLines(t *testing.T) {
 		`{"fact":{"createdAt":"2026-12-02t12:00:00Z"}}`, `{"fact":{"createdAt":"2026-12-02T12:00:0AZ"}}`,
 		`{"fact":{"createdAt":"2026/12-02T12:00:00Z"}}`, `{"fact":{"createdAt":"2026-12-02T12-00:00Z"}}`,
 		`{"fact":{"createdAt":"2026-12-02T12:00:0\u0030Z"}}`, `{"fact":{"createdAt":"２026-12-02T12:00:00Z"}}`,
-		`{"Seq":3}`, `{"schemaVersion":2,"subject":{"guildId":"1","userId":"2"}}`, `{"proposal":{"factId":"f","factId":"g"}}`,
+		`{"Seq":3}`, `{"proposal":{"factId":"f","factId":"g"}}`,
 		`{"proposal":{"factId":"f","proposalId":"p","factId":"g"}}`, `{"fact":{"body":"a","kind":"k","body":"b"}}`,
+		`{"schemaVersion":2,"seq":3,"subject":{"guildId":"1","userId":"2"}}`, `{"schemaVersion":2,"subject":{"guildId":"1"},"seq":3,"seq":4}`,
+		`{"schemaVersion":2,"subject":{"guildId":"1"},"seq":3,"remove":["f"]}`, `{"schemaVersion":2.0,"subject":{"guildId":"1"}}`,
+		`{"schemaVersion":2,"subject":null}`, `{"schemaVersion":99999999999,"subject":{"guildId":"1"}}`,
 		`{"seq":1,"seqx":2}`, `{"se":1}`, `{"fact":{"factId" :"f"}}`, `{"fact":{"fact\u0049d":"f"}}`, `{"proposal":{"digest":"d",}}`,
 	} {
 		checkDecodeLine(t, []byte(line))
@@ -120,6 +129,7 @@ func FuzzDecodeLineAgreesWithTheCodec(f *testing.F) {
 		`{"fact":{"factId":"f","subject":{"guildId":"1","userId":"2"},"kind":"preference","body":"caf\u00e9 \"q\" \\ \n","visibility":{"scope":"channel","channelId":"3"},"confidence":1e-7,"createdAt":"0001-01-01T00:00:00Z","updatedAt":"9999-12-31T23:59:59.999999999Z","expiresAt":"2027-01-01T00:00:00Z","supersedesFactId":"g","provenance":{}}}`,
 		`{"proposal":{"proposalId":"discord-interaction-1","factId":"f"}}`,
 		`{"seq":3,"remove":[],"put":[]}`,
+		`{"schemaVersion":2,"subject":{"guildId":"1","userId":"2"},"seq":7}`,
 	} {
 		f.Add([]byte(s))
 	}

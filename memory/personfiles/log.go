@@ -3,12 +3,9 @@ package personfiles
 import (
 	"bytes"
 	"encoding/json"
-
 	"errors"
 	"strconv"
 	"unsafe"
-
-	jsonv2 "github.com/go-json-experiment/json"
 
 	"github.com/clankie/clankie/api"
 	"github.com/clankie/clankie/memory/people"
@@ -55,8 +52,15 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	if !ok {
 		return nil, 0, errUnreadable
 	}
+	// b seen as a string, not copied: while the lines are read, a fact's
+	// own strings are parts of it, and at the end ownStrings gives the
+	// state one allocation of its own, so nothing read keeps b (a pooled
+	// read buffer, written again by the next load).
+	text := unsafe.String(unsafe.SliceData(b), len(b))
+	var in interner
+	var bufs lineBufs
 	var h people.Change
-	if err := jsonv2.Unmarshal(first, &h); err != nil || h.SchemaVersion != logVersion || h.Subject == nil {
+	if err := decodeLine(first, text[:len(first)], &h, &in, &bufs); err != nil || h.SchemaVersion != logVersion || h.Subject == nil {
 		return nil, 0, errUnreadable
 	}
 	pf = &personFile{Person: people.Person{Subject: *h.Subject, Facts: []api.Fact{}, Seq: h.Seq}}
@@ -65,13 +69,6 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	// line a record, a change (a seq) usually one of each.
 	facts, records, changes := lineKinds(rest)
 	replay := pf.Replay(facts+changes, records+changes)
-	// b seen as a string, not copied: while the lines are read, a fact's
-	// own strings are parts of it, and at the end ownStrings gives the
-	// state one allocation of its own, so nothing read keeps b (a pooled
-	// read buffer, written again by the next load).
-	text := unsafe.String(unsafe.SliceData(b), len(b))
-	var in interner
-	var bufs lineBufs
 	var l people.Change
 	for len(rest) > 0 {
 		line, after, whole := bytes.Cut(rest, []byte("\n"))
