@@ -65,8 +65,14 @@ func decodeLine(line []byte, text string, l *people.Change, in *interner, bufs *
 	if err := (&lineReader{b: line, s: text, in: in, bufs: bufs}).change(l); err == nil {
 		return nil
 	}
-	*l = people.Change{}
-	return jsonv2.Unmarshal(line, l)
+	// Into a Change of its own, copied after: given to the codec, l (and
+	// the buffers a line read by hand points it at) would be heap
+	// allocated for every line, and each write to them pay the collector's
+	// write barrier while it marks.
+	c := new(people.Change)
+	err := jsonv2.Unmarshal(line, c)
+	*l = *c
+	return err
 }
 
 // interner holds one copy of each string facts repeat (the Discord ids
