@@ -139,16 +139,26 @@ func newFileCache(limit int) *fileCache {
 	return &fileCache{lru: bytelru.New[*personFile](limit)}
 }
 
-// get returns the cached state as how asks (see access), or false.
+// get returns the cached state as how asks (see access), or false. A state
+// read for its facts alone (factsOnly) is only ever given to viewed: any
+// other access reads the log whole (taken takes it out; the others' read
+// replaces it).
 func (c *fileCache) get(name string, how access) (*personFile, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if how == taken {
-		return c.lru.Take(name)
+		pf, ok := c.lru.Take(name)
+		if ok && pf.factsOnly {
+			return nil, false // to be read whole
+		}
+		return pf, ok
 	}
 	pf, ok := c.lru.Get(name)
-	if !ok || how == borrowed {
-		return pf, ok
+	switch {
+	case !ok || pf.factsOnly && how != viewed:
+		return nil, false // a facts-only state is replaced when the log has been read whole
+	case how == borrowed || how == viewed:
+		return pf, true
 	}
 	return clonePerson(pf), true
 }

@@ -318,7 +318,7 @@ func TestNothingReadKeepsTheReadBuffer(t *testing.T) {
 			if tc.cache == 1 {
 				return
 			}
-			pf, ok := s.cache.get(FileName(subject), borrowed)
+			pf, ok := s.cache.get(FileName(subject), viewed)
 			if !ok || len(pf.Facts) < 127 {
 				t.Fatalf("cached: %v", ok)
 			}

@@ -309,7 +309,7 @@ func (s *Store) replay(lines []journalLine) error {
 		byPerson[l.Person] = append(byPerson[l.Person], l)
 	}
 	for _, name := range order {
-		pf, err := s.readLog(name)
+		pf, err := s.readLog(name, false)
 		if err != nil {
 			return err
 		}
@@ -409,7 +409,7 @@ func (s *Store) scanNames(d *os.File, names []string, st *scanStats) error {
 			if _, err := s.pdir.Lstat(strings.TrimSuffix(name, fileSuffix) + legacySuffix); err == nil {
 				return nil
 			}
-			pf, err = s.readLog(name)
+			pf, err = s.readLog(name, true) // a count needs the facts alone
 		case isLegacyFile(name):
 			st.files.Add(1)
 			log := strings.TrimSuffix(name, legacySuffix) + fileSuffix

@@ -32,6 +32,10 @@ import (
 // file unreadable: it is moved aside, never overwritten.
 const logVersion = people.LogVersion
 
+// errFactsOnly refuses to write a state read without its records
+// (decodeLogFacts): the log would lose them.
+var errFactsOnly = errors.New("personfiles: a state read for its facts alone cannot be written")
+
 // errUnreadable says a person log's header cannot be trusted.
 var errUnreadable = errors.New("the person log has no readable header")
 
@@ -47,7 +51,16 @@ var errUnreadable = errors.New("the person log has no readable header")
 // before. Each line is read into the same buffers and replayed as it is
 // read (people.Replay, which keeps copies): the lines are never held all
 // at once. The state keeps nothing of b: the caller may write b again.
-func decodeLog(b []byte) (pf *personFile, good int, err error) {
+func decodeLog(b []byte) (pf *personFile, good int, err error) { return replayLog(b, false) }
+
+// decodeLogFacts is decodeLog for a read of the facts alone (load viewed):
+// the state it returns has no idempotency records (factsOnly). Facts never
+// depend on records, so they are decodeLog's. A record line in the
+// store's shape (recordLine) is skipped unread, and a change's record is
+// read (a line that does not parse changes nothing) but not replayed.
+func decodeLogFacts(b []byte) (pf *personFile, good int, err error) { return replayLog(b, true) }
+
+func replayLog(b []byte, factsOnly bool) (pf *personFile, good int, err error) {
 	first, rest, ok := bytes.Cut(b, []byte("\n"))
 	if !ok {
 		return nil, 0, errUnreadable
@@ -68,6 +81,9 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 	// Room for what the lines may put: a fact line puts a fact, a record
 	// line a record, a change (a seq) usually one of each.
 	facts, records, changes := lineKinds(rest)
+	if factsOnly {
+		records, changes = 0, 0
+	}
 	replay := pf.Replay(facts+changes, records+changes)
 	var l people.Change
 	for len(rest) > 0 {
@@ -77,18 +93,62 @@ func decodeLog(b []byte) (pf *personFile, good int, err error) {
 		}
 		good += len(line) + 1
 		rest = after
-		if len(bytes.TrimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 || factsOnly && recordLine(line) {
 			continue
 		}
 		l = people.Change{}
 		if decodeLine(line, text[good-len(line)-1:good-1], &l, &in, &bufs) == nil {
+			if factsOnly {
+				l.Proposal = nil
+			}
 			replay.Add(&l) // a whole line that does not parse costs only itself
 		}
 	}
 	replay.Done()
+	if factsOnly {
+		pf.Proposals, pf.factsOnly = nil, true // a reset's records included
+	}
 	ownStrings(pf)
 	pf.size = int64(good)
 	return pf, good, nil
+}
+
+// recordLine reports whether line is a record line in the store's shape
+// ({"proposal":{"proposalId":"…","digest":"…","factId":"…"}}, the digest
+// left out when empty) with no quote or backslash in its strings: a line
+// that changes no fact whether it is read or refused (a control or
+// non-UTF-8 byte in a string makes it refused), so a read of the facts
+// alone skips it after finding the ends of its strings (bytes.IndexByte),
+// not reading them. Any other line is read.
+func recordLine(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte(`{"proposal":{"proposalId":"`))
+	if !ok {
+		return false
+	}
+	if rest, ok = afterPlainString(rest); !ok {
+		return false
+	}
+	if digest, ok := bytes.CutPrefix(rest, []byte(`,"digest":"`)); ok {
+		if rest, ok = afterPlainString(digest); !ok {
+			return false
+		}
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"factId":"`)); !ok {
+		return false
+	}
+	rest, ok = afterPlainString(rest)
+	return ok && string(rest) == "}}"
+}
+
+// afterPlainString returns what follows the string b begins inside (its
+// opening quote read), when the string holds no backslash: only then is
+// the first quote its end.
+func afterPlainString(b []byte) ([]byte, bool) {
+	j := bytes.IndexByte(b, '"')
+	if j < 0 || bytes.IndexByte(b[:j], '\\') >= 0 {
+		return nil, false
+	}
+	return b[j+1:], true
 }
 
 // lineKinds counts b's fact lines, record lines and changes (lines with a
@@ -188,6 +248,9 @@ func encodeChange(ch *people.Change) ([]byte, error) {
 // one line per fact, one line per idempotency
 // record; byte for byte what json.Encoder writes of each line.
 func encodeSnapshot(pf *personFile) ([]byte, error) {
+	if pf.factsOnly {
+		return nil, errFactsOnly
+	}
 	subject := pf.Subject
 	head, err := encodeLine(&people.Change{SchemaVersion: logVersion, Subject: &subject, Seq: pf.Seq})
 	if err != nil {

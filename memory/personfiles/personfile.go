@@ -23,6 +23,10 @@ type personFile struct {
 	people.Person
 	size int64 // bytes of the log on disk (0: no log)
 	live int64 // bytes of the compacted log when last measured
+	// factsOnly says the log was read for its facts alone (load viewed):
+	// Proposals is empty whatever the log holds, so this state is only
+	// ever read, never changed, written or handed out whole.
+	factsOnly bool
 }
 
 // access is how a caller holds a person's state from load. Every caller
@@ -33,6 +37,12 @@ const (
 	// borrowed is the cached state itself, for a read: the caller must not
 	// change or keep it.
 	borrowed access = iota
+	// viewed is borrowed for a read of the facts alone (a recall). A person
+	// not in the cache is read without their idempotency records, which
+	// only a change needs: they are about half a steady log's lines and a
+	// quarter of the time it takes to read it. The cache keeps them so
+	// (factsOnly), and any other access reads their log again, whole.
+	viewed
 	// copied is a copy of the caller's own.
 	copied
 	// taken is the cached state taken out of the cache, for a change: the
@@ -52,7 +62,7 @@ func (s *Store) load(name string, subject api.Subject, how access) (*personFile,
 		return pf, nil
 	}
 	s.cacheMisses.Add(1)
-	pf, err := s.loadFile(name, subject)
+	pf, err := s.loadFile(name, subject, how == viewed)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +74,7 @@ func (s *Store) load(name string, subject api.Subject, how access) (*personFile,
 		pf.Facts = []api.Fact{} // answers say "facts":[], never null
 	}
 	switch {
-	case how == borrowed && pf.size > 0:
+	case (how == borrowed || how == viewed) && pf.size > 0:
 		s.keep(name, pf)
 	case how == copied && pf.size > 0:
 		s.keep(name, clonePerson(pf))
@@ -72,10 +82,11 @@ func (s *Store) load(name string, subject api.Subject, how access) (*personFile,
 	return pf, nil
 }
 
-// loadFile reads a person from their log, else from a schema-1 file
-// (migrated on the spot); nil for nobody.
-func (s *Store) loadFile(name string, subject api.Subject) (*personFile, error) {
-	pf, err := s.readLog(name)
+// loadFile reads a person from their log (without their records when
+// factsOnly), else from a schema-1 file (migrated on the spot, whole); nil
+// for nobody.
+func (s *Store) loadFile(name string, subject api.Subject, factsOnly bool) (*personFile, error) {
+	pf, err := s.readLog(name, factsOnly)
 	if err != nil || pf != nil {
 		return pf, err
 	}
@@ -92,10 +103,10 @@ func (s *Store) loadFile(name string, subject api.Subject) (*personFile, error) 
 	return pf, nil
 }
 
-// readLog reads and replays one person log, cutting off a torn tail. A
-// missing log is nil, nil. The log stays open for the change that usually
-// follows a read.
-func (s *Store) readLog(name string) (*personFile, error) {
+// readLog reads and replays one person log (decodeLog, or decodeLogFacts
+// when factsOnly), cutting off a torn tail. A missing log is nil, nil. The
+// log stays open for the change that usually follows a read.
+func (s *Store) readLog(name string, factsOnly bool) (*personFile, error) {
 	f, release, err := s.logs.acquire(s.pdir, name, false)
 	if err != nil {
 		if durable.IsNotExist(err) {
@@ -115,7 +126,11 @@ func (s *Store) readLog(name string) (*personFile, error) {
 		// cut lost. The person starts from the journal, or empty.
 		return nil, nil
 	}
-	pf, good, err := decodeLog(b)
+	decode := decodeLog
+	if factsOnly {
+		decode = decodeLogFacts
+	}
+	pf, good, err := decode(b)
 	if err != nil || FileName(pf.Subject) != name {
 		return nil, s.moveAside(name) // drops the open log; release closes it
 	}

@@ -82,7 +82,7 @@ func (s *Store) View(_ context.Context, subject api.Subject, read func([]api.Fac
 	s.cp.RLock()
 	defer s.cp.RUnlock()
 	defer s.lock(name)()
-	pf, err := s.load(name, subject, borrowed)
+	pf, err := s.load(name, subject, viewed)
 	if err != nil {
 		return err
 	}
