@@ -1,6 +1,7 @@
 package personfiles
 
 import (
+	"strings"
 	"unsafe"
 
 	"sync"
@@ -84,7 +85,8 @@ func ownStrings(pf *personFile) {
 		r := &pf.Proposals[i]
 		size += len(r.ProposalID) + len(r.Digest) + len(r.FactID)
 	}
-	o := owner(make([]byte, 0, size))
+	var o owner
+	o.Grow(size) // one allocation, not cleared first as a make would be
 	for i := range pf.Facts {
 		f := &pf.Facts[i]
 		p := &f.Provenance
@@ -103,17 +105,18 @@ func ownStrings(pf *personFile) {
 	}
 }
 
-// owner is the one allocation ownStrings copies strings into; it never
-// grows (ownStrings sizes it), so a string once made from it stays put.
-type owner []byte
+// owner is the one allocation ownStrings copies strings into: a Builder
+// never changes what it has written, and never moves it within the room
+// Grow made, so each string made from it stays put.
+type owner struct{ strings.Builder }
 
 func (o *owner) own(s *string) {
 	if *s == "" {
 		return
 	}
-	at := len(*o)
-	*o = append(*o, *s...)
-	*s = unsafe.String(&(*o)[at], len(*s))
+	at := o.Len()
+	o.WriteString(*s)
+	*s = o.String()[at:]
 }
 
 // fileCache keeps recently used person files decoded, so a proposal or a
