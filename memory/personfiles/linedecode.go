@@ -125,6 +125,10 @@ type lineReader struct {
 	i    int
 	in   *interner
 	bufs *lineBufs
+	// The line's last instant read, as written and as read: a fact's
+	// updatedAt is most often its createdAt again.
+	lastTime []byte
+	lastAt   time.Time
 }
 
 // lineBufs is what a line is read into, line after line: a log's fact
@@ -223,19 +227,19 @@ func (r *lineReader) next(o *obj, names []member) (int, error) {
 // matches.
 type member struct {
 	name       string
-	head, mask [2]uint64 // the first 16 bytes (or fewer), little-endian
-	longer     bool      // the name runs past 16 bytes
+	head, mask [3]uint64 // the first 24 bytes (or fewer), little-endian
+	longer     bool      // the name runs past 24 bytes
 }
 
 func members(names ...string) []member {
 	out := make([]member, len(names))
 	for i, n := range names {
 		m := member{name: `"` + n + `":`}
-		for b := range min(len(m.name), 16) {
+		for b := range min(len(m.name), 24) {
 			m.head[b/8] |= uint64(m.name[b]) << (8 * (b % 8))
 			m.mask[b/8] |= 0xff << (8 * (b % 8))
 		}
-		m.longer = len(m.name) > 16
+		m.longer = len(m.name) > 24
 		out[i] = m
 	}
 	return out
@@ -243,12 +247,12 @@ func members(names ...string) []member {
 
 // ahead reports whether b starts with the member's name.
 func (m *member) ahead(b []byte) bool {
-	if len(b) < 16 || len(b) < len(m.name) {
+	if len(b) < 24 || len(b) < len(m.name) {
 		return len(b) >= len(m.name) && string(b[:len(m.name)]) == m.name
 	}
-	return binary.LittleEndian.Uint64(b)&m.mask[0] == m.head[0] &&
-		binary.LittleEndian.Uint64(b[8:])&m.mask[1] == m.head[1] &&
-		(!m.longer || string(b[16:len(m.name)]) == m.name[16:])
+	le := binary.LittleEndian
+	return le.Uint64(b)&m.mask[0] == m.head[0] && le.Uint64(b[8:])&m.mask[1] == m.head[1] &&
+		le.Uint64(b[16:])&m.mask[2] == m.head[2] && (!m.longer || string(b[24:len(m.name)]) == m.name[24:])
 }
 
 // The members of each object the store writes, in the order it writes
@@ -491,6 +495,11 @@ func (r *lineReader) strings(buf *[]string) ([]string, error) {
 // time reads an instant in the shape appendTime writes (RFC 3339 in UTC:
 // 2006-01-02T15:04:05.999999999Z); any other goes to the codec.
 func (r *lineReader) time() (time.Time, error) {
+	if n := len(r.lastTime); n > 0 && r.i+n+2 <= len(r.b) && r.b[r.i] == '"' && r.b[r.i+n+1] == '"' &&
+		string(r.b[r.i+1:r.i+1+n]) == string(r.lastTime) {
+		r.i += n + 2
+		return r.lastAt, nil
+	}
 	s, err := r.rawString()
 	if err != nil {
 		return time.Time{}, err
@@ -530,7 +539,8 @@ func (r *lineReader) time() (time.Time, error) {
 	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
 		return time.Time{}, errShape
 	}
-	return time.Date(year, month, day, hour, minute, sec, ns, time.UTC), nil
+	r.lastTime, r.lastAt = s, time.Date(year, month, day, hour, minute, sec, ns, time.UTC)
+	return r.lastAt, nil
 }
 
 // shaped reports whether w holds the bytes seps names where sepMask is set
@@ -599,16 +609,19 @@ func (r *lineReader) lit(s string) bool {
 
 // optional reads an optional member's name (quoted, with its colon) if
 // it is ahead, after a comma unless it is its object's first.
-func (r *lineReader) optional(name string, first bool) bool {
-	if first {
-		return r.lit(name)
+func (r *lineReader) optional(m *member, first bool) bool {
+	at := r.i
+	if !first {
+		if at >= len(r.b) || r.b[at] != ',' {
+			return false
+		}
+		at++
 	}
-	at := r.i + 1
-	if at+len(name) <= len(r.b) && r.b[r.i] == ',' && string(r.b[at:at+len(name)]) == name {
-		r.i = at + len(name)
-		return true
+	if !m.ahead(r.b[at:]) {
+		return false
 	}
-	return false
+	r.i = at + len(m.name)
+	return true
 }
 
 // factInOrder reads a fact exactly as appendFact writes it: every member in
@@ -649,7 +662,7 @@ func (r *lineReader) factInOrder(f *api.Fact) bool {
 	}
 	first := true
 	for k, m := range provenanceFields(&f.Provenance) {
-		if !r.optional(provenanceNames[k].name, first) {
+		if !r.optional(&provenanceNames[k], first) {
 			continue
 		}
 		first = false
