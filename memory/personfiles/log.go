@@ -81,10 +81,11 @@ func replayLog(b []byte, factsOnly bool) (pf *personFile, good int, err error) {
 	// Room for what the lines may put: a fact line puts a fact, a record
 	// line a record, a change (a seq) usually one of each.
 	facts, records, changes := lineKinds(rest)
+	factRoom, recordRoom := facts+changes, records+changes
 	if factsOnly {
-		records, changes = 0, 0
+		recordRoom = 0
 	}
-	replay := pf.Replay(facts+changes, records+changes)
+	replay := pf.Replay(factRoom, recordRoom)
 	var l people.Change
 	for len(rest) > 0 {
 		line, after, whole := bytes.Cut(rest, []byte("\n"))
