@@ -31,9 +31,11 @@ func decodedBytes(pf *personFile) int {
 	for i := range pf.Facts {
 		f := &pf.Facts[i]
 		p := &f.Provenance
-		n += own(f.FactID) + own(f.Body) + own(p.SourceEventID) + own(p.CorrelationID) + own(p.SourceMessageID) +
-			shared(f.Subject.GuildID) + shared(f.Subject.UserID) + shared(string(f.Kind)) +
-			shared(string(f.Visibility.Scope)) + shared(f.Visibility.ChannelID) + own(f.SupersedesFactID) +
+		for _, s := range factOwn(f) {
+			n += own(*s)
+		}
+		n += shared(f.Subject.GuildID) + shared(f.Subject.UserID) + shared(string(f.Kind)) +
+			shared(string(f.Visibility.Scope)) + shared(f.Visibility.ChannelID) +
 			shared(string(p.SourceSurface)) + shared(p.ProposerUserID) + shared(p.ChannelID)
 		if f.ExpiresAt != nil {
 			n += int(unsafe.Sizeof(*f.ExpiresAt))
@@ -41,10 +43,23 @@ func decodedBytes(pf *personFile) int {
 	}
 	n += cap(pf.Proposals) * int(unsafe.Sizeof(people.ProposalRecord{}))
 	for i := range pf.Proposals {
-		r := &pf.Proposals[i]
-		n += own(r.ProposalID) + own(r.Digest) + own(r.FactID)
+		for _, s := range recordOwn(&pf.Proposals[i]) {
+			n += own(*s)
+		}
 	}
 	return n
+}
+
+// factOwn and recordOwn are a fact's and a record's own strings (ids,
+// bodies, digests): the ones decodedBytes counts whole and ownStrings
+// copies. The others, which facts repeat, the log's interner shares.
+func factOwn(f *api.Fact) [6]*string {
+	p := &f.Provenance
+	return [6]*string{&f.FactID, &f.Body, &f.SupersedesFactID, &p.SourceEventID, &p.CorrelationID, &p.SourceMessageID}
+}
+
+func recordOwn(r *people.ProposalRecord) [3]*string {
+	return [3]*string{&r.ProposalID, &r.Digest, &r.FactID}
 }
 
 // own is what a string of its own holds: its bytes, in the allocator's
@@ -76,32 +91,26 @@ const shareMax = 20
 func ownStrings(pf *personFile) {
 	size := 0
 	for i := range pf.Facts {
-		f := &pf.Facts[i]
-		p := &f.Provenance
-		size += len(f.FactID) + len(f.Body) + len(f.SupersedesFactID) + len(p.SourceEventID) + len(p.CorrelationID) +
-			len(p.SourceMessageID)
+		for _, s := range factOwn(&pf.Facts[i]) {
+			size += len(*s)
+		}
 	}
 	for i := range pf.Proposals {
-		r := &pf.Proposals[i]
-		size += len(r.ProposalID) + len(r.Digest) + len(r.FactID)
+		for _, s := range recordOwn(&pf.Proposals[i]) {
+			size += len(*s)
+		}
 	}
 	var o owner
 	o.Grow(size) // one allocation, not cleared first as a make would be
 	for i := range pf.Facts {
-		f := &pf.Facts[i]
-		p := &f.Provenance
-		o.own(&f.FactID)
-		o.own(&f.Body)
-		o.own(&f.SupersedesFactID)
-		o.own(&p.SourceEventID)
-		o.own(&p.CorrelationID)
-		o.own(&p.SourceMessageID)
+		for _, s := range factOwn(&pf.Facts[i]) {
+			o.own(s)
+		}
 	}
 	for i := range pf.Proposals {
-		r := &pf.Proposals[i]
-		o.own(&r.ProposalID)
-		o.own(&r.Digest)
-		o.own(&r.FactID)
+		for _, s := range recordOwn(&pf.Proposals[i]) {
+			o.own(s)
+		}
 	}
 }
 
