@@ -127,7 +127,7 @@ type lineReader struct {
 	bufs *lineBufs
 	// The line's last instant read, as written and as read: a fact's
 	// updatedAt is most often its createdAt again.
-	lastTime []byte
+	lastTime string
 	lastAt   time.Time
 }
 
@@ -404,11 +404,8 @@ func (r *lineReader) shared(slot int) (string, error) {
 	// Most often the member holds what it held on the line before, whose
 	// bytes are known plain: compare them, quotes around, and skip the
 	// scan.
-	if last := r.in.last[slot]; last != "" {
-		if end := r.i + 1 + len(last); end < len(r.b) && r.b[r.i] == '"' && r.b[end] == '"' && string(r.b[r.i+1:end]) == last {
-			r.i = end + 1
-			return last, nil
-		}
+	if last := r.in.last[slot]; r.again(last) {
+		return last, nil
 	}
 	start := r.i
 	if b, err := r.rawString(); err == nil {
@@ -416,6 +413,17 @@ func (r *lineReader) shared(slot int) (string, error) {
 	}
 	r.i = start
 	return r.str()
+}
+
+// again reads a string value if it is last, a plain string read before
+// (not empty), quotes around: its bytes need no scan.
+func (r *lineReader) again(last string) bool {
+	end := r.i + 1 + len(last)
+	if last == "" || end >= len(r.b) || r.b[r.i] != '"' || r.b[end] != '"' || string(r.b[r.i+1:end]) != last {
+		return false
+	}
+	r.i = end + 1
+	return true
 }
 
 // number returns the bytes of a number value in JSON's grammar
@@ -495,15 +503,14 @@ func (r *lineReader) strings(buf *[]string) ([]string, error) {
 // time reads an instant in the shape appendTime writes (RFC 3339 in UTC:
 // 2006-01-02T15:04:05.999999999Z); any other goes to the codec.
 func (r *lineReader) time() (time.Time, error) {
-	if n := len(r.lastTime); n > 0 && r.i+n+2 <= len(r.b) && r.b[r.i] == '"' && r.b[r.i+n+1] == '"' &&
-		string(r.b[r.i+1:r.i+1+n]) == string(r.lastTime) {
-		r.i += n + 2
+	if r.again(r.lastTime) {
 		return r.lastAt, nil
 	}
-	s, err := r.rawString()
+	from, to, err := r.rawSpan()
 	if err != nil {
 		return time.Time{}, err
 	}
+	s := r.b[from:to]
 	const shape = "0000-00-00T00:00:00"
 	if len(s) < len(shape)+1 || s[len(s)-1] != 'Z' {
 		return time.Time{}, errShape
@@ -539,7 +546,7 @@ func (r *lineReader) time() (time.Time, error) {
 	if month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
 		return time.Time{}, errShape
 	}
-	r.lastTime, r.lastAt = s, time.Date(year, month, day, hour, minute, sec, ns, time.UTC)
+	r.lastTime, r.lastAt = r.s[from:to], time.Date(year, month, day, hour, minute, sec, ns, time.UTC)
 	return r.lastAt, nil
 }
 
@@ -837,7 +844,7 @@ func (r *lineReader) change(l *people.Change) error {
 			if r.lit(`,"seq":`) {
 				seq, err = r.uint()
 			}
-			if err == nil && r.lit(`}`) && r.i == len(r.b) {
+			if err == nil && r.end() {
 				l.SchemaVersion, l.Subject, l.Seq = int(v), &r.bufs.subject, seq
 				return nil
 			}
@@ -845,19 +852,15 @@ func (r *lineReader) change(l *people.Change) error {
 		r.i = start
 		return errShape
 	case r.lit(`{"fact":`):
-		r.bufs.fact = api.Fact{}
-		if r.fact(&r.bufs.fact) == nil && r.lit(`}`) && r.i == len(r.b) {
-			l.Fact = &r.bufs.fact
+		if r.factInto(l) == nil && r.end() {
 			return nil
 		}
-		r.i = start
+		r.i, l.Fact = start, nil
 	case r.lit(`{"proposal":`):
-		r.bufs.record = people.ProposalRecord{}
-		if r.proposal(&r.bufs.record) == nil && r.lit(`}`) && r.i == len(r.b) {
-			l.Proposal = &r.bufs.record
+		if r.recordInto(l) == nil && r.end() {
 			return nil
 		}
-		r.i = start
+		r.i, l.Proposal = start, nil
 	}
 	var o obj
 	for {
@@ -872,9 +875,7 @@ func (r *lineReader) change(l *people.Change) error {
 		case lineSeq:
 			l.Seq, err = r.uint()
 		case lineFact:
-			r.bufs.fact = api.Fact{}
-			l.Fact = &r.bufs.fact
-			err = r.fact(l.Fact)
+			err = r.factInto(l)
 		case lineRemove:
 			l.Remove, err = r.strings(&r.bufs.remove)
 		case lineClearDigest:
@@ -882,9 +883,7 @@ func (r *lineReader) change(l *people.Change) error {
 		case linePut:
 			err = r.facts(&l.Put)
 		case lineProposal:
-			r.bufs.record = people.ProposalRecord{}
-			l.Proposal = &r.bufs.record
-			err = r.proposal(l.Proposal)
+			err = r.recordInto(l)
 		}
 		if err != nil {
 			return err
@@ -894,6 +893,23 @@ func (r *lineReader) change(l *people.Change) error {
 		return errShape
 	}
 	return nil
+}
+
+// end reads the closing brace of the line's object, its last byte.
+func (r *lineReader) end() bool { return r.lit(`}`) && r.i == len(r.b) }
+
+// factInto and recordInto read a line's fact or record into the line
+// buffers, and point l at it.
+func (r *lineReader) factInto(l *people.Change) error {
+	r.bufs.fact = api.Fact{}
+	l.Fact = &r.bufs.fact
+	return r.fact(l.Fact)
+}
+
+func (r *lineReader) recordInto(l *people.Change) error {
+	r.bufs.record = people.ProposalRecord{}
+	l.Proposal = &r.bufs.record
+	return r.proposal(l.Proposal)
 }
 
 func (r *lineReader) facts(out *[]api.Fact) error {
