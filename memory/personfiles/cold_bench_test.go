@@ -167,28 +167,23 @@ func steadyLog(tb testing.TB) ([]byte, api.Subject) {
 }
 
 // BenchmarkDecodeSteadyLog is the cold path's own cost: reading one
-// person's log of 128 facts at its steady size (decodeLog, the replay
-// included), without the disk.
+// person's log of 128 facts at its steady size, the replay included,
+// without the disk: whole (decodeLog, a change's read) and for the facts
+// alone (decodeLogFacts, a recall's).
 func BenchmarkDecodeSteadyLog(b *testing.B) {
 	log, _ := steadyLog(b)
-	b.SetBytes(int64(len(log)))
-	for b.Loop() {
-		pf, _, err := decodeLog(log)
-		if err != nil || len(pf.Facts) != 128 {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkDecodeSteadyLogFacts is BenchmarkDecodeSteadyLog for a read of
-// the facts alone (a recall of a person not in memory).
-func BenchmarkDecodeSteadyLogFacts(b *testing.B) {
-	log, _ := steadyLog(b)
-	b.SetBytes(int64(len(log)))
-	for b.Loop() {
-		pf, _, err := decodeLogFacts(log)
-		if err != nil || len(pf.Facts) != 128 {
-			b.Fatal(err)
-		}
+	for _, read := range []struct {
+		name   string
+		decode func([]byte) (*personFile, int, error)
+	}{{"whole", decodeLog}, {"facts", decodeLogFacts}} {
+		b.Run("read="+read.name, func(b *testing.B) {
+			b.SetBytes(int64(len(log)))
+			for b.Loop() {
+				pf, _, err := read.decode(log)
+				if err != nil || len(pf.Facts) != 128 {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
