@@ -47,6 +47,21 @@ const (
 		created_at = $9, updated_at = $10, expires_at = $11, supersedes_fact_id = $12, source_surface = $13,
 		source_event_id = $14, correlation_id = $15, proposer_user_id = $16, source_channel_id = $17,
 		source_message_id = $18 WHERE name = $1 AND fact_id = $2`
+	// replaceFact makes a row that a change removes the row of a fact it
+	// adds ($19 the id removed): one statement where a DELETE and an
+	// INSERT were two. A steady person's proposal (one fact in, the
+	// superseded or evicted one out) is most of all changes, and on a
+	// small machine PostgreSQL's cost per statement is most of its cost
+	// per proposal.
+	replaceFact = `UPDATE person_fact SET fact_id = $2, ord = $3, kind = $4, body = $5, scope = $6, channel_id = $7,
+		confidence = $8, created_at = $9, updated_at = $10, expires_at = $11, supersedes_fact_id = $12,
+		source_surface = $13, source_event_id = $14, correlation_id = $15, proposer_user_id = $16,
+		source_channel_id = $17, source_message_id = $18 WHERE name = $1 AND fact_id = $19`
+	insertRecord  = "INSERT INTO person_proposal (name, proposal_id, ord, digest, fact_id) VALUES ($1, $2, $3, $4, $5)"
+	updateRecord  = "UPDATE person_proposal SET ord = $3, digest = $4, fact_id = $5 WHERE name = $1 AND proposal_id = $2"
+	replaceRecord = "UPDATE person_proposal SET proposal_id = $2, ord = $3, digest = $4, fact_id = $5 WHERE name = $1 AND proposal_id = $6"
+	deleteFact    = "DELETE FROM person_fact WHERE name = $1 AND fact_id = $2"
+	deleteRecord  = "DELETE FROM person_proposal WHERE name = $1 AND proposal_id = $2"
 )
 
 // factRow is a fact as person_fact holds it, comparable with ==, so a
@@ -368,8 +383,11 @@ func (s *People) tryLockPerson(ctx context.Context, tx *pipeTx, subject api.Subj
 // returns after as stored at version: the facts and records it no longer
 // holds are deleted, new ones inserted, changed or moved ones updated (by
 // id, with an ord that keeps after's order), and the person's count,
-// change counter and version set. A person with no facts left keeps their
-// row (their records still answer retries) but is not counted.
+// change counter and version set. While there are both, the row of a fact
+// (or record) it no longer holds becomes the row of a new one
+// (replaceFact, replaceRecord), in one statement instead of two. A person
+// with no facts left keeps their row (their records still answer
+// retries) but is not counted.
 //
 // Each of after's facts and records is looked for in the state loaded from
 // just past the last one found (Apply removes, replaces in place and
@@ -381,6 +399,7 @@ func (st *stored) save(b *pgx.Batch, after *people.Person, version int64) (*stor
 		factRows: make([]ordered[factRow], len(after.Facts)), recordRows: make([]ordered[recordRow], len(after.Proposals))}
 	before := st.person.Facts
 	kept := make([]bool, len(before)+len(st.person.Proposals))
+	var added []int // the indexes of after's facts, then records, new to the person
 	last, j := int64(-1), 0
 	for i := range after.Facts {
 		f := &after.Facts[i]
@@ -403,20 +422,31 @@ func (st *stored) save(b *pgx.Batch, after *people.Person, version int64) (*stor
 		}
 		switch {
 		case k < 0:
-			b.Queue(insertFact, r.args(st.name, ord)...)
+			added = append(added, i)
 		case ord != old.ord || r != old.row:
 			b.Queue(updateFact, r.args(st.name, ord)...)
 		}
 		next.factRows[i], last = ordered[factRow]{ord, r}, ord
 	}
 	for k := range before {
-		if !kept[k] {
-			b.Queue("DELETE FROM person_fact WHERE name = $1 AND fact_id = $2", st.name, before[k].FactID)
+		if kept[k] {
+			continue
 		}
+		if len(added) == 0 {
+			b.Queue(deleteFact, st.name, before[k].FactID)
+			continue
+		}
+		r := &next.factRows[added[0]]
+		b.Queue(replaceFact, append(r.row.args(st.name, r.ord), before[k].FactID)...)
+		added = added[1:]
+	}
+	for _, i := range added {
+		r := &next.factRows[i]
+		b.Queue(insertFact, r.row.args(st.name, r.ord)...)
 	}
 
 	records, keptRecord := st.person.Proposals, kept[len(before):]
-	last, j = -1, 0
+	last, j, added = -1, 0, added[:0]
 	for i := range after.Proposals {
 		rec := &after.Proposals[i]
 		r := recordRow{rec.Digest, rec.FactID}
@@ -431,18 +461,28 @@ func (st *stored) save(b *pgx.Batch, after *people.Person, version int64) (*stor
 		}
 		switch {
 		case k < 0:
-			b.Queue("INSERT INTO person_proposal (name, proposal_id, ord, digest, fact_id) VALUES ($1, $2, $3, $4, $5)",
-				st.name, rec.ProposalID, ord, r.digest, r.factID)
+			added = append(added, i)
 		case ord != old.ord || r != old.row:
-			b.Queue("UPDATE person_proposal SET ord = $3, digest = $4, fact_id = $5 WHERE name = $1 AND proposal_id = $2",
-				st.name, rec.ProposalID, ord, r.digest, r.factID)
+			b.Queue(updateRecord, st.name, rec.ProposalID, ord, r.digest, r.factID)
 		}
 		next.recordRows[i], last = ordered[recordRow]{ord, r}, ord
 	}
 	for k := range records {
-		if !keptRecord[k] {
-			b.Queue("DELETE FROM person_proposal WHERE name = $1 AND proposal_id = $2", st.name, records[k].ProposalID)
+		if keptRecord[k] {
+			continue
 		}
+		if len(added) == 0 {
+			b.Queue(deleteRecord, st.name, records[k].ProposalID)
+			continue
+		}
+		i := added[0]
+		r := &next.recordRows[i]
+		b.Queue(replaceRecord, st.name, after.Proposals[i].ProposalID, r.ord, r.row.digest, r.row.factID, records[k].ProposalID)
+		added = added[1:]
+	}
+	for _, i := range added {
+		r := &next.recordRows[i]
+		b.Queue(insertRecord, st.name, after.Proposals[i].ProposalID, r.ord, r.row.digest, r.row.factID)
 	}
 	b.Queue("UPDATE person SET facts = $2, seq = $3, version = $4 WHERE name = $1", st.name, len(after.Facts), int64(after.Seq), version)
 	return next, nil

@@ -53,6 +53,9 @@ func statements(b *pgx.Batch) []string {
 		if len(q.Arguments) > 1 && what != "UPDATE person" {
 			what += fmt.Sprintf(" %v", q.Arguments[1])
 		}
+		if q.SQL == replaceFact || q.SQL == replaceRecord {
+			what += fmt.Sprintf(" (was %v)", q.Arguments[len(q.Arguments)-1])
+		}
 		out = append(out, what)
 	}
 	return out
@@ -76,7 +79,18 @@ func TestSaveWritesWhatTheChangeChanged(t *testing.T) {
 		{"a superseding proposal", func(st *stored, p *people.Person) {
 			p.Apply(&people.Change{Seq: 5, Remove: []string{"f1"}, ClearDigest: []string{"f1"}, Put: []api.Fact{newFact(st, "fx")},
 				Proposal: &people.ProposalRecord{ProposalID: "px", Digest: "d", FactID: "fx"}})
-		}, []string{"INSERT person_fact fx", "DELETE person_fact f1", "UPDATE person_proposal p1", "INSERT person_proposal px"}},
+		}, []string{"UPDATE person_fact fx (was f1)", "UPDATE person_proposal p1", "INSERT person_proposal px"}},
+		{"an eviction whose record takes a gone one's row", func(st *stored, p *people.Person) {
+			p.Apply(&people.Change{Seq: 5, Remove: []string{"f0"}, ClearDigest: []string{"f0"}, Put: []api.Fact{newFact(st, "fx")},
+				Proposal: &people.ProposalRecord{ProposalID: "px", Digest: "d", FactID: "fx"}})
+			p.Proposals = p.Proposals[1:] // pruned, as pruneProposals does past MaxGoneRecords
+		}, []string{"UPDATE person_fact fx (was f0)", "UPDATE person_proposal px (was p0)"}},
+		{"more facts in than out", func(st *stored, p *people.Person) {
+			p.Apply(&people.Change{Seq: 5, Remove: []string{"f3"}, Put: []api.Fact{newFact(st, "fx"), newFact(st, "fy")}})
+		}, []string{"UPDATE person_fact fx (was f3)", "INSERT person_fact fy"}},
+		{"more facts out than in", func(st *stored, p *people.Person) {
+			p.Apply(&people.Change{Seq: 5, Remove: []string{"f1", "f2"}, Put: []api.Fact{newFact(st, "fx")}})
+		}, []string{"UPDATE person_fact fx (was f1)", "DELETE person_fact f2"}},
 		{"a fact changed in place", func(_ *stored, p *people.Person) {
 			p.Facts[2].Body = "changed"
 		}, []string{"UPDATE person_fact f2"}},
