@@ -56,6 +56,15 @@ func TestTwoServicesSeeEachOthersChanges(t *testing.T) {
 	first := propose(a, "p1", "first")
 	want(a, "a", "first")
 	want(b, "b", "first")
+	// b read the person for a recall, their facts alone: a retry through
+	// b must still find p1's record and answer the fact it made.
+	var replay api.ProposalResponse
+	if r := b.do(txt, "POST", "/v1/memory/discord-people/proposals", fact("p1", "10", "20", "20", "30", "first")); r.status != http.StatusOK {
+		t.Fatalf("a retry through b after its recall: %d %s", r.status, r.body)
+	} else if r.decode(t, &replay); !replay.Replayed || replay.Fact == nil || replay.Fact.FactID != first.FactID {
+		t.Fatalf("a retry through b after its recall answered %+v", replay)
+	}
+	want(a, "a, after b's retry", "first")
 	propose(b, "p2", "second")
 	want(a, "a, after b's proposal", "second", "first")
 	if r := a.do(op, "PATCH", person+"/"+first.FactID, map[string]any{"body": "first, corrected"}); r.status != http.StatusOK {

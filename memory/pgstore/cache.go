@@ -91,8 +91,8 @@ func (c *personCache) metrics(m *people.Metrics) {
 
 // approxBytes estimates what a cached person holds: the facts and records
 // as the domain holds them, the rows beside them (which share the facts'
-// strings but for the instants' text), and every string's bytes. Each
-// string pgx decodes is its own allocation.
+// strings but for the instants' text), and every string's bytes (a row's
+// strings share one allocation; their bytes are what it holds).
 func approxBytes(st *stored) int {
 	const rowExtra = int(unsafe.Sizeof(ordered[factRow]{})) + 3*32 // the row and its instants' text
 	p := st.person
