@@ -130,7 +130,7 @@ type MemoryRoot struct {
 type Memory struct {
 	Addr string `env:"CLANKIE_MEMORY_ADDR" envDefault:"127.0.0.1:4310" help:"Address the memory service listens on (host:port)."`
 	MemoryRoot
-	Store   string `env:"CLANKIE_MEMORY_STORE" secret:"true" help:"Where memory is kept: unset or file for plain files under CLANKIE_MEMORY_DIR (one service process); postgres://user:password@host/db for PostgreSQL (several service processes may share it; every process then needs the four CLANKIE_*_TOKEN bearers set, none is minted)."`
+	Store   string `env:"CLANKIE_MEMORY_STORE" secret:"true" help:"Where memory is kept: unset or file for plain files under CLANKIE_MEMORY_DIR (one service process); postgres://user:password@host/db for PostgreSQL (several service processes may share it; every process then needs the four CLANKIE_*_TOKEN bearers set, none is minted; pool_max_conns=N in it gives each process N connections, default and least 8)."`
 	CacheMB int    `env:"CLANKIE_MEMORY_CACHE_MB" envDefault:"128" help:"MiB of decoded people the memory service keeps in memory (1 to 65536); 128 holds about 1,500 people of 128 facts. An idle service holds none of it. With PostgreSQL each person held is checked against the database on every use."`
 	Tokens  Tokens
 	Log     Log
