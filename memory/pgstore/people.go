@@ -193,25 +193,32 @@ func (s *factScanner) scan(rows pgx.Rows) (factRow, int64, error) {
 	if err := rows.Scan(s.dest...); err != nil {
 		return factRow{}, 0, err
 	}
-	n := 0
-	for _, b := range s.text {
-		n += len(b)
-	}
-	var all strings.Builder
-	all.Grow(n)
-	for _, b := range s.text {
-		all.Write(b)
-	}
-	text, at := all.String(), 0
-	for i, b := range s.text {
-		*s.fields[i] = text[at : at+len(b)]
-		at += len(b)
-	}
+	shareText(s.text[:], s.fields[:])
 	r := s.r
 	if s.expires != nil {
 		r.hasExpiry, r.expires = true, *s.expires
 	}
 	return r, s.ord, nil
+}
+
+// shareText sets each of into to its text's bytes, all copied into one
+// string they share: one allocation for a row's strings, not one each.
+// The driver's bytes are valid only until the next row.
+func shareText(text []pgtype.DriverBytes, into []*string) {
+	n := 0
+	for _, b := range text {
+		n += len(b)
+	}
+	var all strings.Builder
+	all.Grow(n)
+	for _, b := range text {
+		all.Write(b)
+	}
+	s, at := all.String(), 0
+	for i, b := range text {
+		*into[i] = s[at : at+len(b)]
+		at += len(b)
+	}
 }
 
 // readFacts reads a person's facts in their order (selectFacts' rows).
@@ -291,14 +298,13 @@ func (st *stored) readRows(br pgx.BatchResults, facts int) error {
 	defer rows.Close()
 	var text [3]pgtype.DriverBytes
 	var ord int64
+	var rec people.ProposalRecord
+	into := [3]*string{&rec.ProposalID, &rec.Digest, &rec.FactID}
 	for rows.Next() {
 		if err := rows.Scan(&text[0], &ord, &text[1], &text[2]); err != nil {
 			return err
 		}
-		// One string for the record's three, as factScanner does.
-		all := string(text[0]) + string(text[1]) + string(text[2])
-		a, b := len(text[0]), len(text[0])+len(text[1])
-		rec := people.ProposalRecord{ProposalID: all[:a], Digest: all[a:b], FactID: all[b:]}
+		shareText(text[:], into[:])
 		st.person.Proposals = append(st.person.Proposals, rec)
 		st.recordRows = append(st.recordRows, ordered[recordRow]{ord, recordRow{rec.Digest, rec.FactID}})
 		st.nextRecord = max(st.nextRecord, ord+1)
@@ -476,22 +482,15 @@ func (st *stored) save(b *pgx.Batch, after *people.Person, version int64) (*stor
 		}
 		next.factRows[i], last = ordered[factRow]{ord, r}, ord
 	}
-	for k := range before {
-		if kept[k] {
-			continue
-		}
-		if len(added) == 0 {
-			b.Queue(deleteFact, st.name, before[k].FactID)
-			continue
-		}
-		r := &next.factRows[added[0]]
+	pairRows(kept[:len(before)], added, func(k, i int) {
+		r := &next.factRows[i]
 		b.Queue(replaceFact, append(r.row.args(st.name, r.ord), before[k].FactID)...)
-		added = added[1:]
-	}
-	for _, i := range added {
+	}, func(k int) {
+		b.Queue(deleteFact, st.name, before[k].FactID)
+	}, func(i int) {
 		r := &next.factRows[i]
 		b.Queue(insertFact, r.row.args(st.name, r.ord)...)
-	}
+	})
 
 	records, keptRecord := st.person.Proposals, kept[len(before):]
 	last, j, added = -1, 0, added[:0]
@@ -515,25 +514,37 @@ func (st *stored) save(b *pgx.Batch, after *people.Person, version int64) (*stor
 		}
 		next.recordRows[i], last = ordered[recordRow]{ord, r}, ord
 	}
-	for k := range records {
-		if keptRecord[k] {
-			continue
-		}
-		if len(added) == 0 {
-			b.Queue(deleteRecord, st.name, records[k].ProposalID)
-			continue
-		}
-		i := added[0]
+	pairRows(keptRecord, added, func(k, i int) {
 		r := &next.recordRows[i]
 		b.Queue(replaceRecord, st.name, after.Proposals[i].ProposalID, r.ord, r.row.digest, r.row.factID, records[k].ProposalID)
-		added = added[1:]
-	}
-	for _, i := range added {
+	}, func(k int) {
+		b.Queue(deleteRecord, st.name, records[k].ProposalID)
+	}, func(i int) {
 		r := &next.recordRows[i]
 		b.Queue(insertRecord, st.name, after.Proposals[i].ProposalID, r.ord, r.row.digest, r.row.factID)
-	}
+	})
 	b.Queue("UPDATE person SET facts = $2, seq = $3, version = $4 WHERE name = $1", st.name, len(after.Facts), int64(after.Seq), version)
 	return next, nil
+}
+
+// pairRows writes the rows a change no longer holds (the k not kept) and
+// the ones it adds (added, indexes of the new state's) in pairs while
+// there are both, the old row becoming the new (replace), then deletes or
+// inserts what is left of either.
+func pairRows(kept []bool, added []int, replace func(k, i int), remove func(k int), insert func(i int)) {
+	for k, keep := range kept {
+		switch {
+		case keep:
+		case len(added) == 0:
+			remove(k)
+		default:
+			replace(k, added[0])
+			added = added[1:]
+		}
+	}
+	for _, i := range added {
+		insert(i)
+	}
 }
 
 // indexFrom returns the first k of [from, n), else of [0, from), for

@@ -11,10 +11,7 @@ import (
 // connection string's pool_max_conns sizes each service's pool, never
 // below 8.
 func TestPoolSizeFollowsTheConnectionString(t *testing.T) {
-	dsn := os.Getenv("CLANKIE_TEST_POSTGRES")
-	if dsn == "" {
-		t.Skip("missing dependency: CLANKIE_TEST_POSTGRES (a PostgreSQL server; scripts/test starts one): the pool size check")
-	}
+	dsn := testDSN(t, "the pool size check")
 	sep := "?"
 	if strings.Contains(dsn, "?") {
 		sep = "&"
@@ -40,4 +37,14 @@ func TestPoolSizeFollowsTheConnectionString(t *testing.T) {
 		}
 		db.Close()
 	}
+}
+
+// testDSN is the server CLANKIE_TEST_POSTGRES names; without one, the
+// test (what) is skipped as a missing dependency.
+func testDSN(tb testing.TB, what string) string {
+	dsn := os.Getenv("CLANKIE_TEST_POSTGRES")
+	if dsn == "" {
+		tb.Skip("missing dependency: CLANKIE_TEST_POSTGRES (a PostgreSQL server; scripts/test starts one): " + what)
+	}
+	return dsn
 }

@@ -17,10 +17,7 @@ import (
 // keep anyone, so every read is a whole cold read (the version statement,
 // then the facts).
 func BenchmarkViewNotHeld(b *testing.B) {
-	dsn := os.Getenv("CLANKIE_TEST_POSTGRES")
-	if dsn == "" {
-		b.Skip("missing dependency: CLANKIE_TEST_POSTGRES (a PostgreSQL server; scripts/test starts one)")
-	}
+	dsn := testDSN(b, "the cold read benchmark")
 	ctx := context.Background()
 	schema := fmt.Sprintf("bench_view_%d", os.Getpid())
 	db, err := Open(ctx, dsn, nil, nil, Options{Schema: schema, CacheBytes: 1024})
